@@ -1,0 +1,90 @@
+# The verbs a user types. `make demo` and `make test` are the README's two set-up commands.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CARGO   ?= cargo
+MODULES := target/modules
+# The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
+GUEST_TARGET := wasm32-unknown-unknown
+GUEST_OUT := target/$(GUEST_TARGET)/guest/zundoko_guest.wasm
+COMPONENTIZE := target/debug/componentize
+# A component must stay well under a ConfigMap's 1 MiB; the product's budget is 64 KiB.
+GUEST_MAX_BYTES := 65536
+HIKAWA ?= ../shared/samples/hikawa-sample.yaml
+SEED   ?=
+PORT   ?= 0
+KUBECONFIG_OUT ?=
+
+.PHONY: help
+help: ## List the verbs.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+.PHONY: setup
+setup: ## Install the wasm targets the guest needs (rustup).
+	rustup target add $(GUEST_TARGET)
+
+$(COMPONENTIZE): tools/componentize/src/main.rs tools/componentize/Cargo.toml
+	$(CARGO) build -q -p componentize
+
+# guest-build FEATURES OUTPUT: build the adapter with a rule set's feature, wrap it, check its size.
+define guest-build
+	$(CARGO) build -q -p zundoko-guest --target $(GUEST_TARGET) --profile guest $(1)
+	$(COMPONENTIZE) $(GUEST_OUT) $(2)
+	@size=$$(stat -c %s $(2)); if [ $$size -gt $(GUEST_MAX_BYTES) ]; then \
+	  echo "$(2) is $$size bytes, over the $(GUEST_MAX_BYTES)-byte budget" >&2; exit 1; fi
+endef
+
+.PHONY: guest
+guest: setup $(COMPONENTIZE) ## Build the rules components into target/modules/.
+	@mkdir -p $(MODULES)
+	$(call guest-build,,$(MODULES)/zundoko-classic.wasm)
+	$(call guest-build,--features strict-ja,$(MODULES)/zundoko-strict-ja.wasm)
+	$(call guest-build,--features hostile,$(MODULES)/zundoko-hostile.wasm)
+
+.PHONY: build
+build: guest ## Build the guest components and the operator.
+	$(CARGO) build -p zundoko-operator
+
+.PHONY: simulate
+simulate: guest ## Sing the sample Hikawa locally on a virtual clock (MODULE=, HIKAWA=, SEED=).
+	$(CARGO) run -q -p zundoko-operator -- simulate \
+	  --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm) --hikawa $(HIKAWA) $(if $(SEED),--seed $(SEED))
+
+.PHONY: check-module
+check-module: guest ## Validate a module and print its metadata (MODULE=).
+	$(CARGO) run -q -p zundoko-operator -- check --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)
+
+.PHONY: demo
+demo: guest ## The main job, no cluster needed: check both shipped modules and sing the sample with each.
+	$(CARGO) build -q -p zundoko-operator
+	@for m in zundoko-classic zundoko-strict-ja; do \
+	  echo "== $$m"; \
+	  target/debug/zundoko-operator check --module $(MODULES)/$$m.wasm || exit 1; \
+	  target/debug/zundoko-operator simulate --module $(MODULES)/$$m.wasm --hikawa $(HIKAWA) $(if $(SEED),--seed $(SEED)) || exit 1; \
+	done
+
+.PHONY: test
+test: guest ## Run the whole test suite (native rules, sandbox with the built components, API server).
+	$(CARGO) test --workspace
+
+.PHONY: bench
+bench: guest ## Print sandbox cost per reconcile against native rules, at 5 and 1,000 children (release).
+	$(CARGO) bench -p zundoko-operator --bench sandbox
+
+.PHONY: crds
+crds: ## Regenerate deploy/crds/ from the Rust types.
+	@mkdir -p deploy/crds
+	$(CARGO) run -q -p zundoko-operator -- crd > deploy/crds/zundokokiyoshi.yaml
+
+.PHONY: crds-check
+crds-check: ## Fail when deploy/crds/ differs from the Rust types.
+	@$(CARGO) run -q -p zundoko-operator -- crd | diff -u deploy/crds/zundokokiyoshi.yaml - \
+	  || { echo "deploy/crds/ is stale: run 'make crds'" >&2; exit 1; }
+
+.PHONY: dev-apiserver
+dev-apiserver: ## Run the local API server in the foreground (PORT=, KUBECONFIG_OUT=).
+	$(CARGO) run -q -p zundoko-apiserver -- --port $(PORT) $(if $(KUBECONFIG_OUT),--kubeconfig-out $(KUBECONFIG_OUT))
+
+.PHONY: clean
+clean: ## Remove build output.
+	$(CARGO) clean

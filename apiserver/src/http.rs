@@ -1,0 +1,456 @@
+//! The HTTP layer: routing of kube-apiserver paths, content negotiation (JSON and Table),
+//! fault injection, the request log, and connection tracking for `restart()`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::AbortHandle;
+
+use crate::discovery;
+use crate::faults::Faults;
+use crate::ops::{self, DeleteOpts, FieldValidation, ListQuery, Target, WriteOpts};
+use crate::status::{ApiError, ApiResult};
+use crate::store::Store;
+use crate::table;
+use crate::watch::{self, WatchParams};
+
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// One handled request, as an authorizer would see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection
+    /// (for non-resource paths: the lowercase HTTP method).
+    pub verb: String,
+    pub api_group: String,
+    pub api_version: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    /// HTTP status code of the response.
+    pub code: u16,
+    pub method: String,
+    pub path: String,
+    pub user_agent: String,
+}
+
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+pub struct Inner {
+    pub store: Arc<Store>,
+    pub faults: Faults,
+    pub log: Mutex<Vec<RequestRecord>>,
+    pub addr: SocketAddr,
+    pub bookmark_every: Duration,
+    conns: Mutex<HashMap<u64, AbortHandle>>,
+    next_conn: AtomicU64,
+}
+
+impl Inner {
+    pub fn new(store: Arc<Store>, addr: SocketAddr, bookmark_every: Duration) -> Self {
+        Inner {
+            store,
+            faults: Faults::default(),
+            log: Mutex::new(vec![]),
+            addr,
+            bookmark_every,
+            conns: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(0),
+        }
+    }
+
+    /// Breaks every open connection.
+    pub fn break_connections(&self) {
+        let conns: Vec<AbortHandle> = self.conns.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
+        for h in conns {
+            h.abort();
+        }
+        // Watch streams end when their connection's body is dropped; make sure they do.
+        self.faults.drop_watches_now();
+    }
+}
+
+/// Accepts connections until aborted.
+pub async fn serve(inner: Arc<Inner>, listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let _ = stream.set_nodelay(true);
+        let id = inner.next_conn.fetch_add(1, Ordering::Relaxed);
+        let i2 = inner.clone();
+        let task = tokio::spawn(async move {
+            let svc_inner = i2.clone();
+            let svc = hyper::service::service_fn(move |req| {
+                let inner = svc_inner.clone();
+                async move { Ok::<_, Infallible>(handle(inner, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            i2.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        });
+        inner.conns.lock().unwrap_or_else(|e| e.into_inner()).insert(id, task.abort_handle());
+    }
+}
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+fn json_resp(code: u16, v: &Value, warnings: &[String]) -> Response<Body> {
+    let mut r = Response::builder()
+        .status(code)
+        .header("Content-Type", "application/json")
+        .header("Cache-Control", "no-cache, private");
+    for w in warnings {
+        r = r.header("Warning", format!("299 - {w:?}"));
+    }
+    r.body(full(serde_json::to_vec(v).unwrap_or_default())).unwrap()
+}
+
+fn err_resp(e: &ApiError) -> Response<Body> {
+    json_resp(e.code, &e.to_status(), &[])
+}
+
+struct ResourceReq {
+    verb: &'static str,
+    group: String,
+    version: String,
+    resource: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+/// Parses `/api/v1/...` and `/apis/G/V/...` resource paths.
+fn parse_resource_path(method: &Method, path: &str, query: &HashMap<String, String>) -> Option<ResourceReq> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, mut rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() => (String::new(), v.to_string(), rest.to_vec()),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (g.to_string(), v.to_string(), rest.to_vec()),
+        _ => return None,
+    };
+    let mut watch_path = false;
+    if rest.first() == Some(&"watch") {
+        watch_path = true;
+        rest.remove(0);
+    }
+    if rest.iter().any(|s| s.is_empty()) || rest.is_empty() {
+        return None;
+    }
+    let core_ns_sub = group.is_empty() && rest.len() == 3 && rest[0] == "namespaces" && (rest[2] == "status" || rest[2] == "finalize");
+    let (namespace, resource, name, sub) = if rest[0] == "namespaces" && rest.len() >= 3 && !core_ns_sub {
+        if rest.len() > 5 {
+            return None;
+        }
+        (Some(rest[1].to_string()), rest[2].to_string(), rest.get(3).map(|s| s.to_string()), rest.get(4).map(|s| s.to_string()))
+    } else {
+        if rest.len() > 3 {
+            return None;
+        }
+        (None, rest[0].to_string(), rest.get(1).map(|s| s.to_string()), rest.get(2).map(|s| s.to_string()))
+    };
+    let watch = watch_path || matches!(query.get("watch").map(String::as_str), Some("true") | Some("1"));
+    let verb = match (method, name.is_some()) {
+        (&Method::GET, _) if watch => "watch",
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "unknown",
+    };
+    Some(ResourceReq { verb, group, version, resource, namespace, name, subresource: sub })
+}
+
+fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+    form_urlencoded::parse(q.unwrap_or("").as_bytes()).into_owned().collect()
+}
+
+fn wants_table(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| first.contains("as=Table")) || accept.split(',').all(|a| a.contains("as=Table"))
+}
+
+async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = parse_query(req.uri().query());
+    let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let content_type = header("content-type");
+    let accept = header("accept");
+    let user_agent = header("user-agent");
+    let rr = parse_resource_path(&method, &path, &query);
+    let mut record = RequestRecord {
+        verb: rr.as_ref().map(|r| r.verb.to_string()).unwrap_or_else(|| method.as_str().to_lowercase()),
+        api_group: rr.as_ref().map(|r| r.group.clone()).unwrap_or_default(),
+        api_version: rr.as_ref().map(|r| r.version.clone()).unwrap_or_default(),
+        resource: rr.as_ref().map(|r| r.resource.clone()).unwrap_or_default(),
+        subresource: rr.as_ref().and_then(|r| r.subresource.clone()).unwrap_or_default(),
+        namespace: rr.as_ref().and_then(|r| r.namespace.clone()).unwrap_or_default(),
+        name: rr.as_ref().and_then(|r| r.name.clone()).unwrap_or_default(),
+        code: 0,
+        method: method.to_string(),
+        path: path.clone(),
+        user_agent,
+    };
+    let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let r = err_resp(&ApiError::too_large(format!("Request entity too large: limit is {MAX_BODY}")));
+            record.code = 413;
+            push_log(&inner, record);
+            return r;
+        }
+    };
+    let latency = inner.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let resp = match rr {
+        Some(rr) => match resource_request(&inner, rr, &query, &content_type, &accept, &body) {
+            Ok(r) => r,
+            Err(e) => err_resp(&e),
+        },
+        None => non_resource(&inner, &method, &path),
+    };
+    record.code = resp.status().as_u16();
+    tracing::debug!(verb = %record.verb, path = %record.path, code = record.code, "request");
+    push_log(&inner, record);
+    resp
+}
+
+fn push_log(inner: &Inner, r: RequestRecord) {
+    let mut log = inner.log.lock().unwrap_or_else(|e| e.into_inner());
+    if log.len() >= 200_000 {
+        log.drain(..100_000);
+    }
+    log.push(r);
+}
+
+fn non_resource(inner: &Inner, method: &Method, path: &str) -> Response<Body> {
+    if method != Method::GET && method != Method::HEAD {
+        return err_resp(&ApiError::method_not_allowed());
+    }
+    let reg = inner.store.lock().registry.clone();
+    let p = path.trim_end_matches('/');
+    let segs: Vec<&str> = p.trim_start_matches('/').split('/').collect();
+    let doc = match segs.as_slice() {
+        ["api"] => Some(discovery::api_versions(&inner.addr.to_string())),
+        ["api", v] => discovery::resource_list(&reg, "", v),
+        ["apis"] => Some(discovery::api_group_list(&reg)),
+        ["apis", g] => discovery::api_group(&reg, g),
+        ["apis", g, v] => discovery::resource_list(&reg, g, v),
+        ["version"] => Some(discovery::version()),
+        ["openapi", "v3"] => Some(crate::openapi::root(&reg)),
+        ["openapi", "v3", "api", v] => crate::openapi::group_version(&reg, "", v),
+        ["openapi", "v3", "apis", g, v] => crate::openapi::group_version(&reg, g, v),
+        ["healthz"] | ["livez"] | ["readyz"] => {
+            return Response::builder().status(200).header("Content-Type", "text/plain; charset=utf-8").body(full("ok")).unwrap();
+        }
+        _ => None,
+    };
+    match doc {
+        Some(d) => json_resp(200, &d, &[]),
+        None => err_resp(&ApiError::no_route()),
+    }
+}
+
+fn write_opts(q: &HashMap<String, String>) -> ApiResult<WriteOpts> {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => return Err(ApiError::bad_request(format!("Invalid dryRun value: {other:?}"))),
+    };
+    let field_validation = match q.get("fieldValidation").map(String::as_str) {
+        None | Some("") | Some("Warn") => FieldValidation::Warn,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some("Strict") => FieldValidation::Strict,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!("fieldValidation {other:?} is invalid: valid values are Ignore, Warn, Strict")));
+        }
+    };
+    Ok(WriteOpts {
+        dry_run,
+        field_manager: q.get("fieldManager").cloned(),
+        field_validation,
+        force: q.get("force").is_some_and(|f| f == "true" || f == "1"),
+    })
+}
+
+fn parse_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
+    let ct = content_type.split(';').next().unwrap_or("").trim();
+    if ct == "application/vnd.kubernetes.protobuf" {
+        return crate::protobuf::decode(body)
+            .ok_or_else(|| ApiError::unsupported_media_type(ct, &["application/json", "application/yaml"]));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => Ok(v),
+        Err(e) if ct.contains("yaml") => serde_yaml::from_slice(body).map_err(|e2| ApiError::bad_request(format!("error decoding YAML: {e2} ({e})"))),
+        Err(e) => Err(ApiError::bad_request(format!("error decoding JSON: {e}"))),
+    }
+}
+
+fn resource_request(
+    inner: &Arc<Inner>,
+    rr: ResourceReq,
+    q: &HashMap<String, String>,
+    content_type: &str,
+    accept: &str,
+    body: &[u8],
+) -> ApiResult<Response<Body>> {
+    let def = {
+        let st = inner.store.lock();
+        st.registry.get(&rr.group, &rr.version, &rr.resource).cloned()
+    };
+    let Some(def) = def else { return Err(ApiError::no_route()) };
+    if !def.namespaced && rr.namespace.is_some() {
+        return Err(ApiError::no_route());
+    }
+    if def.namespaced && rr.namespace.is_none() && (rr.name.is_some() || rr.verb == "create" || rr.verb == "deletecollection") {
+        return Err(ApiError::no_route());
+    }
+    if let Some(sub) = &rr.subresource {
+        let ok = sub == "status" && def.version(&rr.version).is_some_and(|v| v.status_subresource);
+        if !ok {
+            return Err(ApiError::no_route());
+        }
+        if !["get", "update", "patch"].contains(&rr.verb) {
+            return Err(ApiError::method_not_allowed());
+        }
+    }
+    if rr.verb == "unknown" || (rr.verb == "create" && rr.name.is_some()) || ((rr.verb == "update" || rr.verb == "patch") && rr.name.is_none()) {
+        return Err(ApiError::method_not_allowed());
+    }
+    if let Some(e) = inner.faults.roll(rr.verb, &def.group, &def.plural, rr.name.as_deref().unwrap_or("")) {
+        return Err(e);
+    }
+    let table = wants_table(accept);
+    let target = Target { def: def.clone(), version: rr.version.clone(), namespace: rr.namespace.clone(), name: rr.name.clone(), subresource: rr.subresource.clone() };
+    let store = &inner.store;
+    let ok = |r: ops::Resp| json_resp(r.code, &r.body, &r.warnings);
+    Ok(match rr.verb {
+        "get" => {
+            let obj = ops::get(store, &target)?;
+            if table {
+                json_resp(200, &table::to_table(&def, &rr.version, &[obj], true, None), &[])
+            } else {
+                json_resp(200, &obj, &[])
+            }
+        }
+        "list" => {
+            let lq = list_query(q);
+            let r = ops::list(store, &target, &lq)?;
+            let mut meta = json!({"resourceVersion": r.resource_version.to_string()});
+            if let Some(c) = &r.continue_token {
+                meta["continue"] = c.clone().into();
+            }
+            if let Some(n) = r.remaining {
+                meta["remainingItemCount"] = n.into();
+            }
+            if table {
+                json_resp(200, &table::to_table(&def, &rr.version, &r.items, true, Some(meta)), &[])
+            } else {
+                let items: Vec<Value> = r
+                    .items
+                    .into_iter()
+                    .map(|mut o| {
+                        if def.builtin {
+                            if let Some(m) = o.as_object_mut() {
+                                m.remove("kind");
+                                m.remove("apiVersion");
+                            }
+                        }
+                        o
+                    })
+                    .collect();
+                json_resp(200, &json!({"kind": def.list_kind, "apiVersion": def.api_version(&rr.version), "metadata": meta, "items": items}), &[])
+            }
+        }
+        "watch" => {
+            let p = WatchParams {
+                resource_version: q.get("resourceVersion").cloned(),
+                resource_version_match: q.get("resourceVersionMatch").cloned().filter(|s| !s.is_empty()),
+                send_initial_events: q.get("sendInitialEvents").map(|s| s == "true" || s == "1"),
+                allow_bookmarks: q.get("allowWatchBookmarks").is_some_and(|s| s == "true" || s == "1"),
+                timeout: q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).filter(|s| *s > 0).map(Duration::from_secs),
+                label_selector: q.get("labelSelector").cloned(),
+                field_selector: q.get("fieldSelector").cloned(),
+                table,
+            };
+            let rx = watch::start(inner.store.clone(), target, p, inner.bookmark_every, inner.faults.drops())?;
+            let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
+            Response::builder()
+                .status(200)
+                .header("Content-Type", "application/json")
+                .header("Cache-Control", "no-cache, private")
+                .body(StreamBody::new(stream).boxed())
+                .unwrap()
+        }
+        "create" => ok(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q)?)?),
+        "update" => ok(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q)?)?),
+        "patch" => ok(ops::patch(store, &target, content_type, body, &write_opts(q)?)?),
+        "delete" => ok(ops::delete(store, &target, &delete_opts(q, body)?)?),
+        "deletecollection" => ok(ops::delete_collection(store, &target, &list_query(q), &delete_opts(q, body)?)?),
+        _ => return Err(ApiError::method_not_allowed()),
+    })
+}
+
+fn list_query(q: &HashMap<String, String>) -> ListQuery {
+    ListQuery {
+        label_selector: q.get("labelSelector").cloned().filter(|s| !s.is_empty()),
+        field_selector: q.get("fieldSelector").cloned().filter(|s| !s.is_empty()),
+        limit: q.get("limit").and_then(|l| l.parse().ok()),
+        continue_token: q.get("continue").cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: q.get("resourceVersionMatch").cloned(),
+    }
+}
+
+fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> ApiResult<DeleteOpts> {
+    let mut o = DeleteOpts::default();
+    let b: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    o.propagation = b.get("propagationPolicy").and_then(Value::as_str).map(String::from).or_else(|| q.get("propagationPolicy").cloned());
+    let orphan = b.get("orphanDependents").and_then(Value::as_bool).or_else(|| q.get("orphanDependents").map(|s| s == "true"));
+    if o.propagation.is_none() {
+        o.propagation = match orphan {
+            Some(true) => Some("Orphan".into()),
+            Some(false) => Some("Background".into()),
+            None => None,
+        };
+    }
+    if let Some(p) = &o.propagation {
+        if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                &[crate::status::FieldError::new(
+                    crate::status::ErrType::NotSupported,
+                    "propagationPolicy",
+                    Some(p.clone().into()),
+                    "supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                )],
+            ));
+        }
+    }
+    o.precondition_uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
+    o.precondition_rv = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from);
+    let dry = b.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All"));
+    o.dry_run = dry || q.get("dryRun").is_some_and(|d| d == "All");
+    Ok(o)
+}

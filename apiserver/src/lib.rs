@@ -1,0 +1,147 @@
+//! An in-memory Kubernetes API server for tests and the no-cluster demo.
+//!
+//! It speaks the kube-apiserver REST protocol on plain HTTP on 127.0.0.1 well enough for
+//! kube-rs (`Api`, `watcher`, `Controller`) and basic `kubectl`: see README.md for what is
+//! supported and what deliberately is not. It is a development tool and is never linked
+//! into the operator binary.
+
+mod convert;
+mod discovery;
+pub mod faults;
+mod gc;
+mod http;
+mod kubeconfig;
+mod openapi;
+mod ops;
+mod patch;
+mod protobuf;
+mod registry;
+mod selectors;
+pub mod status;
+mod store;
+mod table;
+mod util;
+mod validation;
+mod watch;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub use faults::Faults;
+pub use http::RequestRecord;
+pub use kubeconfig::CONTEXT as KUBECONFIG_CONTEXT;
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// How many change events are kept for watch resume; older resourceVersions get 410 Expired.
+    pub history_size: usize,
+    /// How often watches with allowWatchBookmarks=true get a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// If set, the kubeconfig is written here before the first connection is accepted.
+    pub kubeconfig_out: Option<std::path::PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { port: 0, history_size: 4096, bookmark_interval: Duration::from_secs(10), kubeconfig_out: None }
+    }
+}
+
+/// A running in-memory API server.
+pub struct ApiServer {
+    inner: Arc<http::Inner>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Binds 127.0.0.1:`port` and serves in background tokio tasks.
+    pub async fn start(config: ServerConfig) -> anyhow::Result<ApiServer> {
+        let listener = TcpListener::bind(("127.0.0.1", config.port)).await?;
+        let addr: SocketAddr = listener.local_addr()?;
+        let store = Arc::new(store::Store::new(config.history_size.max(1)));
+        {
+            let mut st = store.lock();
+            let now = util::now_rfc3339();
+            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let obj = serde_json::json!({
+                    "apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": ns, "uid": util::new_uid(), "creationTimestamp": now,
+                                 "labels": {"kubernetes.io/metadata.name": ns}},
+                    "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Active"},
+                });
+                st.put(&registry::GroupResource::new("", "namespaces"), obj);
+            }
+        }
+        if let Some(p) = &config.kubeconfig_out {
+            std::fs::write(p, kubeconfig::kubeconfig_yaml(&format!("http://{addr}")))?;
+        }
+        let inner = Arc::new(http::Inner::new(store.clone(), addr, config.bookmark_interval.max(Duration::from_millis(10))));
+        let mut tasks = vec![];
+        tasks.push(tokio::spawn(http::serve(inner.clone(), listener)));
+        tasks.push(tokio::spawn(gc::run(store.clone())));
+        let i2 = inner.clone();
+        tasks.push(tokio::spawn(async move { i2.faults.run_dropper().await }));
+        Ok(ApiServer { inner, tasks })
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.inner.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// A kubeconfig for the server: context `zundoko-local`, namespace `default`.
+    pub fn kubeconfig_yaml(&self) -> String {
+        kubeconfig::kubeconfig_yaml(&self.url())
+    }
+
+    pub fn faults(&self) -> &Faults {
+        &self.inner.faults
+    }
+
+    /// Keeps all state but breaks every open connection (watches included).
+    pub async fn restart(&self) {
+        self.inner.break_connections();
+        tokio::task::yield_now().await;
+    }
+
+    /// The request log, oldest first.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.inner.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Empties the request log.
+    pub fn clear_requests(&self) {
+        self.inner.log.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Stops serving and breaks every connection.
+    pub async fn shutdown(mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.inner.break_connections();
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! `zundoko-apiserver`: the in-memory Kubernetes API server, standalone.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use zundoko_apiserver::{ApiServer, ServerConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "zundoko-apiserver", about = "In-memory Kubernetes API server for development (plain HTTP on 127.0.0.1)")]
+struct Args {
+    /// Port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the kubeconfig (empty or absent: a temporary file).
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Events kept for watch resume (older resourceVersions get 410 Expired).
+    #[arg(long, default_value_t = 4096)]
+    history_size: usize,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 10.0)]
+    bookmark_interval: f64,
+    /// Fault: fraction of requests answered 500, as VERB=RATE (repeatable; VERB may be *).
+    #[arg(long = "error-rate", value_name = "VERB=RATE")]
+    error_rates: Vec<String>,
+    /// Fault: fraction of writes answered 409 Conflict.
+    #[arg(long, default_value_t = 0.0)]
+    conflict_rate: f64,
+    /// Fault: milliseconds of latency added to every request.
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
+    /// Fault: drop every open watch every this many seconds.
+    #[arg(long)]
+    drop_watches_every: Option<f64>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_writer(std::io::stderr).init();
+    let args = Args::parse();
+    let path = match args.kubeconfig_out.filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p,
+        None => std::env::temp_dir().join(format!("zundoko-apiserver-{}.kubeconfig", std::process::id())),
+    };
+    // The kubeconfig is written after binding (so the port is known) and before the first
+    // connection is accepted.
+    let server = ApiServer::start(ServerConfig {
+        port: args.port,
+        history_size: args.history_size,
+        bookmark_interval: std::time::Duration::from_secs_f64(args.bookmark_interval.max(0.01)),
+        kubeconfig_out: Some(path.clone()),
+    })
+    .await?;
+    for spec in &args.error_rates {
+        let (verb, rate) = spec.split_once('=').ok_or_else(|| anyhow::anyhow!("--error-rate wants VERB=RATE, got {spec}"))?;
+        server.faults().set_error_rate(verb, rate.parse()?);
+    }
+    server.faults().set_conflict_rate(args.conflict_rate);
+    server.faults().set_latency(std::time::Duration::from_millis(args.latency_ms));
+    server.faults().set_watch_drop_every(args.drop_watches_every.map(std::time::Duration::from_secs_f64));
+    println!("zundoko-apiserver listening on {}", server.url());
+    println!("kubeconfig written to {}", path.display());
+    println!("try: KUBECONFIG={} kubectl get namespaces", path.display());
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("shutting down");
+    server.shutdown().await;
+    Ok(())
+}

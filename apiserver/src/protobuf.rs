@@ -1,0 +1,213 @@
+//! Decoding of the Kubernetes protobuf envelope for the built-in kinds kubectl's generators
+//! send that way (`kubectl create configmap|namespace`). Only those kinds are decoded;
+//! other protobuf bodies get 415 as before. Responses are always JSON, which client-go accepts.
+
+use serde_json::{Map, Value, json};
+
+const MAGIC: &[u8] = b"k8s\0";
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.b.get(self.i)?;
+            self.i += 1;
+            v |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    fn next(&mut self) -> Option<Option<(u64, Field<'a>)>> {
+        if self.i >= self.b.len() {
+            return Some(None);
+        }
+        let key = self.varint()?;
+        let (num, wt) = (key >> 3, key & 7);
+        let f = match wt {
+            0 => Field::Varint(self.varint()?),
+            2 => {
+                let len = self.varint()? as usize;
+                let s = self.b.get(self.i..self.i + len)?;
+                self.i += len;
+                Field::Bytes(s)
+            }
+            1 => {
+                self.i += 8;
+                Field::Varint(0)
+            }
+            5 => {
+                self.i += 4;
+                Field::Varint(0)
+            }
+            _ => return None,
+        };
+        Some(Some((num, f)))
+    }
+}
+
+fn fields(b: &[u8]) -> Option<Vec<(u64, Field<'_>)>> {
+    let mut r = Reader { b, i: 0 };
+    let mut out = vec![];
+    while let Some(f) = r.next()? {
+        out.push(f);
+    }
+    Some(out)
+}
+
+fn string(b: &[u8]) -> Option<String> {
+    String::from_utf8(b.to_vec()).ok()
+}
+
+fn map_entry(b: &[u8], bytes_value: bool) -> Option<(String, Value)> {
+    let (mut k, mut v) = (String::new(), Value::String(String::new()));
+    for (n, f) in fields(b)? {
+        if let Field::Bytes(x) = f {
+            match n {
+                1 => k = string(x)?,
+                2 if bytes_value => v = Value::String(b64(x)),
+                2 => v = Value::String(string(x)?),
+                _ => {}
+            }
+        }
+    }
+    Some((k, v))
+}
+
+fn b64(b: &[u8]) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+fn object_meta(b: &[u8]) -> Option<Value> {
+    let mut m = Map::new();
+    let mut labels = Map::new();
+    let mut annotations = Map::new();
+    let mut finalizers = vec![];
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => {
+                m.insert("name".into(), string(x)?.into());
+            }
+            (2, Field::Bytes(x)) => {
+                m.insert("generateName".into(), string(x)?.into());
+            }
+            (3, Field::Bytes(x)) => {
+                m.insert("namespace".into(), string(x)?.into());
+            }
+            (6, Field::Bytes(x)) => {
+                m.insert("resourceVersion".into(), string(x)?.into());
+            }
+            (11, Field::Bytes(x)) => {
+                let (k, v) = map_entry(x, false)?;
+                labels.insert(k, v);
+            }
+            (12, Field::Bytes(x)) => {
+                let (k, v) = map_entry(x, false)?;
+                annotations.insert(k, v);
+            }
+            (14, Field::Bytes(x)) => finalizers.push(Value::String(string(x)?)),
+            _ => {}
+        }
+    }
+    if !labels.is_empty() {
+        m.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        m.insert("annotations".into(), Value::Object(annotations));
+    }
+    if !finalizers.is_empty() {
+        m.insert("finalizers".into(), Value::Array(finalizers));
+    }
+    Some(Value::Object(m))
+}
+
+/// Decodes a protobuf-encoded ConfigMap or Namespace into its JSON form.
+pub fn decode(body: &[u8]) -> Option<Value> {
+    let rest = body.strip_prefix(MAGIC)?;
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for (n, f) in fields(rest)? {
+        match (n, f) {
+            (1, Field::Bytes(tm)) => {
+                for (tn, tf) in fields(tm)? {
+                    if let Field::Bytes(x) = tf {
+                        match tn {
+                            1 => api_version = string(x)?,
+                            2 => kind = string(x)?,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            (2, Field::Bytes(x)) => raw = x,
+            _ => {}
+        }
+    }
+    let mut obj = json!({"apiVersion": api_version, "kind": kind});
+    match (api_version.as_str(), kind.as_str()) {
+        ("v1", "ConfigMap") => {
+            let (mut data, mut bin) = (Map::new(), Map::new());
+            for (n, f) in fields(raw)? {
+                match (n, f) {
+                    (1, Field::Bytes(x)) => obj["metadata"] = object_meta(x)?,
+                    (2, Field::Bytes(x)) => {
+                        let (k, v) = map_entry(x, false)?;
+                        data.insert(k, v);
+                    }
+                    (3, Field::Bytes(x)) => {
+                        let (k, v) = map_entry(x, true)?;
+                        bin.insert(k, v);
+                    }
+                    (4, Field::Varint(v)) => obj["immutable"] = (v != 0).into(),
+                    _ => {}
+                }
+            }
+            if !data.is_empty() {
+                obj["data"] = Value::Object(data);
+            }
+            if !bin.is_empty() {
+                obj["binaryData"] = Value::Object(bin);
+            }
+        }
+        ("v1", "Namespace") => {
+            for (n, f) in fields(raw)? {
+                if let (1, Field::Bytes(x)) = (n, f) {
+                    obj["metadata"] = object_meta(x)?;
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64() {
+        assert_eq!(super::b64(b"\x00\x01\x02"), "AAEC");
+        assert_eq!(super::b64(b"ab"), "YWI=");
+    }
+}

@@ -1,0 +1,91 @@
+//! Real `kubectl` against the server with a generated kubeconfig.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kube::CustomResourceExt;
+
+use crate::common::*;
+
+fn tmpdir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("zundoko-apiserver-kubectl-{}-{}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let kc = kubeconfig.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new("kubectl").env("KUBECONFIG", &kc).env("HOME", kc.parent().unwrap()).args(&args).output().expect("kubectl on PATH");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_get_watch_delete() {
+    if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
+        eprintln!("kubectl not installed: skipping");
+        return;
+    }
+    let s = server().await;
+    let dir = tmpdir();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    std::fs::write(dir.join("crd.yaml"), serde_yaml::to_string(&Hikawa::crd()).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("hikawa.yaml"),
+        "apiVersion: zundokokiyoshi.kaitoy.github.com/v1beta1\nkind: Hikawa\nmetadata:\n  name: hikawa-sample\nspec:\n  intervalMillis: 500\n  numZundokos: 0\n  sayKiyoshi: false\n",
+    )
+    .unwrap();
+    let crd = dir.join("crd.yaml");
+    let (ok, out, err) = kubectl(&kc, &["apply", "--server-side", "-f", crd.to_str().unwrap()]).await;
+    assert!(ok, "apply CRD: {out} {err}");
+    assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/hikawas.zundokokiyoshi.kaitoy.github.com serverside-applied"), "{out}");
+    let h = dir.join("hikawa.yaml");
+    let (ok, out, err) = kubectl(&kc, &["apply", "--server-side", "-f", h.to_str().unwrap()]).await;
+    assert!(ok, "apply CR: {out} {err}");
+    assert!(out.contains("hikawa.zundokokiyoshi.kaitoy.github.com/hikawa-sample serverside-applied"), "{out}");
+    // Re-applying is fine too.
+    let (ok, _, err) = kubectl(&kc, &["apply", "--server-side", "-f", h.to_str().unwrap()]).await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = kubectl(&kc, &["get", "hikawas"]).await;
+    assert!(ok, "get: {err}");
+    let header = out.lines().next().unwrap_or("");
+    for col in ["NAME", "INTERVAL", "SAID", "AGE"] {
+        assert!(header.contains(col), "{out}");
+    }
+    assert!(out.contains("hikawa-sample") && out.contains("500"), "{out}");
+    let (ok, out, err) = kubectl(&kc, &["get", "hikawa", "hikawa-sample", "-o", "jsonpath={.spec.intervalMillis}"]).await;
+    assert!(ok, "{err}");
+    assert_eq!(out, "500");
+    // Create and watch.
+    let (ok, _, err) = kubectl(&kc, &["create", "configmap", "cm1", "--from-literal=a=b"]).await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = kubectl(&kc, &["get", "cm", "cm1", "-o", "jsonpath={.data.a}"]).await;
+    assert!(ok && out == "b", "{out} {err}");
+    let kc2 = kc.clone();
+    let watch = tokio::spawn(async move { kubectl(&kc2, &["get", "hikawas", "-w", "--request-timeout=3s"]).await });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let mut second = std::fs::read_to_string(&h).unwrap().replace("hikawa-sample", "hikawa-two");
+    second.push('\n');
+    let h2 = dir.join("two.yaml");
+    std::fs::write(&h2, second).unwrap();
+    let (ok, _, err) = kubectl(&kc, &["create", "-f", h2.to_str().unwrap()]).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = watch.await.unwrap();
+    assert!(out.contains("hikawa-sample") && out.contains("hikawa-two"), "watch output: {out}");
+    // Delete (kubectl waits for the object to be gone).
+    let (ok, out, err) = kubectl(&kc, &["delete", "hikawa", "hikawa-sample", "--timeout=10s"]).await;
+    assert!(ok, "delete: {out} {err}");
+    assert!(out.contains("deleted"), "{out}");
+    let (ok, _, err) = kubectl(&kc, &["get", "hikawa", "hikawa-sample"]).await;
+    assert!(!ok);
+    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    let (ok, out, err) = kubectl(&kc, &["get", "namespaces"]).await;
+    assert!(ok && out.contains("kube-system") && out.contains("Active"), "{out} {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

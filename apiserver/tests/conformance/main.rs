@@ -1,0 +1,15 @@
+//! Conformance-style tests: the scenarios a real kube-apiserver answers, with the real
+//! codes, reasons and messages.
+
+mod builtins;
+mod common;
+mod crud;
+mod deletion;
+mod discovery;
+mod faults;
+mod kube_rs;
+mod kubectl;
+mod patching;
+mod status_generation;
+mod validation;
+mod watching;

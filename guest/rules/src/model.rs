@@ -1,0 +1,191 @@
+//! The data of the WIT contract (`wit/zundoko-rules.wit`, interface `types`) as plain Rust.
+//!
+//! The guest adapter converts the WIT bindings to and from these types; the host uses them as
+//! its own view of a plan, so the rules, the host's checks and the native benchmark all speak
+//! one language. Field meanings are documented once, in the WIT file.
+
+/// Milliseconds since the Unix epoch (UTC).
+pub type TimestampMs = i64;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hikawa {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub created_at: Option<TimestampMs>,
+    pub interval_millis: u64,
+    /// Sorted by key.
+    pub params: Vec<(String, String)>,
+    pub status: HikawaStatus,
+}
+
+impl Hikawa {
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HikawaStatus {
+    pub num_zundokos_said: u32,
+    pub kiyoshied: bool,
+    pub phase: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Said {
+    pub name: String,
+    pub index: u32,
+    pub word: String,
+    pub said_at: Option<TimestampMs>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub hikawa: Hikawa,
+    /// Ordered by index.
+    pub zundokos: Vec<Said>,
+    pub kiyoshi: Option<Said>,
+    pub now: TimestampMs,
+    pub entropy: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChildKind {
+    Zundoko,
+    Kiyoshi,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Say {
+    pub kind: ChildKind,
+    pub namespace: String,
+    pub name: String,
+    pub index: u32,
+    pub word: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusUpdate {
+    pub phase: String,
+    pub num_zundokos_said: u32,
+    pub kiyoshied: bool,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Say(Say),
+    SetStatus(StatusUpdate),
+    RequeueAfter(u64),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+}
+
+impl Plan {
+    pub fn says(&self) -> impl Iterator<Item = &Say> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::Say(say) => Some(say),
+            _ => None,
+        })
+    }
+
+    pub fn status(&self) -> Option<&StatusUpdate> {
+        self.actions.iter().find_map(|a| match a {
+            Action::SetStatus(status) => Some(status),
+            _ => None,
+        })
+    }
+
+    pub fn requeue_after(&self) -> Option<u64> {
+        self.actions.iter().find_map(|a| match a {
+            Action::RequeueAfter(ms) => Some(*ms),
+            _ => None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleError {
+    InvalidParams(String),
+    InconsistentSong(String),
+    Internal(String),
+}
+
+impl RuleError {
+    /// A stable CamelCase reason, used for conditions and metric labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuleError::InvalidParams(_) => "InvalidParams",
+            RuleError::InconsistentSong(_) => "InconsistentSong",
+            RuleError::Internal(_) => "RulesInternalError",
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            RuleError::InvalidParams(m) | RuleError::InconsistentSong(m) | RuleError::Internal(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.reason(), self.message())
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleInfo {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+}
+
+impl Observed {
+    /// Carry out an already-checked plan on this in-memory view, the way the cluster would:
+    /// children appear (a create of an existing index is a no-op), the status is replaced.
+    /// Used by `simulate` and by tests that play whole songs without a cluster.
+    pub fn apply(&mut self, plan: &Plan) {
+        for action in &plan.actions {
+            match action {
+                Action::Say(say) => {
+                    let said = Said {
+                        name: say.name.clone(),
+                        index: say.index,
+                        word: say.word.clone(),
+                        said_at: Some(self.now),
+                    };
+                    match say.kind {
+                        ChildKind::Zundoko => {
+                            if !self.zundokos.iter().any(|z| z.name == said.name) {
+                                self.zundokos.push(said);
+                                self.zundokos.sort_by_key(|z| z.index);
+                            }
+                        }
+                        ChildKind::Kiyoshi => {
+                            self.kiyoshi.get_or_insert(said);
+                        }
+                    }
+                }
+                Action::SetStatus(status) => {
+                    self.hikawa.status = HikawaStatus {
+                        num_zundokos_said: status.num_zundokos_said,
+                        kiyoshied: status.kiyoshied,
+                        phase: Some(status.phase.clone()),
+                    };
+                }
+                Action::RequeueAfter(_) => {}
+            }
+        }
+    }
+}

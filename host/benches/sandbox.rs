@@ -1,0 +1,97 @@
+//! Sandbox cost per reconcile: a fresh instance plus the call, against the same rules linked
+//! natively, at 5 and at 1,000 children. Prints figures; asserts nothing about time.
+//!
+//! `make bench` (release). Needs the components from `make guest`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use zundoko_operator::rules::{NativeRules, Rules};
+use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_rules::naming::zundoko_name;
+use zundoko_rules::{Observed, Said};
+
+fn observed(children: u32) -> Observed {
+    let mut o = Observed {
+        hikawa: zundoko_rules::Hikawa {
+            namespace: "default".into(),
+            name: "hikawa-sample".into(),
+            uid: "0b4f3e9a-5a53-4b8e-9a1e-4b8a2f7c1d11".into(),
+            generation: 1,
+            created_at: Some(0),
+            interval_millis: 0,
+            ..Default::default()
+        },
+        now: 1_000_000,
+        entropy: 42,
+        ..Observed::default()
+    };
+    // Zun Doko Zun Doko ...: never the call, so every decision says one more word.
+    for index in 1..=children {
+        let word = if index % 2 == 1 { "Zun" } else { "Doko" };
+        o.zundokos.push(Said { name: zundoko_name("hikawa-sample", index), index, word: word.into(), said_at: Some(index as i64) });
+    }
+    o.hikawa.status.num_zundokos_said = children;
+    o
+}
+
+/// Median over batches of the mean time per call: robust to a noisy shared machine.
+fn measure(iterations: u32, mut f: impl FnMut()) -> Duration {
+    for _ in 0..iterations / 10 + 1 {
+        f();
+    }
+    let batch = (iterations / 20).max(1);
+    let mut means: Vec<Duration> = (0..20)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..batch {
+                f();
+            }
+            start.elapsed() / batch
+        })
+        .collect();
+    means.sort();
+    means[means.len() / 2]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/modules");
+    let bytes = std::fs::read(dir.join("zundoko-classic.wasm")).expect("run `make guest` first");
+    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    let compile_start = Instant::now();
+    let module = engine.load(&bytes).unwrap();
+    let load_time = compile_start.elapsed();
+    let native = NativeRules::new(zundoko_rules::classic());
+
+    println!("guest zundoko-classic.wasm: {} bytes; compile + check + first info(): {:.1} ms", bytes.len(), load_time.as_secs_f64() * 1e3);
+    let instance_only = measure(20_000, || {
+        black_box(module.info().unwrap());
+    });
+    println!("fresh instance + trivial call (info): {} us", us(instance_only));
+    println!();
+    println!("{:>9} | {:>16} | {:>10} | {:>8} | {:>9}", "children", "wasm fresh+call", "native", "ratio", "fuel");
+    println!("{:->9}-+-{:->16}-+-{:->10}-+-{:->8}-+-{:->9}", "", "", "", "", "");
+    for (children, iterations) in [(5u32, 20_000u32), (1000, 2_000)] {
+        let input = observed(children);
+        let wasm_plan = Rules::reconcile(&module, &input).unwrap();
+        assert_eq!(wasm_plan.value, native.reconcile(&input).unwrap().value, "wasm and native agree");
+        let wasm = measure(iterations, || {
+            black_box(Rules::reconcile(&module, black_box(&input)).unwrap());
+        });
+        let native_time = measure(iterations * 10, || {
+            black_box(native.reconcile(black_box(&input)).unwrap());
+        });
+        println!(
+            "{:>9} | {:>13} us | {:>7} us | {:>7.1}x | {:>9}",
+            children,
+            us(wasm),
+            us(native_time),
+            wasm.as_secs_f64() / native_time.as_secs_f64(),
+            wasm_plan.fuel_used
+        );
+    }
+}

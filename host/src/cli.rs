@@ -1,0 +1,133 @@
+//! The command line. Every flag has an environment-variable twin.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::plan_check::PlanLimits;
+use crate::sandbox::{RulesModule, SandboxEngine, SandboxLimits, WORLD};
+use crate::telemetry::LogFormat;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "zundoko-operator",
+    version,
+    about = "The Zundoko Kiyoshi operator: Hikawa resources sing, decided by a sandboxed wasm rules module"
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, env = "ZUNDOKO_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+    /// Log filter, in RUST_LOG syntax (for example `info,zundoko_operator=debug`).
+    #[arg(long = "log", env = "RUST_LOG", default_value = "info", global = true)]
+    pub log_filter: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a module against a Hikawa manifest on a virtual clock, without a cluster, and print
+    /// the song and every decision (with its entropy, so `--seed` replays it exactly).
+    Simulate(SimulateArgs),
+    /// Validate a module: print its metadata, digest and world, or why it is rejected.
+    Check(CheckArgs),
+    /// Print the CustomResourceDefinitions (Hikawa, Zundoko, Kiyoshi) as YAML.
+    Crd,
+}
+
+/// Limits on each guest call and on each plan.
+#[derive(Args, Debug, Clone)]
+pub struct SandboxArgs {
+    /// CPU budget per guest call, in wasmtime fuel units (about one per wasm instruction).
+    #[arg(long, env = "ZUNDOKO_FUEL", default_value_t = SandboxLimits::default().fuel)]
+    pub fuel: u64,
+    /// Cap on a guest's linear memory, in MiB; growing past it fails the call.
+    #[arg(long, env = "ZUNDOKO_MEMORY_LIMIT_MIB", default_value_t = SandboxLimits::default().memory_bytes >> 20)]
+    pub memory_limit_mib: usize,
+    /// Most actions one plan may hold.
+    #[arg(long, env = "ZUNDOKO_MAX_PLAN_ACTIONS", default_value_t = PlanLimits::default().max_actions)]
+    pub max_plan_actions: usize,
+    /// Most Zundoko children one Hikawa may have.
+    #[arg(long, env = "ZUNDOKO_MAX_CHILDREN", default_value_t = PlanLimits::default().max_children)]
+    pub max_children: u32,
+}
+
+impl SandboxArgs {
+    pub fn sandbox_limits(&self) -> SandboxLimits {
+        SandboxLimits { fuel: self.fuel, memory_bytes: self.memory_limit_mib << 20, ..SandboxLimits::default() }
+    }
+
+    pub fn plan_limits(&self) -> PlanLimits {
+        PlanLimits { max_actions: self.max_plan_actions, max_children: self.max_children, ..PlanLimits::default() }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    /// The rules module (a wasm component).
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    /// A Hikawa manifest (YAML or JSON).
+    #[arg(long, env = "ZUNDOKO_HIKAWA")]
+    pub hikawa: PathBuf,
+    /// Seed for the entropy of each decision; a random one (printed) if not given.
+    #[arg(long, env = "ZUNDOKO_SEED")]
+    pub seed: Option<u64>,
+    /// Stop after this many decisions even without a Kiyoshi.
+    #[arg(long, env = "ZUNDOKO_MAX_DECISIONS", default_value_t = 10_000)]
+    pub max_decisions: usize,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The rules module (a wasm component).
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Read and load a module file, naming the file in any error.
+pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
+    engine
+        .load(&bytes)
+        .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", path.display(), e.reason()))
+}
+
+pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<crate::simulate::Song> {
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let module = load_module(&engine, &args.module)?;
+    let text = std::fs::read_to_string(&args.hikawa)
+        .with_context(|| format!("cannot read Hikawa manifest {}", args.hikawa.display()))?;
+    let hikawa = crate::crd::parse_hikawa(&args.hikawa.display().to_string(), &text)?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    crate::simulate::simulate(&module, &hikawa, seed, &args.sandbox.plan_limits(), args.max_decisions, out)
+}
+
+pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let module = load_module(&engine, &args.module)?;
+    let id = module.identity();
+    writeln!(out, "module:      {}", args.module.display())?;
+    writeln!(out, "name:        {}", id.info.name)?;
+    writeln!(out, "version:     {}", id.info.version)?;
+    writeln!(out, "description: {}", id.info.description)?;
+    writeln!(out, "world:       {WORLD}")?;
+    writeln!(out, "digest:      {}", id.digest)?;
+    writeln!(out, "size:        {} bytes", id.size)?;
+    let decision = crate::rules::smoke_test(&module, &args.sandbox.plan_limits())
+        .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", args.module.display(), e.reason()))?;
+    writeln!(
+        out,
+        "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
+        crate::simulate::describe(decision.outcome.as_ref().expect("smoke test passed")),
+        decision.fuel_used.unwrap_or(0),
+        decision.elapsed
+    )?;
+    Ok(())
+}

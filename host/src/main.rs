@@ -1,0 +1,16 @@
+use clap::Parser;
+use zundoko_operator::cli::{self, Cli, Command};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    zundoko_operator::telemetry::init(cli.log_format, &cli.log_filter);
+    let mut stdout = std::io::stdout().lock();
+    match &cli.command {
+        Command::Simulate(args) => cli::simulate(args, &mut stdout).map(drop),
+        Command::Check(args) => cli::check(args, &mut stdout),
+        Command::Crd => {
+            print!("{}", zundoko_operator::crd::all_yaml()?);
+            Ok(())
+        }
+    }
+}

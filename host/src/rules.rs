@@ -1,0 +1,118 @@
+//! Deciding: one call of the rules (a wasm module, or the same rules linked natively for
+//! comparison), then the plan check. A decision that fails either is an error, and nothing
+//! of its plan is applied.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zundoko_rules::{Observed, Plan, RuleSet};
+
+use crate::plan_check::{self, PlanLimits};
+use crate::sandbox::{GuestError, GuestLog, GuestOutcome, ModuleIdentity, RulesModule};
+
+/// Something that can make a decision: the wasm sandbox or native rules.
+pub trait Rules: Send + Sync + 'static {
+    fn identity(&self) -> &Arc<ModuleIdentity>;
+    /// Blocking; the async callers use [`decide_async`].
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError>;
+}
+
+impl Rules for RulesModule {
+    fn identity(&self) -> &Arc<ModuleIdentity> {
+        RulesModule::identity(self)
+    }
+
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        RulesModule::reconcile(self, observed)
+    }
+}
+
+/// The rules crate linked into the host: the baseline the sandbox is measured against.
+pub struct NativeRules {
+    rules: RuleSet,
+    identity: Arc<ModuleIdentity>,
+}
+
+impl NativeRules {
+    pub fn new(rules: RuleSet) -> Self {
+        let info = rules.module_info();
+        let identity = Arc::new(ModuleIdentity { digest: format!("native:{}", info.name), info, size: 0 });
+        NativeRules { rules, identity }
+    }
+}
+
+impl Rules for NativeRules {
+    fn identity(&self) -> &Arc<ModuleIdentity> {
+        &self.identity
+    }
+
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        let plan = self.rules.reconcile(observed).map_err(GuestError::Rules)?;
+        Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new() })
+    }
+}
+
+/// One decision and what it cost.
+#[derive(Debug)]
+pub struct Decision {
+    pub module: Arc<ModuleIdentity>,
+    /// The checked plan, or why there is none.
+    pub outcome: Result<Plan, GuestError>,
+    pub fuel_used: Option<u64>,
+    pub logs: Vec<GuestLog>,
+    pub elapsed: Duration,
+}
+
+/// Call the rules and check the plan. Blocking.
+pub fn decide(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits) -> Decision {
+    let started = Instant::now();
+    let module = rules.identity().clone();
+    match rules.reconcile(observed) {
+        Ok(GuestOutcome { value: plan, fuel_used, logs }) => {
+            let outcome = plan_check::check(&plan, observed, limits).map(|()| plan).map_err(GuestError::from);
+            Decision { module, outcome, fuel_used: Some(fuel_used), logs, elapsed: started.elapsed() }
+        }
+        Err(error) => Decision { module, outcome: Err(error), fuel_used: None, logs: Vec::new(), elapsed: started.elapsed() },
+    }
+}
+
+/// [`decide`] on tokio's blocking pool, so a slow guest never stalls the async workers.
+pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits) -> Decision {
+    let span = tracing::Span::current();
+    let module = rules.identity().clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        decide(rules.as_ref(), &observed, &limits)
+    });
+    task.await.unwrap_or_else(|join_error| Decision {
+        module,
+        outcome: Err(GuestError::Host(format!("the guest call did not finish: {join_error}"))),
+        fuel_used: None,
+        logs: Vec::new(),
+        elapsed: Duration::ZERO,
+    })
+}
+
+/// A module must be able to decide for a brand-new Hikawa, within the limits, with a plan
+/// that passes the check, before it may serve.
+pub fn smoke_test(rules: &dyn Rules, limits: &PlanLimits) -> Result<Decision, GuestError> {
+    let observed = Observed {
+        hikawa: zundoko_rules::Hikawa {
+            namespace: "smoke-test".into(),
+            name: "smoke-test".into(),
+            uid: "00000000-0000-0000-0000-000000000000".into(),
+            generation: 1,
+            created_at: Some(0),
+            interval_millis: 1000,
+            ..Default::default()
+        },
+        now: 0,
+        entropy: 0x5eed,
+        ..Observed::default()
+    };
+    let decision = decide(rules, &observed, limits);
+    match &decision.outcome {
+        Ok(_) => Ok(decision),
+        Err(error) => Err(GuestError::SmokeTestFailed(format!("{error} [{}]", error.reason()))),
+    }
+}

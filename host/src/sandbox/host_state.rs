@@ -1,0 +1,110 @@
+//! The data each guest call's `Store` holds: the memory cap and the guest's log lines.
+
+use super::bindings::zundokokiyoshi::rules::log;
+use super::limits::SandboxLimits;
+
+/// One guest call's host-side state.
+pub struct HostState {
+    pub memory: MemoryCap,
+    pub logs: GuestLogs,
+}
+
+impl HostState {
+    pub fn new(limits: &SandboxLimits) -> Self {
+        HostState {
+            memory: MemoryCap {
+                limit: limits.memory_bytes,
+                refused: None,
+            },
+            logs: GuestLogs {
+                lines: Vec::new(),
+                dropped: 0,
+                max_lines: limits.max_log_lines,
+                max_line_bytes: limits.max_log_line_bytes,
+            },
+        }
+    }
+}
+
+/// Refuses memory growth past the cap and remembers that it did, so the failure can be
+/// reported as "memory cap" rather than as an anonymous trap.
+pub struct MemoryCap {
+    pub limit: usize,
+    /// The size the guest asked for when it was refused.
+    pub refused: Option<usize>,
+}
+
+/// The error a refused memory growth traps with.
+#[derive(Debug, thiserror::Error)]
+#[error("memory cap of {limit} bytes reached (guest asked for {requested})")]
+pub struct MemoryCapReached {
+    pub limit: usize,
+    pub requested: usize,
+}
+
+impl wasmtime::ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.refused = Some(desired);
+            // An error (rather than `Ok(false)`) traps at once: a Rust guest would otherwise
+            // see a failed grow as an allocation failure and abort anonymously.
+            return Err(MemoryCapReached { limit: self.limit, requested: desired }.into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 10_000)
+    }
+}
+
+/// A guest's log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestLog {
+    pub level: log::Level,
+    pub message: String,
+}
+
+/// The log lines of one call, bounded so a guest cannot flood the operator's log.
+pub struct GuestLogs {
+    pub lines: Vec<GuestLog>,
+    pub dropped: usize,
+    max_lines: usize,
+    max_line_bytes: usize,
+}
+
+impl GuestLogs {
+    /// The message of the guest's panic, if it reported one before trapping.
+    pub fn panic_message(&self) -> Option<&str> {
+        self.lines
+            .iter()
+            .rev()
+            .find_map(|line| line.message.strip_prefix("panic: "))
+    }
+}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, mut message: String) {
+        let logs = &mut self.logs;
+        if logs.lines.len() >= logs.max_lines {
+            logs.dropped += 1;
+            return;
+        }
+        if message.len() > logs.max_line_bytes {
+            let mut cut = logs.max_line_bytes;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        match level {
+            log::Level::Trace => tracing::trace!(target: "guest", "{message}"),
+            log::Level::Debug => tracing::debug!(target: "guest", "{message}"),
+            log::Level::Info => tracing::info!(target: "guest", "{message}"),
+            log::Level::Warn => tracing::warn!(target: "guest", "{message}"),
+            log::Level::Error => tracing::error!(target: "guest", "{message}"),
+        }
+        logs.lines.push(GuestLog { level, message });
+    }
+}

@@ -1,0 +1,33 @@
+//! How much one guest call may use. Every limit is per call: each call gets a fresh Store.
+
+/// Limits on one guest call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// CPU budget in wasmtime fuel units (about one per wasm instruction).
+    pub fuel: u64,
+    /// Cap on the guest's linear memory, in bytes. Growing past it traps.
+    pub memory_bytes: usize,
+    /// Cap on the host (native) stack the guest's wasm code may use, in bytes.
+    pub wasm_stack_bytes: usize,
+    /// Log lines a single call may emit through the log import; the rest are counted only.
+    pub max_log_lines: usize,
+    /// Longest log line kept, in bytes; longer lines are cut.
+    pub max_log_line_bytes: usize,
+    /// Guest calls that may run at once (instance slots kept ready in the pool).
+    pub max_concurrent_calls: u32,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            // The default rules use ~25k fuel at 5 children and ~1.5M at 1,000: plenty of room,
+            // and an endless loop still stops within a few tens of milliseconds.
+            fuel: 50_000_000,
+            memory_bytes: 32 << 20,
+            wasm_stack_bytes: 512 << 10,
+            max_log_lines: 64,
+            max_log_line_bytes: 1024,
+            max_concurrent_calls: 128,
+        }
+    }
+}

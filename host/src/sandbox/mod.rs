@@ -1,0 +1,14 @@
+//! The sandbox: compile rules modules once, run each call in a fresh, limited instance.
+
+mod bindings;
+mod convert;
+mod error;
+mod host_state;
+mod limits;
+mod module;
+
+pub use bindings::{RULES_EXPORT, WORLD};
+pub use error::GuestError;
+pub use host_state::GuestLog;
+pub use limits::SandboxLimits;
+pub use module::{GuestOutcome, ModuleIdentity, RulesModule, SandboxEngine};

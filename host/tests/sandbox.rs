@@ -1,0 +1,249 @@
+//! The sandbox with the real built components: wasm and native agree, and hostile modules
+//! fail with the right typed error while the host carries on.
+
+mod common;
+
+use common::module_bytes;
+use sha2::{Digest, Sha256};
+use zundoko_operator::plan_check::{PlanLimits, PlanRejection};
+use zundoko_operator::rules::{NativeRules, Rules, decide};
+use zundoko_operator::sandbox::{GuestError, RULES_EXPORT, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_rules::naming::zundoko_name;
+use zundoko_rules::song::mix;
+use zundoko_rules::{Observed, Said};
+
+fn engine() -> SandboxEngine {
+    SandboxEngine::new(SandboxLimits::default()).unwrap()
+}
+
+fn hikawa(params: &[(&str, &str)]) -> Observed {
+    Observed {
+        hikawa: zundoko_rules::Hikawa {
+            namespace: "default".into(),
+            name: "hk".into(),
+            uid: "u".into(),
+            generation: 1,
+            created_at: Some(0),
+            interval_millis: 500,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        },
+        now: 1_000,
+        entropy: 7,
+        ..Observed::default()
+    }
+}
+
+#[test]
+fn wasm_and_native_plans_are_identical_over_many_seeds() {
+    let engine = engine();
+    for (module, native) in [
+        ("zundoko-classic", zundoko_rules::classic()),
+        ("zundoko-strict-ja", zundoko_rules::strict_japanese()),
+    ] {
+        let wasm = engine.load(&module_bytes(module)).unwrap();
+        assert_eq!(wasm.identity().info, native.module_info(), "{module} exports the rules' own metadata");
+        let native = NativeRules::new(native);
+        let mut compared = 0;
+        for seed in 0..150u64 {
+            // Walk a whole song, comparing every decision on the way.
+            let mut observed = hikawa(if seed % 3 == 0 { &[("zuns", "3")] } else { &[] });
+            for step in 0..400u64 {
+                observed.entropy = mix(seed << 20 | step);
+                let a = wasm.reconcile(&observed).unwrap().value;
+                let b = native.reconcile(&observed).unwrap().value;
+                assert_eq!(a, b, "{module} seed {seed} step {step}");
+                compared += 1;
+                observed.apply(&a);
+                match a.requeue_after() {
+                    Some(ms) => observed.now += ms as i64,
+                    None if a.says().next().is_some() => {}
+                    None => break,
+                }
+            }
+        }
+        assert!(compared > 3000, "{compared}");
+        // Errors agree too.
+        let bad = hikawa(&[("zuns", "many")]);
+        let wasm_error = wasm.reconcile(&bad).unwrap_err();
+        let native_error = native.reconcile(&bad).unwrap_err();
+        assert_eq!(wasm_error.to_string(), native_error.to_string());
+        assert_eq!(wasm_error.reason(), "InvalidParams");
+    }
+}
+
+#[test]
+fn a_thousand_children_cross_the_boundary_intact() {
+    let engine = engine();
+    let wasm = engine.load(&module_bytes("zundoko-classic")).unwrap();
+    let native = NativeRules::new(zundoko_rules::classic());
+    let mut observed = hikawa(&[]);
+    for index in 1..=1000 {
+        observed.zundokos.push(Said { name: zundoko_name("hk", index), index, word: "Doko".into(), said_at: Some(0) });
+    }
+    let limits = PlanLimits { max_children: 2000, ..PlanLimits::default() };
+    let a = decide(&wasm, &observed, &limits);
+    let b = decide(&native, &observed, &limits);
+    assert_eq!(a.outcome.as_ref().unwrap(), b.outcome.as_ref().unwrap());
+    assert_eq!(a.outcome.unwrap().says().next().unwrap().index, 1001);
+    assert!(a.fuel_used.unwrap() > 0);
+}
+
+#[test]
+fn identity_names_the_module_and_its_digest() {
+    let bytes = module_bytes("zundoko-strict-ja");
+    let module = engine().load(&bytes).unwrap();
+    let id = module.identity();
+    assert_eq!(id.info.name, "zundoko-strict-ja");
+    assert_eq!(id.digest, format!("sha256:{}", hex::encode(Sha256::digest(&bytes))));
+    assert_eq!(id.size, bytes.len());
+    assert!(bytes.len() < 64 * 1024, "guest is {} bytes", bytes.len());
+}
+
+/// Run a hostile request, then prove the same module (and so the host) still serves.
+fn hostile(module: &RulesModule, what: &str) -> GuestError {
+    let error = decide(module, &hikawa(&[("hostile", what)]), &PlanLimits::default())
+        .outcome
+        .expect_err(what);
+    let after = decide(module, &hikawa(&[]), &PlanLimits::default());
+    assert!(after.outcome.is_ok(), "after {what}: {:?}", after.outcome);
+    error
+}
+
+#[test]
+fn hostile_guests_fail_with_typed_errors_and_the_host_carries_on() {
+    let engine = engine();
+    let module = engine.load(&module_bytes("zundoko-hostile")).unwrap();
+    let limits = engine.limits().clone();
+
+    let e = hostile(&module, "loop");
+    assert!(matches!(e, GuestError::OutOfCpuBudget { budget } if budget == limits.fuel), "{e}");
+    assert!(e.to_string().contains("CPU budget"), "{e}");
+
+    let e = hostile(&module, "allocate");
+    assert!(matches!(e, GuestError::MemoryCap { limit, requested } if limit == limits.memory_bytes && requested > limit), "{e}");
+
+    let e = hostile(&module, "panic");
+    assert_eq!(e.reason(), "GuestTrapped");
+    assert!(e.to_string().contains("hostile guest panics on purpose"), "the guest's own message: {e}");
+
+    let e = hostile(&module, "recurse");
+    assert!(
+        matches!(e, GuestError::StackOverflow) || matches!(&e, GuestError::Trap { trap, .. } if trap.contains("out of bounds")),
+        "{e:?}"
+    );
+
+    // A million actions: within the default limits the guest cannot even build it ...
+    let e = hostile(&module, "huge-plan");
+    assert!(matches!(e, GuestError::OutOfCpuBudget { .. } | GuestError::MemoryCap { .. }), "{e}");
+    // ... and with room to build it, the plan check refuses it whole.
+    let roomy = SandboxEngine::new(SandboxLimits { memory_bytes: 512 << 20, fuel: 2_000_000_000, ..SandboxLimits::default() }).unwrap();
+    let big = roomy.load(&module_bytes("zundoko-hostile")).unwrap();
+    let e = hostile(&big, "huge-plan");
+    assert!(matches!(e, GuestError::InvalidPlan(PlanRejection::TooManyActions { actions: 1_000_000, .. })), "{e}");
+
+    let e = hostile(&module, "foreign-namespace");
+    assert!(matches!(&e, GuestError::InvalidPlan(PlanRejection::ForeignNamespace { found, .. }) if found == "kube-system"), "{e}");
+    let e = hostile(&module, "foreign-name");
+    assert!(matches!(&e, GuestError::InvalidPlan(PlanRejection::ForeignName { found, .. }) if found == "someone-else-zundoko-001"), "{e}");
+
+    // A flood of log lines is cut to the limit; the decision itself stands.
+    let flood = module.reconcile(&hikawa(&[("hostile", "log-flood")])).unwrap();
+    assert_eq!(flood.logs.len(), limits.max_log_lines);
+}
+
+#[test]
+fn a_trapped_call_leaves_other_concurrent_calls_alone() {
+    let engine = engine();
+    let module = std::sync::Arc::new(engine.load(&module_bytes("zundoko-hostile")).unwrap());
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let module = module.clone();
+            std::thread::spawn(move || {
+                let params: &[(&str, &str)] = if i % 2 == 0 { &[("hostile", "panic")] } else { &[] };
+                module.reconcile(&hikawa(params)).is_ok()
+            })
+        })
+        .collect();
+    let ok: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(ok, [false, true, false, true, false, true, false, true]);
+}
+
+fn load_err(bytes: &[u8]) -> GuestError {
+    engine().load(bytes).err().expect("the module is refused")
+}
+
+#[test]
+fn modules_that_are_not_rules_components_are_refused_with_reasons() {
+    assert!(matches!(load_err(&[]), GuestError::EmptyModule));
+
+    let e = load_err(b"#!/bin/sh\necho not wasm\n");
+    assert!(matches!(&e, GuestError::NotAComponent(m) if m.contains("magic")), "{e}");
+
+    let mut noise = vec![0u8; 4096];
+    let mut x = 1u64;
+    for b in noise.iter_mut() {
+        x = mix(x);
+        *b = x as u8;
+    }
+    assert_eq!(load_err(&noise).reason(), "NotAComponent");
+
+    let core = wat::parse_str("(module (func (export \"reconcile\")))").unwrap();
+    let e = load_err(&core);
+    assert!(matches!(&e, GuestError::NotAComponent(m) if m.contains("core wasm module")), "{e}");
+
+    let good = module_bytes("zundoko-classic");
+    let e = load_err(&good[..good.len() / 2]);
+    assert_eq!(e.reason(), "NotAComponent", "a truncated module: {e}");
+
+    let other_world = wat::parse_str(
+        r#"(component
+             (core module $m (func (export "f")))
+             (core instance $i (instantiate $m))
+             (func (export "hello") (canon lift (core func $i "f"))))"#,
+    )
+    .unwrap();
+    let e = load_err(&other_world);
+    assert!(
+        matches!(&e, GuestError::WorldMismatch { expected, found } if expected == RULES_EXPORT && found == "hello"),
+        "{e}"
+    );
+    assert!(e.to_string().contains(RULES_EXPORT) && e.to_string().contains("hello"), "{e}");
+
+    let rules_export = |name: &str, import: &str| {
+        wat::parse_str(format!(
+            r#"(component
+                 {import}
+                 (core module $m (func (export "f")))
+                 (core instance $i (instantiate $m))
+                 (func $f (canon lift (core func $i "f")))
+                 (instance $rules (export "info" (func $f)))
+                 (export "{name}" (instance $rules)))"#
+        ))
+        .unwrap()
+    };
+    let e = load_err(&rules_export("zundokokiyoshi:rules/rules@0.2.0", ""));
+    assert!(matches!(&e, GuestError::WorldMismatch { found, .. } if found.contains("rules@0.2.0")), "{e}");
+
+    let e = load_err(&rules_export(RULES_EXPORT, ""));
+    assert!(matches!(&e, GuestError::WorldMismatch { found, .. } if found.contains("types differ")), "same name, wrong types: {e}");
+
+    let e = load_err(&rules_export(
+        RULES_EXPORT,
+        r#"(import "wasi:cli/environment@0.2.0" (instance (export "get-arguments" (func (result (list string))))))"#,
+    ));
+    assert!(matches!(&e, GuestError::ForbiddenImport(i) if i == "wasi:cli/environment@0.2.0"), "{e}");
+}
+
+#[test]
+fn each_call_starts_from_a_fresh_instance() {
+    // The classic rules keep nothing, so same input, same output, across many calls on one
+    // module: and a trap in between changes nothing.
+    let engine = engine();
+    let module = engine.load(&module_bytes("zundoko-hostile")).unwrap();
+    let first = module.reconcile(&hikawa(&[])).unwrap().value;
+    for _ in 0..50 {
+        assert!(module.reconcile(&hikawa(&[("hostile", "panic")])).is_err());
+        assert_eq!(module.reconcile(&hikawa(&[])).unwrap().value, first);
+    }
+}
