@@ -29,14 +29,13 @@ fn is_new_events(def: &ResourceDef) -> bool {
 /// The object as served at `def`/`version`.
 pub fn to_external(def: &ResourceDef, version: &str, obj: &Value) -> Value {
     let mut out = obj.clone();
-    if is_new_events(def) {
-        if let Some(m) = out.as_object_mut() {
+    if is_new_events(def)
+        && let Some(m) = out.as_object_mut() {
             for (core, new) in EVENT_FIELDS {
                 rename(m, core, new);
             }
             rename(m, "reportingComponent", "reportingController");
         }
-    }
     out["apiVersion"] = def.api_version(version).into();
     out["kind"] = def.kind.clone().into();
     out

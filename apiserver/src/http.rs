@@ -85,7 +85,15 @@ impl Inner {
 /// Accepts connections until aborted.
 pub async fn serve(inner: Arc<Inner>, listener: TcpListener) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let id = inner.next_conn.fetch_add(1, Ordering::Relaxed);
         let i2 = inner.clone();
@@ -178,6 +186,15 @@ fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     form_urlencoded::parse(q.unwrap_or("").as_bytes()).into_owned().collect()
 }
 
+/// The `as=PartialObjectMetadata[List]` form kube-rs' metadata API asks for.
+fn wants_partial(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| first.contains("as=PartialObjectMetadata"))
+}
+
+fn partial(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
 fn wants_table(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| first.contains("as=Table")) || accept.split(',').all(|a| a.contains("as=Table"))
 }
@@ -218,7 +235,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
         tokio::time::sleep(latency).await;
     }
     let resp = match rr {
-        Some(rr) => match resource_request(&inner, rr, &query, &content_type, &accept, &body) {
+        Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body) {
             Ok(r) => r,
             Err(e) => err_resp(&e),
         },
@@ -266,7 +283,7 @@ fn non_resource(inner: &Inner, method: &Method, path: &str) -> Response<Body> {
     }
 }
 
-fn write_opts(q: &HashMap<String, String>) -> ApiResult<WriteOpts> {
+fn write_opts(q: &HashMap<String, String>, user_agent: &str) -> ApiResult<WriteOpts> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -280,19 +297,23 @@ fn write_opts(q: &HashMap<String, String>) -> ApiResult<WriteOpts> {
             return Err(ApiError::bad_request(format!("fieldValidation {other:?} is invalid: valid values are Ignore, Warn, Strict")));
         }
     };
+    if q.get("fieldManager").is_some_and(|m| m.chars().count() > 128) {
+        return Err(ApiError::bad_request("fieldManager: Too long: may not be more than 128 bytes"));
+    }
     Ok(WriteOpts {
         dry_run,
         field_manager: q.get("fieldManager").cloned(),
         field_validation,
         force: q.get("force").is_some_and(|f| f == "true" || f == "1"),
+        user_agent: user_agent.to_string(),
+        applying: false,
     })
 }
 
 fn parse_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
     let ct = content_type.split(';').next().unwrap_or("").trim();
     if ct == "application/vnd.kubernetes.protobuf" {
-        return crate::protobuf::decode(body)
-            .ok_or_else(|| ApiError::unsupported_media_type(ct, &["application/json", "application/yaml"]));
+        return crate::protobuf::decode(body).ok_or_else(|| ApiError::unsupported_media_type(&["application/json", "application/yaml"]));
     }
     match serde_json::from_slice::<Value>(body) {
         Ok(v) => Ok(v),
@@ -301,14 +322,14 @@ fn parse_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
     }
 }
 
-fn resource_request(
-    inner: &Arc<Inner>,
-    rr: ResourceReq,
-    q: &HashMap<String, String>,
-    content_type: &str,
-    accept: &str,
-    body: &[u8],
-) -> ApiResult<Response<Body>> {
+struct Headers<'a> {
+    content_type: &'a str,
+    accept: &'a str,
+    user_agent: &'a str,
+}
+
+fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, String>, h: &Headers<'_>, body: &[u8]) -> ApiResult<Response<Body>> {
+    let (content_type, accept, user_agent) = (h.content_type, h.accept, h.user_agent);
     let def = {
         let st = inner.store.lock();
         st.registry.get(&rr.group, &rr.version, &rr.resource).cloned()
@@ -342,7 +363,9 @@ fn resource_request(
     Ok(match rr.verb {
         "get" => {
             let obj = ops::get(store, &target)?;
-            if table {
+            if wants_partial(accept) {
+                json_resp(200, &partial(&obj), &[])
+            } else if table {
                 json_resp(200, &table::to_table(&def, &rr.version, &[obj], true, None), &[])
             } else {
                 json_resp(200, &obj, &[])
@@ -358,19 +381,21 @@ fn resource_request(
             if let Some(n) = r.remaining {
                 meta["remainingItemCount"] = n.into();
             }
-            if table {
+            if wants_partial(accept) {
+                let items: Vec<Value> = r.items.iter().map(partial).collect();
+                json_resp(200, &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items}), &[])
+            } else if table {
                 json_resp(200, &table::to_table(&def, &rr.version, &r.items, true, Some(meta)), &[])
             } else {
                 let items: Vec<Value> = r
                     .items
                     .into_iter()
                     .map(|mut o| {
-                        if def.builtin {
-                            if let Some(m) = o.as_object_mut() {
+                        if def.builtin
+                            && let Some(m) = o.as_object_mut() {
                                 m.remove("kind");
                                 m.remove("apiVersion");
                             }
-                        }
                         o
                     })
                     .collect();
@@ -387,6 +412,7 @@ fn resource_request(
                 label_selector: q.get("labelSelector").cloned(),
                 field_selector: q.get("fieldSelector").cloned(),
                 table,
+                partial: wants_partial(accept),
             };
             let rx = watch::start(inner.store.clone(), target, p, inner.bookmark_every, inner.faults.drops())?;
             let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
@@ -397,9 +423,9 @@ fn resource_request(
                 .body(StreamBody::new(stream).boxed())
                 .unwrap()
         }
-        "create" => ok(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q)?)?),
-        "update" => ok(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q)?)?),
-        "patch" => ok(ops::patch(store, &target, content_type, body, &write_opts(q)?)?),
+        "create" => ok(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
+        "update" => ok(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
+        "patch" => ok(ops::patch(store, &target, content_type, body, &write_opts(q, user_agent)?)?),
         "delete" => ok(ops::delete(store, &target, &delete_opts(q, body)?)?),
         "deletecollection" => ok(ops::delete_collection(store, &target, &list_query(q), &delete_opts(q, body)?)?),
         _ => return Err(ApiError::method_not_allowed()),
@@ -433,8 +459,8 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> ApiResult<DeleteOpts
             None => None,
         };
     }
-    if let Some(p) = &o.propagation {
-        if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
+    if let Some(p) = &o.propagation
+        && !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
             return Err(ApiError::invalid(
                 "meta.k8s.io",
                 "DeleteOptions",
@@ -447,7 +473,6 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> ApiResult<DeleteOpts
                 )],
             ));
         }
-    }
     o.precondition_uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
     o.precondition_rv = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from);
     let dry = b.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All"));

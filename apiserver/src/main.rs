@@ -8,12 +8,12 @@ use zundoko_apiserver::{ApiServer, ServerConfig};
 #[derive(Parser, Debug)]
 #[command(name = "zundoko-apiserver", about = "In-memory Kubernetes API server for development (plain HTTP on 127.0.0.1)")]
 struct Args {
-    /// Port on 127.0.0.1 (0: any free port).
-    #[arg(long, default_value_t = 0)]
+    /// Port on 127.0.0.1 (0 or empty: any free port).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "0")]
     port: u16,
     /// Where to write the kubeconfig (empty or absent: a temporary file).
-    #[arg(long)]
-    kubeconfig_out: Option<PathBuf>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    kubeconfig_out: Option<String>,
     /// Events kept for watch resume (older resourceVersions get 410 Expired).
     #[arg(long, default_value_t = 4096)]
     history_size: usize,
@@ -38,8 +38,12 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_writer(std::io::stderr).init();
     let args = Args::parse();
-    let path = match args.kubeconfig_out.filter(|p| !p.as_os_str().is_empty()) {
-        Some(p) => p,
+    // Handlers first, so a signal right after the address is printed is handled.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let path = match args.kubeconfig_out.filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
         None => std::env::temp_dir().join(format!("zundoko-apiserver-{}.kubeconfig", std::process::id())),
     };
     // The kubeconfig is written after binding (so the port is known) and before the first
@@ -61,10 +65,8 @@ async fn main() -> anyhow::Result<()> {
     println!("zundoko-apiserver listening on {}", server.url());
     println!("kubeconfig written to {}", path.display());
     println!("try: KUBECONFIG={} kubectl get namespaces", path.display());
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = ctrl_c => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
     }
     eprintln!("shutting down");

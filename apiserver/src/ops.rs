@@ -61,6 +61,16 @@ pub struct WriteOpts {
     pub field_manager: Option<String>,
     pub field_validation: FieldValidation,
     pub force: bool,
+    /// The request's User-Agent (the field manager when none is given).
+    pub user_agent: String,
+    /// Set by server-side apply, which records its own ownership.
+    pub applying: bool,
+}
+
+impl WriteOpts {
+    fn manager(&self) -> String {
+        self.field_manager.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| patch::manager_from_user_agent(&self.user_agent))
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -95,17 +105,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
         .unwrap_or_default()
-}
-
-fn without_meta_and_status(obj: &Value) -> Value {
-    let mut c = obj.clone();
-    if let Some(m) = c.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-        m.remove("apiVersion");
-        m.remove("kind");
-    }
-    c
 }
 
 fn without_meta(obj: &Value) -> Value {
@@ -174,13 +173,12 @@ fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec<FieldError
     if !name.is_empty() {
         let ok = if def.plural == "namespaces" && def.group.is_empty() { is_dns1123_label(name) } else { is_dns1123_subdomain(name) };
         if !ok && old.is_none() {
-            let (kind, max) = if def.plural == "namespaces" { ("label", "63") } else { ("subdomain", "253") };
-            let _ = max;
+            let label = def.plural == "namespaces";
             errs.push(FieldError::invalid(
                 "metadata.name",
                 name.into(),
-                if kind == "label" {
-                    format!("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+                if label {
+                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string()
                 } else {
                     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into()
                 },
@@ -191,20 +189,19 @@ fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec<FieldError
         if let Some(m) = obj.pointer(&format!("/metadata/{key}")) {
             match m.as_object() {
                 Some(m) => {
-                    for (k, v) in m {
+                    for v in m.values() {
                         if !v.is_string() {
                             errs.push(FieldError::new(ErrType::TypeInvalid, format!("metadata.{kind}"), Some(v.clone()), "must be a string"));
                         } else if kind == "labels" {
                             let s = v.as_str().unwrap();
                             if s.len() > 63 || !s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
                                 errs.push(FieldError::invalid(
-                                    format!("metadata.labels"),
+                                    "metadata.labels",
                                     v.clone(),
                                     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
                                 ));
                             }
                         }
-                        let _ = k;
                     }
                 }
                 None if !m.is_null() => errs.push(FieldError::new(ErrType::TypeInvalid, format!("metadata.{kind}"), Some(m.clone()), "must be a map")),
@@ -234,8 +231,8 @@ fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec<FieldError
             errs.push(FieldError::invalid("metadata.ownerReferences", Value::Array(refs.clone()), "Only one reference can have Controller set to true."));
         }
     }
-    if let Some(old) = old {
-        if old.pointer("/metadata/deletionTimestamp").is_some() {
+    if let Some(old) = old
+        && old.pointer("/metadata/deletionTimestamp").is_some() {
             let before = finalizers(old);
             let added: Vec<String> = finalizers(obj).into_iter().filter(|f| !before.contains(f)).collect();
             if !added.is_empty() {
@@ -245,7 +242,6 @@ fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec<FieldError
                 ));
             }
         }
-    }
     // Built-in strategies.
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "configmaps") => errs.extend(validate_configmap(obj, old)),
@@ -283,8 +279,8 @@ fn validate_configmap(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     if total > 1024 * 1024 {
         errs.push(FieldError::new(ErrType::TooLong, "[]", Some("".into()), "may not be more than 1048576 bytes"));
     }
-    if let Some(old) = old {
-        if old.get("immutable") == Some(&Value::Bool(true)) {
+    if let Some(old) = old
+        && old.get("immutable") == Some(&Value::Bool(true)) {
             if obj.get("data") != old.get("data") {
                 errs.push(FieldError::forbidden("data", "field is immutable when `immutable` is set"));
             }
@@ -295,7 +291,6 @@ fn validate_configmap(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
                 errs.push(FieldError::forbidden("immutable", "field is immutable when `immutable` is set"));
             }
         }
-    }
     errs
 }
 
@@ -340,7 +335,7 @@ fn validate_crd(obj: &Value) -> Vec<FieldError> {
     errs
 }
 
-fn unknown_handling(opts: &WriteOpts, unknown: &[String]) -> ApiResult<Vec<String>> {
+fn unknown_handling(t: &Target, opts: &WriteOpts, unknown: &[String]) -> ApiResult<Vec<String>> {
     if unknown.is_empty() {
         return Ok(vec![]);
     }
@@ -348,8 +343,10 @@ fn unknown_handling(opts: &WriteOpts, unknown: &[String]) -> ApiResult<Vec<Strin
         FieldValidation::Ignore => Ok(vec![]),
         FieldValidation::Warn => Ok(unknown.iter().map(|u| format!("unknown field {u:?}")).collect()),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
-            "strict decoding error: {}",
-            unknown.iter().map(|u| format!("unknown field {u:?}")).collect::<Vec<_>>().join(", ")
+            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+            unknown.iter().map(|u| format!("unknown field {u:?}")).collect::<Vec<_>>().join(", "),
+            kind = t.def.kind,
+            version = t.version,
         ))),
     }
 }
@@ -384,7 +381,7 @@ fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
-fn check_namespace(st: &State, t: &Target, obj: &mut Value) -> ApiResult<()> {
+fn check_namespace(t: &Target, obj: &mut Value) -> ApiResult<()> {
     if t.def.namespaced {
         let body_ns = meta_str(obj, "namespace").to_string();
         if body_ns.is_empty() {
@@ -395,7 +392,6 @@ fn check_namespace(st: &State, t: &Target, obj: &mut Value) -> ApiResult<()> {
     } else {
         meta_mut(obj).remove("namespace");
     }
-    let _ = st;
     Ok(())
 }
 
@@ -414,11 +410,10 @@ fn prepare_create(t: &Target, obj: &mut Value, now: &str) {
     } else {
         m.remove("generation");
     }
-    if status_sub && t.def.is_custom() {
-        if let Some(o) = obj.as_object_mut() {
+    if status_sub && t.def.is_custom()
+        && let Some(o) = obj.as_object_mut() {
             o.remove("status");
         }
-    }
     match (t.def.group.as_str(), t.def.plural.as_str()) {
         ("", "namespaces") => {
             obj["status"] = json!({"phase": "Active"});
@@ -464,14 +459,13 @@ fn prepare_update(t: &Target, new: &mut Value, old: &Value) -> Vec<FieldError> {
             }
         }
     }
-    if t.def.plural == "namespaces" && t.def.group.is_empty() {
-        if let Some(f) = old.pointer("/spec/finalizers") {
+    if t.def.plural == "namespaces" && t.def.group.is_empty()
+        && let Some(f) = old.pointer("/spec/finalizers") {
             if !new.get("spec").is_some_and(Value::is_object) {
                 new["spec"] = json!({});
             }
             new["spec"]["finalizers"] = f.clone();
         }
-    }
     let old_uid = meta_str(old, "uid").to_string();
     let new_uid = meta_str(new, "uid").to_string();
     if !new_uid.is_empty() && new_uid != old_uid {
@@ -490,16 +484,14 @@ fn prepare_update(t: &Target, new: &mut Value, old: &Value) -> Vec<FieldError> {
             }
         }
     }
-    if m.get("managedFields").is_none() {
-        if let Some(mf) = om.get("managedFields") {
+    if m.get("managedFields").is_none()
+        && let Some(mf) = om.get("managedFields") {
             m.insert("managedFields".into(), mf.clone());
         }
-    }
     m.remove("selfLink");
-    if t.def.track_generation && without_meta_and_status(new) != without_meta_and_status(old) {
-        let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
-        new["metadata"]["generation"] = g.into();
-    } else if t.def.track_generation && !t.has_status_subresource() && without_meta(new) != without_meta(old) {
+    // Anything but metadata changing bumps the generation (status was restored above when
+    // the status subresource exists).
+    if t.def.track_generation && without_meta(new) != without_meta(old) {
         let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
         new["metadata"]["generation"] = g.into();
     }
@@ -512,11 +504,10 @@ fn invalid(t: &Target, obj: &Value, errs: &[FieldError]) -> ApiError {
 
 /// Side effects of storing an object of a built-in kind (CRDs register their resources).
 fn after_put(st: &mut State, t: &Target, stored: &Value) {
-    if t.def.group == "apiextensions.k8s.io" && t.def.plural == "customresourcedefinitions" {
-        if let Some(def) = def_from_crd(stored) {
+    if t.def.group == "apiextensions.k8s.io" && t.def.plural == "customresourcedefinitions"
+        && let Some(def) = def_from_crd(stored) {
             st.registry.add(def);
         }
-    }
 }
 
 fn external(t: &Target, obj: &Value) -> Value {
@@ -537,15 +528,14 @@ pub fn create(store: &Store, t: &Target, mut obj: Value, opts: &WriteOpts) -> Ap
 }
 
 fn create_locked(st: &mut State, t: &Target, mut obj: Value, opts: &WriteOpts, name_hint: Option<&str>) -> ApiResult<Resp> {
-    check_namespace(st, t, &mut obj)?;
+    check_namespace(t, &mut obj)?;
     if !meta_str(&obj, "resourceVersion").is_empty() {
         return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
     }
-    if let Some(n) = name_hint {
-        if meta_str(&obj, "name").is_empty() {
+    if let Some(n) = name_hint
+        && meta_str(&obj, "name").is_empty() {
             meta_mut(&mut obj).insert("name".into(), n.into());
         }
-    }
     if t.def.namespaced {
         let ns = meta_str(&obj, "namespace").to_string();
         match st.get(&crate::registry::GroupResource::new("", "namespaces"), "", &ns) {
@@ -569,7 +559,11 @@ fn create_locked(st: &mut State, t: &Target, mut obj: Value, opts: &WriteOpts, n
     let now = now_rfc3339();
     prepare_create(t, &mut obj, &now);
     let (errs, unknown) = validate(t, &mut obj, None);
-    let mut warnings = unknown_handling(opts, &unknown)?;
+    if !opts.applying {
+        let av = t.def.api_version(&t.version);
+        patch::track_update(&json!({}), &mut obj, t.schema(), &opts.manager(), "", &av, &now);
+    }
+    let mut warnings = unknown_handling(t, opts, &unknown)?;
     let ns = meta_str(&obj, "namespace").to_string();
     let mut attempts = 0;
     loop {
@@ -611,7 +605,7 @@ pub fn update(store: &Store, t: &Target, mut obj: Value, opts: &WriteOpts) -> Ap
         )));
     }
     let mut st = store.lock();
-    check_namespace(&st, t, &mut obj)?;
+    check_namespace(t, &mut obj)?;
     let existing = st.get(&t.def.storage, t.ns(), t.name()).cloned();
     let Some(existing) = existing else {
         if t.def.create_on_update && !t.is_status() {
@@ -653,17 +647,21 @@ fn update_locked(st: &mut State, t: &Target, obj: Value, existing: &Value, opts:
     let mut errs = prepare_update(t, &mut new, &old_ext);
     let (verrs, unknown) = validate(t, &mut new, Some(&old_ext));
     errs.extend(verrs);
-    let warnings = unknown_handling(opts, &unknown)?;
+    let warnings = unknown_handling(t, opts, &unknown)?;
     if !errs.is_empty() {
         return Err(invalid(t, &new, &errs));
     }
+    if !opts.applying {
+        let av = t.def.api_version(&t.version);
+        let sub = t.subresource.clone().unwrap_or_default();
+        patch::track_update(&old_ext, &mut new, t.schema(), &opts.manager(), &sub, &av, &now_rfc3339());
+    }
     if t.def.group == "apiextensions.k8s.io" && t.def.plural == "customresourcedefinitions" && !t.is_status() {
         new["status"] = crd_status(&new, &now_rfc3339());
-        if let Some(c) = old_ext.pointer("/status/conditions") {
-            if old_ext.pointer("/metadata/deletionTimestamp").is_some() {
+        if let Some(c) = old_ext.pointer("/status/conditions")
+            && old_ext.pointer("/metadata/deletionTimestamp").is_some() {
                 new["status"]["conditions"] = c.clone();
             }
-        }
     }
     let internal = to_internal(&t.def, &t.version, new);
     let mut old_cmp = existing.clone();
@@ -693,12 +691,11 @@ fn is_namespace(t: &Target) -> bool {
 }
 
 fn after_remove(st: &mut State, t: &Target, gone: &Value) {
-    if t.def.group == "apiextensions.k8s.io" && t.def.plural == "customresourcedefinitions" {
-        if let Some(def) = def_from_crd(gone) {
+    if t.def.group == "apiextensions.k8s.io" && t.def.plural == "customresourcedefinitions"
+        && let Some(def) = def_from_crd(gone) {
             st.objects.remove(&def.storage);
             st.registry.remove(&def.gr());
         }
-    }
 }
 
 pub const APPLY: &str = "application/apply-patch+yaml";
@@ -710,7 +707,7 @@ pub fn patch(store: &Store, t: &Target, content_type: &str, body: &[u8], opts: &
     let ct = content_type.split(';').next().unwrap_or("").trim();
     let accepted: &[&str] = if t.def.is_custom() { &[JSONPATCH, MERGE, APPLY] } else { &[JSONPATCH, MERGE, STRATEGIC, APPLY] };
     if !accepted.contains(&ct) {
-        return Err(ApiError::unsupported_media_type(ct, accepted));
+        return Err(ApiError::unsupported_media_type(accepted));
     }
     if ct == APPLY {
         return apply(store, t, body, opts);
@@ -816,11 +813,14 @@ fn apply(store: &Store, t: &Target, body: &[u8], opts: &WriteOpts) -> ApiResult<
         }
         let set = patch::field_set(&applied, schema.as_ref());
         let mut obj = applied.clone();
-        obj["metadata"]["managedFields"] = patch::set_managed(&json!({}), &manager, "", &av, &set, &now);
+        let e = patch::Entry { manager: manager.clone(), operation: "Apply".into(), api_version: av.clone(), subresource: String::new(), time: now.clone().into(), set };
+        obj["metadata"]["managedFields"] = patch::render(&[e]);
         if !meta_str(&obj, "resourceVersion").is_empty() {
             return Err(t.not_found(t.name()));
         }
-        let r = create_locked(&mut st, t, obj, opts, Some(t.name()))?;
+        let mut copts = opts.clone();
+        copts.applying = true;
+        let r = create_locked(&mut st, t, obj, &copts, Some(t.name()))?;
         store.changed(st.rv);
         return Ok(r);
     };
@@ -834,59 +834,79 @@ fn apply(store: &Store, t: &Target, body: &[u8], opts: &WriteOpts) -> ApiResult<
         }
     }
     let new_set = patch::field_set(&applied, schema.as_ref());
-    let prev_set = patch::own_apply_set(&live, &manager, &sub);
-    let mut others = patch::other_apply_sets(&live, &manager, &sub);
-    let mut conflicts = vec![];
+    let mut entries = patch::entries(&live);
+    let own_idx = entries.iter().position(|e| e.is(&manager, "Apply", &sub));
+    let prev_set = own_idx.map(|i| entries[i].set.clone()).unwrap_or_default();
+    let mut conflicts: Vec<(String, patch::FieldPath)> = vec![];
     for p in &new_set {
-        for (m, s) in others.iter_mut() {
-            if s.contains(p) && patch::get_path(&live, p) != patch::get_path(&applied, p) {
-                if opts.force {
-                    s.remove(p);
-                } else {
-                    conflicts.push((m.clone(), p.clone()));
-                }
+        if patch::get_path(&live, p) == patch::get_path(&applied, p) {
+            continue;
+        }
+        for (i, e) in entries.iter_mut().enumerate() {
+            if Some(i) == own_idx || !e.set.contains(p) {
+                continue;
+            }
+            if opts.force {
+                e.set.remove(p);
+            } else {
+                conflicts.push((e.display(), p.clone()));
             }
         }
     }
     if !conflicts.is_empty() {
-        let msg = if conflicts.len() == 1 {
-            format!("Apply failed with 1 conflict: conflict with {:?}: {}", conflicts[0].0, patch::display_path(&conflicts[0].1))
-        } else {
-            format!(
-                "Apply failed with {} conflicts: {}",
-                conflicts.len(),
-                conflicts.iter().map(|(m, p)| format!("conflict with {m:?}: {}", patch::display_path(p))).collect::<Vec<_>>().join("\n")
-            )
-        };
-        let causes: Vec<Value> = conflicts
-            .iter()
-            .map(|(m, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m:?}"), "field": patch::display_path(p)}))
-            .collect();
-        return Err(ApiError::new(409, "Conflict", msg, Some(json!({"causes": causes}))));
+        return Err(apply_conflict(&conflicts));
     }
     let mut merged = live.clone();
     patch::apply_merge(&mut merged, &applied, schema.as_ref());
-    let owned_by_others: BTreeSet<_> = others.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
+    let owned_by_others: BTreeSet<_> =
+        entries.iter().enumerate().filter(|(i, _)| Some(*i) != own_idx).flat_map(|(_, e)| e.set.iter().cloned()).collect();
     for p in prev_set.difference(&new_set) {
         if !owned_by_others.contains(p) {
             patch::remove_path(&mut merged, p);
         }
     }
-    // Rebuild managedFields: others (with forced-away fields dropped), then ours.
-    let mut entries: Vec<Value> = live.pointer("/metadata/managedFields").and_then(Value::as_array).cloned().unwrap_or_default();
-    for e in entries.iter_mut() {
-        if e["operation"] == "Apply" {
-            if let Some((_, s)) = others.iter().find(|(m, _)| e["manager"] == m.as_str()) {
-                e["fieldsV1"] = patch::to_fields_v1(s);
-            }
+    // Ownership: ours is what we applied now; the time moves only when it changes (a no-op
+    // apply is not a write).
+    match own_idx {
+        Some(i) if entries[i].set == new_set && entries[i].api_version == av => {}
+        Some(i) => {
+            entries[i].set = new_set;
+            entries[i].api_version = av.clone();
+            entries[i].time = now.clone().into();
         }
+        None => entries.push(patch::Entry { manager: manager.clone(), operation: "Apply".into(), api_version: av.clone(), subresource: sub.clone(), time: now.clone().into(), set: new_set }),
     }
-    merged["metadata"]["managedFields"] = Value::Array(entries);
-    let mf = patch::set_managed(&merged, &manager, &sub, &av, &new_set, &now);
-    merged["metadata"]["managedFields"] = mf;
+    merged["metadata"]["managedFields"] = patch::render(&entries);
+    let mut opts = opts.clone();
+    opts.applying = true;
+    let opts = &opts;
     let r = finish_patch(&mut st, t, merged, &existing, opts)?;
     store.changed(st.rv);
     Ok(r)
+}
+
+/// The 409 of an apply that conflicts (fieldmanager's NewConflictError).
+fn apply_conflict(conflicts: &[(String, patch::FieldPath)]) -> ApiError {
+    let msg = if conflicts.len() == 1 {
+        format!("Apply failed with 1 conflict: conflict with {}: {}", conflicts[0].0, patch::display_path(&conflicts[0].1))
+    } else {
+        let mut managers: Vec<&String> = conflicts.iter().map(|(m, _)| m).collect();
+        managers.sort();
+        managers.dedup();
+        let mut lines = vec![];
+        for m in managers {
+            lines.push(format!("conflicts with {m}:"));
+            for (_, p) in conflicts.iter().filter(|(mm, _)| mm == m) {
+                lines.push(format!("- {}", patch::display_path(p)));
+            }
+        }
+        format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(m, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": patch::display_path(p)}))
+        .collect();
+    ApiError::new(409, "Conflict", msg, Some(json!({"causes": causes})))
 }
 
 pub fn delete(store: &Store, t: &Target, opts: &DeleteOpts) -> ApiResult<Resp> {

@@ -2,13 +2,16 @@
 //! built-in types (treated as a merge patch: none of the served built-ins has lists that
 //! strategic merge would key), and server-side apply.
 //!
-//! Server-side apply here tracks, per Apply field manager, the set of fields it applied
-//! (kept in `metadata.managedFields` as `FieldsV1`). Applying merges the applied
-//! configuration into the live object (maps recursively, `x-kubernetes-list-type: map`
-//! lists by key, `set` lists by value, other lists atomically), removes fields the manager
-//! applied before but no longer applies and no other Apply manager owns, and reports a
-//! conflict when a field owned by another Apply manager would change and `force` is not set.
-//! Fields written by Update/Patch operations are not tracked (a simplification).
+//! Field ownership is kept in `metadata.managedFields` (`FieldsV1`) as kube-apiserver does:
+//! an Apply manager owns the fields of its last applied configuration; a create, update or
+//! patch gives its manager (`fieldManager`, else the User-Agent up to the first `/`,
+//! operation Update) the fields it changed and takes them from everyone else. Applying
+//! merges the applied configuration into the live object (maps recursively,
+//! `x-kubernetes-list-type: map` lists by key, `set` lists by value, other lists
+//! atomically), removes fields the manager applied before but no longer applies unless
+//! another manager owns them, and reports a conflict when a field owned by another manager
+//! would change and `force` is not set. Simplification: lists of built-in types are atomic
+//! except `metadata.finalizers` (set) and `metadata.ownerReferences` (map by uid).
 
 use std::collections::BTreeSet;
 
@@ -38,7 +41,17 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 
 /// RFC 6902 JSON patch. Malformed patches are 400; failing operations are 422 as in kube-apiserver.
 pub fn json_patch(target: &mut Value, body: &[u8]) -> ApiResult<()> {
-    let p: json_patch::Patch = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut ops: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // As in evanphx/json-patch (kube-apiserver's), testing a missing path against null
+    // succeeds (kube-runtime's finalizer helper relies on it).
+    if let Some(list) = ops.as_array_mut() {
+        list.retain(|op| {
+            !(op["op"] == "test"
+                && op.get("value").is_some_and(Value::is_null)
+                && op["path"].as_str().is_some_and(|p| target.pointer(p).is_none()))
+        });
+    }
+    let p: json_patch::Patch = serde_json::from_value(ops).map_err(|e| ApiError::bad_request(e.to_string()))?;
     json_patch::patch(target, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string(), None))
 }
 
@@ -88,7 +101,10 @@ fn item_key(item: &Value, keys: &[Value]) -> String {
     format!("k:{}", Value::Object(m))
 }
 
-const IGNORED_META: [&str; 8] = ["name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"];
+const IGNORED_META: [&str; 10] = [
+    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink", "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
 
 /// The leaf fields an (applied) object sets.
 pub fn field_set(obj: &Value, schema: Option<&Value>) -> BTreeSet<FieldPath> {
@@ -260,13 +276,11 @@ pub fn remove_path(obj: &mut Value, path: &[String]) {
         if let (Some(items), Ok(want)) = (cur.as_array_mut(), serde_json::from_str::<Value>(v)) {
             items.retain(|x| *x != want);
         }
-    } else if last.starts_with("k:") {
-        if let (Some(items), Some(k)) = (cur.as_array_mut(), last.strip_prefix("k:")) {
-            if let Ok(key) = serde_json::from_str::<Map<String, Value>>(k) {
+    } else if last.starts_with("k:")
+        && let (Some(items), Some(k)) = (cur.as_array_mut(), last.strip_prefix("k:"))
+            && let Ok(key) = serde_json::from_str::<Map<String, Value>>(k) {
                 items.retain(|it| !key.iter().all(|(kk, kv)| it.get(kk) == Some(kv)));
             }
-        }
-    }
 }
 
 /// Merges an applied configuration into the live object.
@@ -321,56 +335,120 @@ fn merge_rec(live: &mut Value, applied: &Value, schema: Option<&Value>, names: &
     }
 }
 
-/// The ManagedFieldsEntry list with `manager`'s Apply entry replaced.
-pub fn set_managed(obj: &Value, manager: &str, subresource: &str, api_version: &str, set: &BTreeSet<FieldPath>, now: &str) -> Value {
-    let mut entries: Vec<Value> = obj.pointer("/metadata/managedFields").and_then(Value::as_array).cloned().unwrap_or_default();
-    let is_ours = |e: &Value| e["manager"] == manager && e["operation"] == "Apply" && e.get("subresource").and_then(Value::as_str).unwrap_or("") == subresource;
-    let fields = to_fields_v1(set);
-    // An apply that changes no ownership keeps the entry (and its time): a no-op apply is
-    // not a write, as in kube-apiserver.
-    if entries.iter().any(|e| is_ours(e) && e["fieldsV1"] == fields && e["apiVersion"] == api_version) {
-        return Value::Array(entries);
-    }
-    let pos = entries.iter().position(is_ours);
-    entries.retain(|e| !is_ours(e));
-    let mut e = json!({
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": api_version,
-        "time": now,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    });
-    if !subresource.is_empty() {
-        e["subresource"] = subresource.into();
-    }
-    match pos {
-        Some(p) if p <= entries.len() => entries.insert(p, e),
-        _ => entries.push(e),
-    }
-    Value::Array(entries)
+/// One `metadata.managedFields` entry with its field set decoded.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub manager: String,
+    pub operation: String,
+    pub api_version: String,
+    pub subresource: String,
+    pub time: Value,
+    pub set: BTreeSet<FieldPath>,
 }
 
-/// The field sets of Apply managers other than `manager`, as (manager, set).
-pub fn other_apply_sets(obj: &Value, manager: &str, subresource: &str) -> Vec<(String, BTreeSet<FieldPath>)> {
+impl Entry {
+    pub fn is(&self, manager: &str, operation: &str, subresource: &str) -> bool {
+        self.manager == manager && self.operation == operation && self.subresource == subresource
+    }
+    /// How conflicts name the manager (structured-merge-diff's printManager).
+    pub fn display(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            s.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == "Update" {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
+    }
+}
+
+pub fn entries(obj: &Value) -> Vec<Entry> {
     obj.pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|e| e["operation"] == "Apply")
-        .filter(|e| !(e["manager"] == manager && e.get("subresource").and_then(Value::as_str).unwrap_or("") == subresource))
-        .map(|e| (e["manager"].as_str().unwrap_or("").to_string(), from_fields_v1(&e["fieldsV1"])))
+        .map(|e| {
+            let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            Entry {
+                manager: s("manager"),
+                operation: s("operation"),
+                api_version: s("apiVersion"),
+                subresource: s("subresource"),
+                time: e.get("time").cloned().unwrap_or(Value::Null),
+                set: from_fields_v1(&e["fieldsV1"]),
+            }
+        })
         .collect()
 }
 
-pub fn own_apply_set(obj: &Value, manager: &str, subresource: &str) -> BTreeSet<FieldPath> {
-    obj.pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|e| e["operation"] == "Apply" && e["manager"] == manager && e.get("subresource").and_then(Value::as_str).unwrap_or("") == subresource)
-        .map(|e| from_fields_v1(&e["fieldsV1"]))
-        .unwrap_or_default()
+/// The managedFields JSON; entries that own nothing are dropped.
+pub fn render(entries: &[Entry]) -> Value {
+    Value::Array(
+        entries
+            .iter()
+            .filter(|e| !e.set.is_empty())
+            .map(|e| {
+                let mut v = json!({
+                    "manager": e.manager,
+                    "operation": e.operation,
+                    "apiVersion": e.api_version,
+                    "time": e.time,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": to_fields_v1(&e.set),
+                });
+                if !e.subresource.is_empty() {
+                    v["subresource"] = e.subresource.clone().into();
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
+/// Records a non-apply write: `manager` (operation Update) takes the fields it changed from
+/// every other manager; removed fields leave every manager.
+#[allow(clippy::too_many_arguments)]
+pub fn track_update(old: &Value, new: &mut Value, schema: Option<&Value>, manager: &str, subresource: &str, api_version: &str, now: &str) {
+    let new_fields = field_set(new, schema);
+    let changed: BTreeSet<FieldPath> = new_fields.iter().filter(|p| get_path(new, p) != get_path(old, p)).cloned().collect();
+    let removed: BTreeSet<FieldPath> = field_set(old, schema).into_iter().filter(|p| !new_fields.contains(p)).collect();
+    let mut es = entries(new);
+    if changed.is_empty() && removed.is_empty() {
+        return;
+    }
+    for e in es.iter_mut() {
+        e.set.retain(|p| !changed.contains(p) && !removed.contains(p));
+    }
+    match es.iter_mut().find(|e| e.is(manager, "Update", subresource)) {
+        Some(e) => {
+            e.set.extend(changed);
+            e.time = now.into();
+            e.api_version = api_version.into();
+        }
+        None => es.push(Entry {
+            manager: manager.into(),
+            operation: "Update".into(),
+            api_version: api_version.into(),
+            subresource: subresource.into(),
+            time: now.into(),
+            set: changed,
+        }),
+    }
+    let rendered = render(&es);
+    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if rendered.as_array().is_some_and(|a| a.is_empty()) {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), rendered);
+        }
+    }
+}
+
+/// The manager name kube-apiserver derives from a User-Agent when no fieldManager is given.
+pub fn manager_from_user_agent(ua: &str) -> String {
+    let m = ua.split('/').next().unwrap_or("").trim();
+    if m.is_empty() { "unknown".into() } else { m.chars().take(128).collect() }
 }
 
 /// ".spec.a" style rendering of a path for conflict messages.
@@ -381,9 +459,9 @@ pub fn display_path(p: &FieldPath) -> String {
             s.push('.');
             s.push_str(f);
         } else if let Some(k) = seg.strip_prefix("k:") {
-            s.push('[');
-            s.push_str(k);
-            s.push(']');
+            let m: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s.push_str(&format!("[{}]", parts.join(",")));
         } else if let Some(v) = seg.strip_prefix("v:") {
             s.push_str(&format!("[={v}]"));
         }

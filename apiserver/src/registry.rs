@@ -245,16 +245,14 @@ pub fn def_from_crd(crd: &Value) -> Option<ResourceDef> {
 pub fn crd_status(crd: &Value, now: &str) -> Value {
     let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let mut accepted = names.clone();
-    if accepted.get("singular").is_none() {
-        if let Some(k) = names.get("kind").and_then(Value::as_str) {
+    if accepted.get("singular").is_none()
+        && let Some(k) = names.get("kind").and_then(Value::as_str) {
             accepted["singular"] = k.to_lowercase().into();
         }
-    }
-    if accepted.get("listKind").is_none() {
-        if let Some(k) = names.get("kind").and_then(Value::as_str) {
+    if accepted.get("listKind").is_none()
+        && let Some(k) = names.get("kind").and_then(Value::as_str) {
             accepted["listKind"] = format!("{k}List").into();
         }
-    }
     let storage: Vec<Value> = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)

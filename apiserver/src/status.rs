@@ -184,17 +184,13 @@ impl ApiError {
     pub fn method_not_allowed() -> Self {
         Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", None)
     }
-    pub fn unsupported_media_type(ct: &str, accepted: &[&str]) -> Self {
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!("the body of the request was in an unknown format - accepted media types include: {}", accepted.join(", ")),
             None,
         )
-        .with_ct(ct)
-    }
-    fn with_ct(self, _ct: &str) -> Self {
-        self
     }
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let q = qualified(group, resource);

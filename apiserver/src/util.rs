@@ -128,7 +128,7 @@ pub fn human_duration(d: i64) -> String {
 
 /// RFC 1123 subdomain check (metadata.name of most resources).
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| is_label_chars(l))
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label_chars)
 }
 
 /// RFC 1123 label check (namespace names).

@@ -133,8 +133,8 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
             ));
             return;
         }
-    } else if let Some(t) = schema.get("type").and_then(Value::as_str) {
-        if !type_ok(t, value) {
+    } else if let Some(t) = schema.get("type").and_then(Value::as_str)
+        && !type_ok(t, value) {
             let actual = json_type(value);
             out.errors.push(FieldError::new(
                 ErrType::TypeInvalid,
@@ -144,7 +144,6 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
             ));
             return;
         }
-    }
     match value {
         Value::Object(map) => walk_object(schema, map, path, out, root, prune),
         Value::Array(items) => {
@@ -154,16 +153,14 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
                 }
             }
             let n = items.len();
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if n as u64 > max {
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && n as u64 > max {
                     out.errors.push(FieldError::new(ErrType::TooMany, path, Some(n.into()), format!("must have at most {max} items")));
                 }
-            }
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if (n as u64) < min {
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && (n as u64) < min {
                     out.errors.push(FieldError::invalid(path, Value::Array(items.clone()), format!("{path} in body should have at least {min} items")));
                 }
-            }
             let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
             if list_type == Some("set") {
                 for i in 0..n {
@@ -175,24 +172,20 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
         }
         Value::String(s) => {
             let len = s.chars().count() as u64;
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max {
                     let unit = if max == 1 { "byte" } else { "bytes" };
                     out.errors.push(FieldError::new(ErrType::TooLong, path, Some(s.clone().into()), format!("may not be more than {max} {unit}")));
                 }
-            }
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-                if len < min {
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min {
                     out.errors.push(FieldError::invalid(path, s.clone().into(), format!("{path} in body should be at least {min} chars long")));
                 }
-            }
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                if let Some(re) = regex(p) {
-                    if !re.is_match(s) {
+            if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+                && let Some(re) = regex(p)
+                    && !re.is_match(s) {
                         out.errors.push(FieldError::invalid(path, s.clone().into(), format!("{path} in body should match '{p}'")));
                     }
-                }
-            }
         }
         Value::Number(n) => {
             let f = n.as_f64().unwrap_or(0.0);
@@ -210,16 +203,15 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
                     out.errors.push(FieldError::invalid(path, Value::Number(n.clone()), format!("{path} in body should be {op} {}", go_float(max))));
                 }
             }
-            if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64) {
-                if m != 0.0 && (f / m).fract() != 0.0 {
+            if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64)
+                && m != 0.0 && (f / m).fract() != 0.0 {
                     out.errors.push(FieldError::invalid(path, Value::Number(n.clone()), format!("{path} in body should be a multiple of {}", go_float(m))));
                 }
-            }
         }
         _ => {}
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value) {
             let vals: Vec<String> = allowed
                 .iter()
                 .map(|a| match a {
@@ -229,28 +221,25 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
                 .collect();
             out.errors.push(FieldError::new(ErrType::NotSupported, path, Some(value.clone()), format!("supported values: {}", vals.join(", "))));
         }
-    }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for s in all {
             out.errors.extend(check(s, value, path));
         }
     }
-    if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
-        if !any.is_empty() && !any.iter().any(|s| check(s, value, path).is_empty()) {
+    if let Some(any) = schema.get("anyOf").and_then(Value::as_array)
+        && !any.is_empty() && !any.iter().any(|s| check(s, value, path).is_empty()) {
             out.errors.push(FieldError::invalid(path, value.clone(), format!("{path} in body must validate at least one schema (anyOf)")));
         }
-    }
     if let Some(one) = schema.get("oneOf").and_then(Value::as_array) {
         let ok = one.iter().filter(|s| check(s, value, path).is_empty()).count();
         if !one.is_empty() && ok != 1 {
             out.errors.push(FieldError::invalid(path, value.clone(), format!("{path} in body must validate one and only one schema (oneOf)")));
         }
     }
-    if let Some(not) = schema.get("not") {
-        if check(not, value, path).is_empty() {
+    if let Some(not) = schema.get("not")
+        && check(not, value, path).is_empty() {
             out.errors.push(FieldError::invalid(path, value.clone(), format!("{path} in body should not validate the schema (not)")));
         }
-    }
 }
 
 fn walk_object(schema: &Value, map: &mut Map<String, Value>, path: &str, out: &mut Outcome, root: bool, prune: bool) {
@@ -275,11 +264,10 @@ fn walk_object(schema: &Value, map: &mut Map<String, Value>, path: &str, out: &m
             map.remove(&k);
         }
         for (k, s) in props {
-            if !map.contains_key(k) {
-                if let Some(d) = s.get("default") {
+            if !map.contains_key(k)
+                && let Some(d) = s.get("default") {
                     map.insert(k.clone(), d.clone());
                 }
-            }
         }
     }
     let keys: Vec<String> = map.keys().cloned().collect();
@@ -306,16 +294,14 @@ fn walk_object(schema: &Value, map: &mut Map<String, Value>, path: &str, out: &m
         }
     }
     let n = map.len() as u64;
-    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64) {
-        if n > max {
+    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+        && n > max {
             out.errors.push(FieldError::new(ErrType::TooMany, path, Some(n.into()), format!("must have at most {max} items")));
         }
-    }
-    if let Some(min) = schema.get("minProperties").and_then(Value::as_u64) {
-        if n < min {
+    if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+        && n < min {
             out.errors.push(FieldError::invalid(path, Value::Number(n.into()), format!("{path} in body should have at least {min} properties")));
         }
-    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ pub struct WatchParams {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
     pub table: bool,
+    /// Objects as meta.k8s.io/v1 PartialObjectMetadata.
+    pub partial: bool,
 }
 
 struct Filter {
@@ -37,16 +39,14 @@ struct Filter {
 
 impl Filter {
     fn matches(&self, obj: &Value) -> bool {
-        if let Some(ns) = &self.target.namespace {
-            if meta_str(obj, "namespace") != ns {
+        if let Some(ns) = &self.target.namespace
+            && meta_str(obj, "namespace") != ns {
                 return false;
             }
-        }
-        if let Some(n) = &self.target.name {
-            if meta_str(obj, "name") != n {
+        if let Some(n) = &self.target.name
+            && meta_str(obj, "name") != n {
                 return false;
             }
-        }
         self.ls.matches(obj) && self.fs.matches(obj)
     }
 }
@@ -63,6 +63,7 @@ fn line(v: &Value) -> Bytes {
 
 struct Emitter {
     filter: Filter,
+    partial: bool,
     table: bool,
     first_table: bool,
 }
@@ -70,7 +71,9 @@ struct Emitter {
 impl Emitter {
     fn object(&mut self, obj: &Value) -> Value {
         let ext = to_external(&self.filter.target.def, &self.filter.target.version, obj);
-        if self.table {
+        if self.partial {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": ext["metadata"]})
+        } else if self.table {
             let with_defs = self.first_table;
             self.first_table = false;
             table::to_table(&self.filter.target.def, &self.filter.target.version, std::slice::from_ref(&ext), with_defs, None)
@@ -88,7 +91,12 @@ impl Emitter {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        line(&json!({"type": "BOOKMARK", "object": {"kind": t.def.kind, "apiVersion": t.def.api_version(&t.version), "metadata": meta}}))
+        let (kind, av) = if self.partial {
+            ("PartialObjectMetadata".to_string(), "meta.k8s.io/v1".to_string())
+        } else {
+            (t.def.kind.clone(), t.def.api_version(&t.version))
+        };
+        line(&json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": av, "metadata": meta}}))
     }
 }
 
@@ -121,7 +129,7 @@ pub fn start(
             &[FieldError::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")],
         ));
     }
-    let mut em = Emitter { filter: Filter { target, ls, fs }, table: p.table, first_table: true };
+    let mut em = Emitter { filter: Filter { target, ls, fs }, partial: p.partial, table: p.table, first_table: true };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let mut initial: Vec<Bytes> = vec![];
     let mut rv_rx = store.rv_tx.subscribe();

@@ -28,6 +28,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the operator: watch Hikawas and sing, from a kubeconfig (out of cluster) or the
+    /// in-cluster service account.
+    Run(RunArgs),
     /// Run a module against a Hikawa manifest on a virtual clock, without a cluster, and print
     /// the song and every decision (with its entropy, so `--seed` replays it exactly).
     Simulate(SimulateArgs),
@@ -62,6 +65,27 @@ impl SandboxArgs {
     pub fn plan_limits(&self) -> PlanLimits {
         PlanLimits { max_actions: self.max_plan_actions, max_children: self.max_children, ..PlanLimits::default() }
     }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The rules module (a wasm component), normally in a mounted ConfigMap.
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "ZUNDOKO_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Hikawas reconciled at once.
+    #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::controller::Settings::default().concurrency)]
+    pub concurrency: u16,
+    /// First retry delay after a failure, in ms; doubled per failure in a row.
+    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = 250)]
+    pub backoff_base_ms: u64,
+    /// Longest retry delay, in ms.
+    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = 60_000)]
+    pub backoff_max_ms: u64,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
 }
 
 #[derive(Args, Debug)]
@@ -130,4 +154,42 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
         decision.elapsed
     )?;
     Ok(())
+}
+
+/// `run`: load and smoke-test the module, connect, and reconcile until SIGTERM or Ctrl-C.
+pub async fn run(args: &RunArgs) -> Result<()> {
+    use std::sync::Arc;
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let module = load_module(&engine, &args.module)?;
+    crate::rules::smoke_test(&module, &args.sandbox.plan_limits())
+        .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", args.module.display(), e.reason()))?;
+    let id = module.identity().clone();
+    tracing::info!(module = %id.info.name, version = %id.info.version, digest = %id.digest, "module loaded");
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)")?;
+    let settings = crate::controller::Settings {
+        namespace: args.namespace.clone(),
+        concurrency: args.concurrency,
+        plan_limits: args.sandbox.plan_limits(),
+        backoff_base: std::time::Duration::from_millis(args.backoff_base_ms),
+        backoff_max: std::time::Duration::from_millis(args.backoff_max_ms),
+        ..crate::controller::Settings::default()
+    };
+    let slot = Arc::new(crate::context::RulesSlot::new(Arc::new(module)));
+    crate::controller::run(client, slot, settings, shutdown_signal()).await;
+    Ok(())
+}
+
+/// Resolves on SIGTERM (what Kubernetes sends) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down: finishing the reconciles in flight");
 }

@@ -1,11 +1,16 @@
 //! The Zundoko Kiyoshi operator: a Kubernetes controller whose rules run as a sandboxed
 //! wasm component. Data flows one way: event, observe, guest, plan, check, apply.
 
+pub mod apply;
 pub mod cli;
+pub mod context;
+pub mod controller;
 pub mod crd;
+pub mod error;
 pub mod observe;
 pub mod plan_check;
 pub mod rules;
 pub mod sandbox;
 pub mod simulate;
+pub mod status;
 pub mod telemetry;

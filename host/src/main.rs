@@ -1,11 +1,13 @@
 use clap::Parser;
 use zundoko_operator::cli::{self, Cli, Command};
 
-fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     zundoko_operator::telemetry::init(cli.log_format, &cli.log_filter);
     let mut stdout = std::io::stdout().lock();
     match &cli.command {
+        Command::Run(args) => cli::run(args).await,
         Command::Simulate(args) => cli::simulate(args, &mut stdout).map(drop),
         Command::Check(args) => cli::check(args, &mut stdout),
         Command::Crd => {

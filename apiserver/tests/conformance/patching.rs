@@ -93,3 +93,39 @@ async fn server_side_apply_create_update_and_conflicts() {
     assert_eq!(o["status"]["ready"], true);
     assert_eq!(o["spec"]["size"], 5);
 }
+
+#[tokio::test]
+async fn managed_fields_track_updates_too() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    let mut cfg = widget("a", 3);
+    cfg["spec"]["label"] = json!("x");
+    let (code, _) = raw.patch(&format!("{WIDGETS}/a?fieldManager=alice"), "application/apply-patch+yaml", &cfg).await;
+    assert_eq!(code, 201);
+    // bob changes spec.label with a merge patch: he now owns it.
+    let (code, o) = raw.patch(&format!("{WIDGETS}/a?fieldManager=bob"), "application/merge-patch+json", &json!({"spec": {"label": "y"}})).await;
+    assert_eq!(code, 200);
+    let mf = o["metadata"]["managedFields"].as_array().unwrap();
+    let bob = mf.iter().find(|e| e["manager"] == "bob").unwrap();
+    assert_eq!(bob["operation"], "Update");
+    assert_eq!(bob["fieldsV1"], json!({"f:spec": {"f:label": {}}}));
+    let alice = mf.iter().find(|e| e["manager"] == "alice").unwrap();
+    assert!(alice["fieldsV1"]["f:spec"].get("f:label").is_none(), "{alice}");
+    // alice applying another value for bob's field conflicts, naming bob's update.
+    let (code, st) = raw.patch(&format!("{WIDGETS}/a?fieldManager=alice"), "application/apply-patch+yaml", &cfg).await;
+    assert_eq!(code, 409);
+    assert_eq!(st["message"], "Apply failed with 1 conflict: conflict with \"bob\" using test.zundoko.example/v1: .spec.label");
+    assert_eq!(st["details"]["causes"][0], json!({"reason": "FieldManagerConflict", "message": "conflict with \"bob\" using test.zundoko.example/v1", "field": ".spec.label"}));
+    // Dropping it from alice's configuration keeps bob's value.
+    let (code, o) = raw.patch(&format!("{WIDGETS}/a?fieldManager=alice"), "application/apply-patch+yaml", &widget("a", 3)).await;
+    assert_eq!(code, 200, "{o}");
+    assert_eq!(o["spec"]["label"], "y");
+    // Without a fieldManager the manager comes from the User-Agent.
+    let (code, o) = raw.post(WIDGETS, &widget("b", 1)).await;
+    assert_eq!(code, 201);
+    let e = &o["metadata"]["managedFields"][0];
+    assert_eq!(e["operation"], "Update");
+    assert!(e["manager"].is_string());
+    assert_eq!(e["fieldsV1"]["f:spec"]["f:size"], json!({}));
+}

@@ -12,3 +12,5 @@ pub fn module_path(name: &str) -> PathBuf {
 pub fn module_bytes(name: &str) -> Vec<u8> {
     std::fs::read(module_path(name)).unwrap()
 }
+
+pub mod cluster;

@@ -1,0 +1,168 @@
+//! A local "cluster" for end-to-end tests: the in-memory API server with the CRDs installed,
+//! and the operator running in-process (so a test can kill it at any point).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use zundoko_apiserver::{ApiServer, ServerConfig};
+use zundoko_operator::apply::HIKAWA_LABEL;
+use zundoko_operator::context::RulesSlot;
+use zundoko_operator::controller::{self, Settings};
+use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
+use zundoko_operator::observe::SAID_AT;
+use zundoko_operator::rules::Rules;
+use zundoko_rules::RuleSet;
+use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
+
+pub struct Cluster {
+    pub server: ApiServer,
+    pub client: Client,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let server = ApiServer::start(ServerConfig::default()).await.unwrap();
+        let config = kube::Config::new(server.url().parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in crd::all() {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        Cluster { server, client }
+    }
+
+    pub fn operator(&self, rules: Arc<dyn Rules>, settings: Settings) -> Operator {
+        let slot = Arc::new(RulesSlot::new(rules));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(controller::run(self.client.clone(), slot.clone(), settings, async move {
+            let _ = stopped.await;
+        }));
+        Operator { task, stop, slot }
+    }
+
+    pub fn hikawas(&self, ns: &str) -> Api<Hikawa> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub async fn create_hikawa(&self, ns: &str, name: &str, interval_millis: u64, params: &[(&str, &str)]) -> Hikawa {
+        let mut hikawa = Hikawa::new(
+            name,
+            HikawaSpec {
+                interval_millis,
+                params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                ..HikawaSpec::default()
+            },
+        );
+        hikawa.metadata.namespace = Some(ns.into());
+        self.hikawas(ns).create(&PostParams::default(), &hikawa).await.unwrap()
+    }
+
+    /// Poll until every named Hikawa's status says kiyoshied (tests may wait; reconciles never do).
+    pub async fn wait_kiyoshied(&self, ns: &str, names: &[String], timeout: Duration) {
+        let started = Instant::now();
+        loop {
+            let list = self.hikawas(ns).list(&ListParams::default()).await;
+            if let Ok(list) = list {
+                let done = list
+                    .items
+                    .iter()
+                    .filter(|h| names.contains(&h.name_any()) && h.status.as_ref().is_some_and(|s| s.kiyoshied))
+                    .count();
+                if done == names.len() {
+                    return;
+                }
+                assert!(started.elapsed() < timeout, "only {done} of {} Hikawas kiyoshied after {timeout:?}", names.len());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The song of one Hikawa as the cluster holds it.
+    pub async fn song(&self, ns: &str, hikawa: &str) -> Song {
+        let lp = ListParams::default().labels(&format!("{HIKAWA_LABEL}={hikawa}"));
+        let zundokos = Api::<Zundoko>::namespaced(self.client.clone(), ns).list(&lp).await.unwrap().items;
+        let kiyoshis = Api::<Kiyoshi>::namespaced(self.client.clone(), ns).list(&lp).await.unwrap().items;
+        let mut words: Vec<(u32, String, i64)> = zundokos
+            .iter()
+            .map(|z| {
+                let index = zundoko_index(hikawa, &z.name_any()).unwrap_or_else(|| panic!("foreign child name {}", z.name_any()));
+                (index, z.spec.say.clone(), said_at(z.annotations()))
+            })
+            .collect();
+        words.sort_by_key(|w| w.0);
+        for k in &kiyoshis {
+            assert_eq!(k.name_any(), kiyoshi_name(hikawa));
+        }
+        Song {
+            indexes: words.iter().map(|w| w.0).collect(),
+            words: words.iter().map(|w| w.1.clone()).collect(),
+            times: words.iter().map(|w| w.2).collect(),
+            kiyoshis: kiyoshis.iter().map(|k| (k.spec.say.clone(), said_at(k.annotations()))).collect(),
+        }
+    }
+}
+
+fn said_at(annotations: &BTreeMap<String, String>) -> i64 {
+    annotations.get(SAID_AT).expect("said-at annotation").parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+pub struct Operator {
+    task: JoinHandle<()>,
+    stop: oneshot::Sender<()>,
+    pub slot: Arc<RulesSlot>,
+}
+
+impl Operator {
+    /// Kill at once, mid-reconcile or wherever it is: what a crash or SIGKILL does.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Graceful stop: reconciles in flight finish.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
+#[derive(Debug)]
+pub struct Song {
+    pub indexes: Vec<u32>,
+    pub words: Vec<String>,
+    pub times: Vec<i64>,
+    pub kiyoshis: Vec<(String, i64)>,
+}
+
+impl Song {
+    /// Valid: indexes 1..n without gaps or repeats, exactly one Kiyoshi, right after the
+    /// first time the words called for it, and nothing after it.
+    pub fn assert_valid(&self, rules: &RuleSet, who: &str) {
+        let expected: Vec<u32> = (1..=self.words.len() as u32).collect();
+        assert_eq!(self.indexes, expected, "{who}: indexes");
+        assert_eq!(self.kiyoshis.len(), 1, "{who}: one Kiyoshi, got {:?}", self.kiyoshis);
+        assert_eq!(self.kiyoshis[0].0, rules.words.kiyoshi, "{who}");
+        assert!(rules.song_complete(self.words.iter().map(String::as_str)), "{who}: Kiyoshi without the call: {:?}", self.words);
+        for end in 1..self.words.len() {
+            assert!(
+                !rules.song_complete(self.words[..end].iter().map(String::as_str)),
+                "{who}: the call came at word {end} but the song went on: {:?}",
+                self.words
+            );
+        }
+        assert!(self.kiyoshis[0].1 >= *self.times.last().unwrap(), "{who}: Kiyoshi after the last word");
+    }
+
+    /// Gaps between consecutive words (and before the Kiyoshi), in ms.
+    pub fn gaps(&self) -> Vec<i64> {
+        let mut times = self.times.clone();
+        times.extend(self.kiyoshis.iter().map(|k| k.1));
+        times.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+}

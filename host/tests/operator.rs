@@ -1,0 +1,273 @@
+//! End to end against the local API server: the operator sings, survives restarts at random
+//! points and API faults, reacts to deletes and edits, and contains a failing guest.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::module_bytes;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use zundoko_operator::controller::Settings;
+use zundoko_operator::rules::{NativeRules, Rules};
+use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
+
+fn wasm(name: &str) -> Arc<dyn Rules> {
+    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    Arc::new(engine.load(&module_bytes(name)).unwrap())
+}
+
+fn settings() -> Settings {
+    Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() }
+}
+
+async fn events_for(cluster: &Cluster, ns: &str, hikawa: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), ns);
+    let mut list: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(hikawa))
+        .collect();
+    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    list
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    // The seed's sample manifest, unchanged.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/samples/hikawa-sample.yaml")).unwrap();
+    let mut sample = zundoko_operator::crd::parse_hikawa("sample", &text).unwrap();
+    sample.metadata.namespace = Some("default".into());
+    cluster.hikawas("default").create(&Default::default(), &sample).await.unwrap();
+    cluster.wait_kiyoshied("default", &["hikawa-sample".into()], Duration::from_secs(300)).await;
+
+    let song = cluster.song("default", "hikawa-sample").await;
+    song.assert_valid(&zundoko_rules::classic(), "sample");
+    // intervalMillis 500, measured between consecutive words (and before the Kiyoshi): never
+    // shorter; on average not much longer (generous: shared, noisy machines).
+    let gaps = song.gaps();
+    assert!(gaps.iter().all(|&g| g >= 500), "gaps {gaps:?}");
+    let mean = gaps.iter().sum::<i64>() as f64 / gaps.len() as f64;
+    assert!(mean < 1500.0, "mean gap {mean} ms: {gaps:?}");
+
+    let hikawa = cluster.hikawas("default").get("hikawa-sample").await.unwrap();
+    let status = hikawa.status.unwrap();
+    assert!(status.kiyoshied);
+    assert_eq!(status.num_zundokos_said as usize, song.words.len());
+    assert_eq!(status.phase.as_deref(), Some("Kiyoshied"));
+    assert_eq!(status.observed_generation, hikawa.metadata.generation);
+    let module = status.module.unwrap();
+    assert_eq!(module.name, "zundoko-classic");
+    assert!(module.digest.starts_with("sha256:"));
+    assert!(status.last_word_time.is_some());
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Decided"));
+    assert_eq!(hikawa.spec.num_zundokos, None, "the operator never writes the spec");
+
+    // One Normal Event per word, the song in order.
+    let events = events_for(&cluster, "default", "hikawa-sample").await;
+    let notes: Vec<String> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).map(|e| e.note.clone().unwrap()).collect();
+    let mut expected = song.words.clone();
+    expected.push("Ki-yo-shi!".into());
+    assert_eq!(notes, expected);
+    assert!(events.iter().all(|e| e.type_.as_deref() == Some("Normal")));
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_hikawas_at_once_all_finish_valid() {
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let names: Vec<String> = (0..50).map(|i| format!("h{i:02}")).collect();
+    for name in &names {
+        cluster.create_hikawa("default", name, 0, &[]).await;
+    }
+    cluster.wait_kiyoshied("default", &names, Duration::from_secs(300)).await;
+    for name in &names {
+        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
+    }
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_operator_at_random_points_loses_and_repeats_nothing() {
+    let cluster = Cluster::start().await;
+    let names: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+    for name in &names {
+        cluster.create_hikawa("default", name, 20, &[]).await;
+    }
+    let rules = wasm("zundoko-classic");
+    let mut rng = 0x1234_5678u64;
+    let mut kills = 0;
+    loop {
+        let operator = cluster.operator(rules.clone(), settings());
+        rng = zundoko_rules::song::mix(rng);
+        tokio::time::sleep(Duration::from_millis(30 + rng % 300)).await;
+        operator.kill().await;
+        kills += 1;
+        let all_done = cluster
+            .hikawas("default")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|h| h.status.as_ref().is_some_and(|s| s.kiyoshied));
+        if all_done && kills >= 30 {
+            break;
+        }
+        if kills % 25 == 0 {
+            let said: usize = futures::future::join_all(names.iter().map(|n| cluster.song("default", n))).await.iter().map(|s| s.words.len()).sum();
+            eprintln!("restart test: {kills} kills, {said} words so far");
+        }
+        assert!(kills < 2000, "songs did not finish across {kills} restarts");
+    }
+    for name in &names {
+        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
+    }
+    // Later, a fresh operator finds nothing more to say.
+    let operator = cluster.operator(rules, settings());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for name in &names {
+        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
+    }
+    operator.stop().await;
+    assert!(kills >= 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_mid_song_collects_children_and_editing_the_interval_takes_effect() {
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let doomed = cluster.create_hikawa("default", "doomed", 50, &[("zuns", "16")]).await;
+    let edited = cluster.create_hikawa("default", "edited", 100, &[("zuns", "16")]).await;
+    // Let both sing a few words.
+    let words = |name: &'static str| {
+        let cluster = &cluster;
+        async move { cluster.song("default", name).await.words.len() }
+    };
+    while words("doomed").await < 3 || words("edited").await < 3 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Slow "edited" right down; delete "doomed".
+    cluster
+        .hikawas("default")
+        .patch("edited", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"intervalMillis": 1500}})))
+        .await
+        .unwrap();
+    let edited_at = jiff::Timestamp::now().as_millisecond();
+    cluster.hikawas("default").delete("doomed", &Default::default()).await.unwrap();
+    let mut waited = 0;
+    while !cluster.song("default", "doomed").await.words.is_empty() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+        assert!(waited < 200, "the deleted Hikawa's children were not collected");
+    }
+    // Nothing comes back for the deleted Hikawa.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let song = cluster.song("default", "doomed").await;
+    assert!(song.words.is_empty() && song.kiyoshis.is_empty());
+    assert_ne!(doomed.uid(), None);
+
+    // After the edit: the gap before the next word is the new interval.
+    while cluster.song("default", "edited").await.times.iter().filter(|&&t| t > edited_at).count() < 2 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let song = cluster.song("default", "edited").await;
+    let after: Vec<i64> = song.times.windows(2).filter(|w| w[1] > edited_at).map(|w| w[1] - w[0]).collect();
+    assert!(after[1..].iter().all(|&g| g >= 1500), "gaps after the edit {after:?}");
+    let before: Vec<i64> = song.times.windows(2).filter(|w| w[1] <= edited_at).map(|w| w[1] - w[0]).collect();
+    assert!(before.iter().all(|&g| (100..1500).contains(&g)), "gaps before the edit {before:?}");
+    assert_eq!(edited.spec.interval_millis, 100);
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_faults_do_not_break_any_song() {
+    let cluster = Cluster::start().await;
+    let faults = cluster.server.faults();
+    for verb in ["get", "list", "create", "patch", "update"] {
+        faults.set_error_rate(verb, 0.1);
+    }
+    faults.set_conflict_rate(0.1);
+    faults.set_watch_drop_every(Some(Duration::from_secs(2)));
+    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
+    for name in &names {
+        // The test's own writes retry through the injected errors.
+        loop {
+            let mut h = zundoko_operator::crd::Hikawa::new(name, zundoko_operator::crd::HikawaSpec { interval_millis: 0, ..Default::default() });
+            h.metadata.namespace = Some("default".into());
+            match cluster.hikawas("default").create(&Default::default(), &h).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.is_already_exists() => break,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+    cluster.wait_kiyoshied("default", &names, Duration::from_secs(300)).await;
+    faults.clear();
+    for name in &names {
+        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
+    }
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(wasm("zundoko-hostile"), settings());
+    cluster.create_hikawa("default", "trapper", 0, &[("hostile", "panic")]).await;
+    cluster.create_hikawa("default", "trespasser", 0, &[("hostile", "foreign-namespace")]).await;
+    let good: Vec<String> = (0..3).map(|i| format!("good{i}")).collect();
+    for name in &good {
+        cluster.create_hikawa("default", name, 0, &[]).await;
+    }
+    cluster.wait_kiyoshied("default", &good, Duration::from_secs(120)).await;
+    for name in &good {
+        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
+        let warnings = events_for(&cluster, "default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).count();
+        assert_eq!(warnings, 0, "{name} has no Warning Events");
+    }
+    for (name, reason, says) in [("trapper", "GuestTrapped", "hostile guest panics on purpose"), ("trespasser", "PlanRejected", "kube-system")] {
+        let hikawa = cluster.hikawas("default").get(name).await.unwrap();
+        let status = hikawa.status.unwrap();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", reason), "{name}");
+        assert!(ready.message.contains(says), "{name}: {}", ready.message);
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        let warnings: Vec<Event> = events_for(&cluster, "default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).collect();
+        assert!(!warnings.is_empty() && warnings.iter().all(|e| e.reason.as_deref() == Some(reason)), "{name}: {warnings:?}");
+        // Nothing of a failed plan was applied.
+        let song = cluster.song("default", name).await;
+        assert!(song.words.is_empty() && song.kiyoshis.is_empty(), "{name}: {song:?}");
+    }
+    let kube_system: Api<zundoko_operator::crd::Zundoko> = Api::namespaced(cluster.client.clone(), "kube-system");
+    assert!(kube_system.list(&Default::default()).await.unwrap().items.is_empty());
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_and_wasm_rules_drive_the_same_operator() {
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(Arc::new(NativeRules::new(zundoko_rules::strict_japanese())), settings());
+    let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+    for name in &names {
+        cluster.create_hikawa("default", name, 0, &[]).await;
+    }
+    cluster.wait_kiyoshied("default", &names, Duration::from_secs(120)).await;
+    for name in &names {
+        cluster.song("default", name).await.assert_valid(&zundoko_rules::strict_japanese(), name);
+        let status = cluster.hikawas("default").get(name).await.unwrap().status.unwrap();
+        assert_eq!(status.module.unwrap().digest, "native:zundoko-strict-ja");
+    }
+    operator.stop().await;
+}
