@@ -55,13 +55,9 @@ check-module: guest ## Validate a module and print its metadata (MODULE=).
 	$(CARGO) run -q -p zundoko-operator -- check --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)
 
 .PHONY: demo
-demo: guest ## The main job, no cluster needed: check both shipped modules and sing the sample with each.
-	$(CARGO) build -q -p zundoko-operator
-	@for m in zundoko-classic zundoko-strict-ja; do \
-	  echo "== $$m"; \
-	  target/debug/zundoko-operator check --module $(MODULES)/$$m.wasm || exit 1; \
-	  target/debug/zundoko-operator simulate --module $(MODULES)/$$m.wasm --hikawa $(HIKAWA) $(if $(SEED),--seed $(SEED)) || exit 1; \
-	done
+demo: guest ## The main job, no cluster needed: local API server + operator + the sample Hikawa, sung word by word.
+	$(CARGO) build -q -p zundoko-operator -p zundoko-apiserver
+	MODULE=$(or $(MODULE),$(MODULES)/zundoko-classic.wasm) HIKAWA=$(HIKAWA) scripts/demo.sh
 
 .PHONY: test
 test: guest ## Run the whole test suite (native rules, sandbox with the built components, API server).

@@ -67,7 +67,8 @@ pub struct HikawaStatus {
     /// The rules module that made the last decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<ModuleStatus>,
-    /// `Ready` (the rules decided and the plan was applied) and `RulesFailed`.
+    /// `Ready`: True when the rules decided and the plan was applied; False with the
+    /// failure as its reason (GuestTrapped, PlanRejected, OutOfCpuBudget, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

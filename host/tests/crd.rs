@@ -1,0 +1,56 @@
+//! The CRDs in deploy/ are generated from the Rust types and must not drift from them.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use zundoko_operator::crd;
+
+const DEPLOYED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crds/zundokokiyoshi.yaml");
+
+#[test]
+fn deploy_crds_equal_the_rust_types() {
+    let deployed = std::fs::read_to_string(DEPLOYED).expect("deploy/crds/zundokokiyoshi.yaml");
+    assert!(
+        deployed == crd::all_yaml().unwrap(),
+        "deploy/crds/zundokokiyoshi.yaml differs from the Rust types: run `make crds` and commit the result"
+    );
+}
+
+#[test]
+fn the_crds_declare_validation_status_columns_and_short_names() {
+    let crds = crd::all();
+    let by_kind = |kind: &str| -> &CustomResourceDefinition { crds.iter().find(|c| c.spec.names.kind == kind).unwrap() };
+    let hikawa = by_kind("Hikawa");
+    assert_eq!(hikawa.spec.group, "zundokokiyoshi.kaitoy.github.com");
+    assert_eq!(hikawa.spec.scope, "Namespaced");
+    assert_eq!(hikawa.spec.names.short_names.as_deref(), Some(&["hk".to_string()][..]));
+    let version = &hikawa.spec.versions[0];
+    assert_eq!(version.name, "v1beta1");
+    assert!(version.subresources.as_ref().unwrap().status.is_some(), "status subresource");
+    let columns: Vec<&str> = version.additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect();
+    for column in ["Interval", "Said", "Kiyoshied", "Module", "Age"] {
+        assert!(columns.contains(&column), "{column} in {columns:?}");
+    }
+    let schema = serde_json::to_value(version.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap()).unwrap();
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["intervalMillis"]));
+    assert_eq!(spec["properties"]["intervalMillis"]["minimum"], serde_json::json!(0.0));
+    assert_eq!(spec["properties"]["params"]["additionalProperties"]["type"], "string");
+    for kind in ["Zundoko", "Kiyoshi"] {
+        let v = &by_kind(kind).spec.versions[0];
+        let cols: Vec<&str> = v.additional_printer_columns.as_ref().unwrap().iter().map(|c| c.json_path.as_str()).collect();
+        assert!(cols.contains(&".spec.say"), "{kind} shows its word");
+    }
+}
+
+#[test]
+fn the_original_sample_manifest_parses_unchanged() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/samples/hikawa-sample.yaml")).unwrap();
+    let hikawa = crd::parse_hikawa("sample", &text).unwrap();
+    assert_eq!(hikawa.spec.interval_millis, 500);
+    // Fields of the original operator are accepted too.
+    let old = text.replace("intervalMillis: 500", "intervalMillis: 500\n  numZundokos: 3\n  sayKiyoshi: true");
+    let hikawa = crd::parse_hikawa("old", &old).unwrap();
+    assert_eq!((hikawa.spec.num_zundokos, hikawa.spec.say_kiyoshi), (Some(3), Some(true)));
+    // A manifest of another kind is refused, naming what it found.
+    let err = crd::parse_hikawa("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap_err();
+    assert!(err.to_string().contains("found apiVersion \"v1\" and kind \"ConfigMap\""), "{err}");
+}
