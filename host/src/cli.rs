@@ -70,8 +70,12 @@ impl SandboxArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The rules module (a wasm component), normally in a mounted ConfigMap.
-    #[arg(long, env = "ZUNDOKO_MODULE")]
-    pub module: PathBuf,
+    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present = "native_rules")]
+    pub module: Option<PathBuf>,
+    /// Benchmarking only: use the shipped rules linked natively instead of a module, to
+    /// measure what the sandbox costs (`classic` or `strict-ja`).
+    #[arg(long, hide = true, value_parser = ["classic", "strict-ja"])]
+    pub native_rules: Option<String>,
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "ZUNDOKO_NAMESPACE")]
     pub namespace: Option<String>,
@@ -149,7 +153,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     writeln!(
         out,
         "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
-        crate::simulate::describe(decision.outcome.as_ref().expect("smoke test passed")),
+        decision.outcome.as_ref().expect("smoke test passed"),
         decision.fuel_used.unwrap_or(0),
         decision.elapsed
     )?;
@@ -159,12 +163,22 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
 /// `run`: load and smoke-test the module, connect, and reconcile until SIGTERM or Ctrl-C.
 pub async fn run(args: &RunArgs) -> Result<()> {
     use std::sync::Arc;
-    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
-    let module = load_module(&engine, &args.module)?;
-    crate::rules::smoke_test(&module, &args.sandbox.plan_limits())
-        .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", args.module.display(), e.reason()))?;
-    let id = module.identity().clone();
-    tracing::info!(module = %id.info.name, version = %id.info.version, digest = %id.digest, "module loaded");
+    let rules: Arc<dyn crate::rules::Rules> = match (&args.native_rules, &args.module) {
+        (Some(name), _) => Arc::new(crate::rules::NativeRules::new(match name.as_str() {
+            "strict-ja" => zundoko_rules::strict_japanese(),
+            _ => zundoko_rules::classic(),
+        })),
+        (None, Some(path)) => {
+            let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+            let module = load_module(&engine, path)?;
+            crate::rules::smoke_test(&module, &args.sandbox.plan_limits())
+                .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", path.display(), e.reason()))?;
+            Arc::new(module)
+        }
+        (None, None) => anyhow::bail!("--module is required"),
+    };
+    let id = rules.identity().clone();
+    tracing::info!(module = %id.info.name, version = %id.info.version, digest = %id.digest, "rules loaded");
     let client = kube::Client::try_default()
         .await
         .context("cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)")?;
@@ -176,7 +190,7 @@ pub async fn run(args: &RunArgs) -> Result<()> {
         backoff_max: std::time::Duration::from_millis(args.backoff_max_ms),
         ..crate::controller::Settings::default()
     };
-    let slot = Arc::new(crate::context::RulesSlot::new(Arc::new(module)));
+    let slot = Arc::new(crate::context::RulesSlot::new(rules));
     crate::controller::run(client, slot, settings, shutdown_signal()).await;
     Ok(())
 }

@@ -22,7 +22,6 @@ use crate::error::{Error, Result};
 use crate::observe::observe;
 use crate::plan_check::PlanLimits;
 use crate::rules::decide_async;
-use crate::simulate::describe;
 use crate::status;
 
 /// How the controller runs.
@@ -140,7 +139,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
                 module = %module.digest,
                 entropy = format_args!("{entropy:#018x}"),
                 words = observed.zundokos.len(),
-                plan = %describe(&plan),
+                %plan,
                 fuel = decision.fuel_used.unwrap_or(0),
                 elapsed_us = decision.elapsed.as_micros() as u64,
                 "decided"

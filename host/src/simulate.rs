@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use rand::{RngCore, SeedableRng, rngs::StdRng};
-use zundoko_rules::{Action, ChildKind, Observed, Plan};
+use zundoko_rules::{ChildKind, Observed};
 
 use crate::crd::Hikawa;
 use crate::observe::hikawa_view;
@@ -73,10 +73,9 @@ pub fn simulate(
         };
         writeln!(
             out,
-            "{:>8} ms  entropy {:#018x}  {}  [fuel {}]",
+            "{:>8} ms  entropy {:#018x}  {plan}  [fuel {}]",
             at,
             observed.entropy,
-            describe(&plan),
             decision.fuel_used.unwrap_or(0)
         )?;
         for say in plan.says() {
@@ -98,22 +97,4 @@ pub fn simulate(
         writeln!(out, "{} words, no Kiyoshi after {} decisions", song.words.len(), song.decisions)?;
     }
     Ok(song)
-}
-
-/// One line for a plan: `say #3 Doko, status Singing(3), requeue 500 ms`.
-pub fn describe(plan: &Plan) -> String {
-    if plan.actions.is_empty() {
-        return "nothing to do".into();
-    }
-    let parts: Vec<String> = plan
-        .actions
-        .iter()
-        .map(|action| match action {
-            Action::Say(say) if say.kind == ChildKind::Kiyoshi => format!("say {}", say.word),
-            Action::Say(say) => format!("say #{} {}", say.index, say.word),
-            Action::SetStatus(s) => format!("status {}({})", s.phase, s.num_zundokos_said),
-            Action::RequeueAfter(ms) => format!("requeue {ms} ms"),
-        })
-        .collect();
-    parts.join(", ")
 }

@@ -112,6 +112,27 @@ impl Plan {
     }
 }
 
+/// One line: `say #3 Doko, status Singing(3), requeue 500 ms` (or `nothing to do`).
+impl std::fmt::Display for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.actions.is_empty() {
+            return f.write_str("nothing to do");
+        }
+        for (i, action) in self.actions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            match action {
+                Action::Say(say) if say.kind == ChildKind::Kiyoshi => write!(f, "say {}", say.word)?,
+                Action::Say(say) => write!(f, "say #{} {}", say.index, say.word)?,
+                Action::SetStatus(s) => write!(f, "status {}({})", s.phase, s.num_zundokos_said)?,
+                Action::RequeueAfter(ms) => write!(f, "requeue {ms} ms")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RuleError {
     InvalidParams(String),
