@@ -90,10 +90,7 @@ async fn fifty_hikawas_at_once_all_finish_valid() {
     for name in &names {
         cluster.create_hikawa("default", name, 0, &[]).await;
     }
-    cluster.wait_kiyoshied("default", &names, Duration::from_secs(300)).await;
-    for name in &names {
-        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
-    }
+    cluster.assert_songs_complete("default", &names, &zundoko_rules::classic(), Duration::from_secs(300)).await;
     operator.stop().await;
 }
 
@@ -231,9 +228,8 @@ async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
     for name in &good {
         cluster.create_hikawa("default", name, 0, &[]).await;
     }
-    cluster.wait_kiyoshied("default", &good, Duration::from_secs(120)).await;
+    cluster.assert_songs_complete("default", &good, &zundoko_rules::classic(), Duration::from_secs(120)).await;
     for name in &good {
-        cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
         let warnings = events_for(&cluster, "default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).count();
         assert_eq!(warnings, 0, "{name} has no Warning Events");
     }
@@ -263,9 +259,8 @@ async fn native_and_wasm_rules_drive_the_same_operator() {
     for name in &names {
         cluster.create_hikawa("default", name, 0, &[]).await;
     }
-    cluster.wait_kiyoshied("default", &names, Duration::from_secs(120)).await;
+    cluster.assert_songs_complete("default", &names, &zundoko_rules::strict_japanese(), Duration::from_secs(120)).await;
     for name in &names {
-        cluster.song("default", name).await.assert_valid(&zundoko_rules::strict_japanese(), name);
         let status = cluster.hikawas("default").get(name).await.unwrap().status.unwrap();
         assert_eq!(status.module.unwrap().digest, "native:zundoko-strict-ja");
     }

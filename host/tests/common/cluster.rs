@@ -83,6 +83,14 @@ impl Cluster {
         }
     }
 
+    /// Wait until every named Hikawa has kiyoshied, then check each song under `rules`.
+    pub async fn assert_songs_complete(&self, ns: &str, names: &[String], rules: &RuleSet, timeout: Duration) {
+        self.wait_kiyoshied(ns, names, timeout).await;
+        for name in names {
+            self.song(ns, name).await.assert_valid(rules, name);
+        }
+    }
+
     /// The song of one Hikawa as the cluster holds it.
     pub async fn song(&self, ns: &str, hikawa: &str) -> Song {
         let lp = ListParams::default().labels(&format!("{HIKAWA_LABEL}={hikawa}"));
