@@ -31,6 +31,11 @@ pub struct GuestOutcome<T> {
     pub logs: Vec<GuestLog>,
 }
 
+/// A returned pool slot's first 64 KiB (the guest's stack top, data and first heap pages)
+/// are zeroed with memset rather than madvise: the next call then does not fault them back in.
+/// (Measured: 1 MiB is worse, since the memset then costs more than the faults it saves.)
+const KEEP_RESIDENT: usize = 64 << 10;
+
 /// The wasmtime engine and linker every module is compiled and linked with.
 #[derive(Clone)]
 pub struct SandboxEngine {
@@ -54,7 +59,9 @@ impl SandboxEngine {
             .total_core_instances(slots)
             .total_memories(slots)
             .total_tables(slots)
-            .max_memory_size(limits.memory_bytes.next_multiple_of(64 << 10) + (64 << 10));
+            .max_memory_size(limits.memory_bytes.next_multiple_of(64 << 10) + (64 << 10))
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(KEEP_RESIDENT);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
