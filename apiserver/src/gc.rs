@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::ops::{controller_delete, controller_update};
 use crate::registry::GroupResource;
-use crate::store::{ObjKey, State, Store, meta_str, obj_key};
+use crate::store::{EventType, ObjKey, State, Store, meta_str, obj_key};
 
 enum Action {
     Delete(GroupResource, ObjKey, Option<&'static str>),
@@ -179,16 +179,49 @@ pub fn sweep(store: &Store) -> bool {
     changed
 }
 
+/// Could anything since `after` give the collector work? Deletions, objects being deleted
+/// (finalizers, namespaces, CRDs) and dependents whose owner cannot be found do; plain
+/// writes of owned children whose owners exist (nearly all writes) do not. Checking the
+/// changes is O(changes); a full pass is O(objects), under the store lock.
+fn needs_sweep(st: &State, after: u64) -> bool {
+    let Ok(events) = st.events_after(after) else { return true };
+    events.into_iter().any(|ev| {
+        ev.typ == EventType::Deleted || deleting(&ev.object) || refs(&ev.object).iter().any(|r| !owner_exists(st, &ev.object, r))
+    })
+}
+
+fn owner_exists(st: &State, dependent: &Value, r: &Value) -> bool {
+    let group = r["apiVersion"].as_str().unwrap_or("").rsplit_once('/').map_or("", |(g, _)| g);
+    let kind = r["kind"].as_str().unwrap_or("");
+    let Some(def) = st.registry.defs.values().find(|d| d.group == group && d.kind == kind) else { return false };
+    let ns = if def.namespaced { meta_str(dependent, "namespace") } else { "" };
+    st.get(&def.storage, ns, r["name"].as_str().unwrap_or(""))
+        .is_some_and(|owner| meta_str(owner, "uid") == r["uid"].as_str().unwrap_or(""))
+}
+
 /// Runs the controllers until the task is aborted.
 pub async fn run(store: Arc<Store>) {
+    let mut swept_rv = 0;
+    let mut last_full = std::time::Instant::now();
     loop {
         let _ = tokio::time::timeout(Duration::from_secs(1), store.controllers.notified()).await;
         // Batch bursts of writes into one pass.
         tokio::time::sleep(Duration::from_millis(10)).await;
+        let (rv, needed) = {
+            let st = store.lock();
+            (st.rv, needs_sweep(&st, swept_rv))
+        };
+        // A full pass at least every few seconds as a safety net, whatever the changes say.
+        if !needed && last_full.elapsed() < Duration::from_secs(5) {
+            swept_rv = rv;
+            continue;
+        }
+        last_full = std::time::Instant::now();
         for _ in 0..100 {
             if !sweep(&store) {
                 break;
             }
         }
+        swept_rv = rv;
     }
 }

@@ -162,3 +162,21 @@ async fn namespace_deletion_removes_contents() {
     assert!(eventually(Duration::from_secs(2), || async { raw.get("/api/v1/namespaces/tmp").await.0 == 404 }).await);
     assert_eq!(raw.get("/api/v1/namespaces/tmp/configmaps/c").await.0, 404);
 }
+
+#[tokio::test]
+async fn a_dependent_whose_owner_never_existed_is_collected_promptly() {
+    // The collector only does a full pass when a change could need one; a create pointing at
+    // a missing owner is such a change, and must not wait for the periodic safety pass.
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    let (_, parent) = raw.post(WIDGETS, &widget("real-parent", 1)).await;
+    let (_, kept) = raw.post(WIDGETS, &owned("kept-child", &parent, true)).await;
+    let ghost = json!({"metadata": {"name": "ghost", "uid": "00000000-0000-0000-0000-00000000dead"}});
+    let started = std::time::Instant::now();
+    raw.post(WIDGETS, &owned("orphan", &ghost, true)).await;
+    let gone = eventually(Duration::from_secs(3), || async { raw.get(&format!("{WIDGETS}/orphan")).await.0 == 404 }).await;
+    assert!(gone, "a dependent of a missing owner is collected");
+    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+    assert_eq!(raw.get(&format!("{WIDGETS}/kept-child")).await.0, 200, "{kept}");
+}
