@@ -69,8 +69,19 @@ pub async fn run(client: Client, rules: Arc<RulesSlot>, settings: Settings, shut
     let children = watcher::Config::default().labels(HIKAWA_LABEL);
     let (zundokos, zundoko_writer) = reflector::store();
     let (kiyoshis, kiyoshi_writer) = reflector::store();
-    let zundoko_events = reflector(zundoko_writer, watcher(api::<Zundoko>(&client, ns), children.clone())).default_backoff().touched_objects();
-    let kiyoshi_events = reflector(kiyoshi_writer, watcher(api::<Kiyoshi>(&client, ns), children)).default_backoff().touched_objects();
+    // managedFields are never read here and can be most of a small object: not cached.
+    let zundoko_events = reflector(
+        zundoko_writer,
+        watcher(api::<Zundoko>(&client, ns), children.clone()).modify(|z| z.managed_fields_mut().clear()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let kiyoshi_events = reflector(
+        kiyoshi_writer,
+        watcher(api::<Kiyoshi>(&client, ns), children).modify(|k| k.managed_fields_mut().clear()),
+    )
+    .default_backoff()
+    .touched_objects();
 
     let reporter = Reporter { controller: "zundoko-operator".into(), instance: Some(settings.instance.clone()) };
     // One waiter on the stores, shared by every reconcile: kube's `wait_until_ready` wakes
