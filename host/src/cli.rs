@@ -83,10 +83,10 @@ pub struct RunArgs {
     #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::controller::Settings::default().concurrency)]
     pub concurrency: u16,
     /// First retry delay after a failure, in ms; doubled per failure in a row.
-    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = 250)]
+    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = crate::controller::Settings::default().backoff_base.as_millis() as u64)]
     pub backoff_base_ms: u64,
     /// Longest retry delay, in ms.
-    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = 60_000)]
+    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::controller::Settings::default().backoff_max.as_millis() as u64)]
     pub backoff_max_ms: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -122,9 +122,12 @@ pub struct CheckArgs {
 /// Read and load a module file, naming the file in any error.
 pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
-    engine
-        .load(&bytes)
-        .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", path.display(), e.reason()))
+    engine.load(&bytes).map_err(|e| rejected(path, e))
+}
+
+/// The one wording of a refused module: the file, the reason, the detail.
+fn rejected(path: &Path, error: crate::sandbox::GuestError) -> anyhow::Error {
+    anyhow::anyhow!("module {} rejected ({}): {error}", path.display(), error.reason())
 }
 
 pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<crate::simulate::Song> {
@@ -148,8 +151,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     writeln!(out, "world:       {WORLD}")?;
     writeln!(out, "digest:      {}", id.digest)?;
     writeln!(out, "size:        {} bytes", id.size)?;
-    let decision = crate::rules::smoke_test(&module, &args.sandbox.plan_limits())
-        .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", args.module.display(), e.reason()))?;
+    let decision = crate::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
     writeln!(
         out,
         "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
@@ -171,8 +173,7 @@ pub async fn run(args: &RunArgs) -> Result<()> {
         (None, Some(path)) => {
             let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
             let module = load_module(&engine, path)?;
-            crate::rules::smoke_test(&module, &args.sandbox.plan_limits())
-                .map_err(|e| anyhow::anyhow!("module {} rejected ({}): {e}", path.display(), e.reason()))?;
+            crate::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(path, e))?;
             Arc::new(module)
         }
         (None, None) => anyhow::bail!("--module is required"),

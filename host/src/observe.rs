@@ -1,7 +1,11 @@
 //! From Kubernetes objects to the rules' view of them (`zundoko_rules::Observed`).
 
-use crate::crd::Hikawa;
 use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use zundoko_rules::naming::{kiyoshi_name, zundoko_name};
+use zundoko_rules::{Observed, Said, TimestampMs};
+
+use crate::crd::{Hikawa, Kiyoshi, Zundoko};
 
 /// The Hikawa as the rules see it.
 pub fn hikawa_view(hikawa: &Hikawa) -> zundoko_rules::Hikawa {
@@ -23,11 +27,6 @@ pub fn hikawa_view(hikawa: &Hikawa) -> zundoko_rules::Hikawa {
     }
 }
 
-use kube::runtime::reflector::{ObjectRef, Store};
-use zundoko_rules::naming::{kiyoshi_name, zundoko_name};
-use zundoko_rules::{Observed, Said, TimestampMs};
-
-use crate::crd::{Kiyoshi, Zundoko};
 
 /// Annotation the host puts on every child: when it was said, to the millisecond.
 /// (`creationTimestamp` has one-second resolution: too coarse for `intervalMillis`.)
@@ -75,11 +74,12 @@ pub fn observe(
         }
         index += 1;
     }
+    let kiyoshi_name = kiyoshi_name(&view.name);
     let kiyoshi = kiyoshis
-        .get(&ObjectRef::new(&kiyoshi_name(&view.name)).within(ns))
+        .get(&ObjectRef::new(&kiyoshi_name).within(ns))
         .filter(|k| owned_by(&k.metadata, &view.uid))
         .map(|k| Said {
-            name: kiyoshi_name(&view.name),
+            name: kiyoshi_name,
             index: said.len() as u32 + 1,
             word: k.spec.say.clone(),
             said_at: said_at(&k.metadata),
