@@ -182,6 +182,20 @@ fn parse_resource_path(method: &Method, path: &str, query: &HashMap<String, Stri
     Some(ResourceReq { verb, group, version, resource, namespace, name, subresource: sub })
 }
 
+/// As kube-apiserver's RequestInfo: a list, watch or deletecollection whose field selector
+/// pins `metadata.name` names that object, so RBAC `resourceNames` can allow it.
+fn selected_name(verb: &str, query: &HashMap<String, String>) -> Option<String> {
+    if !matches!(verb, "list" | "watch" | "deletecollection") {
+        return None;
+    }
+    let selector = query.get("fieldSelector")?;
+    let mut names = selector.split(',').filter_map(|term| {
+        let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+        (field.trim() == "metadata.name" && !field.ends_with('!')).then(|| value.trim().to_string())
+    });
+    names.next()
+}
+
 fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     form_urlencoded::parse(q.unwrap_or("").as_bytes()).into_owned().collect()
 }
@@ -215,7 +229,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
         resource: rr.as_ref().map(|r| r.resource.clone()).unwrap_or_default(),
         subresource: rr.as_ref().and_then(|r| r.subresource.clone()).unwrap_or_default(),
         namespace: rr.as_ref().and_then(|r| r.namespace.clone()).unwrap_or_default(),
-        name: rr.as_ref().and_then(|r| r.name.clone()).unwrap_or_default(),
+        name: rr.as_ref().and_then(|r| r.name.clone().or_else(|| selected_name(r.verb, &query))).unwrap_or_default(),
         code: 0,
         method: method.to_string(),
         path: path.clone(),

@@ -1,12 +1,15 @@
 //! The command line. Every flag has an environment-variable twin.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan_check::PlanLimits;
 use crate::sandbox::{RulesModule, SandboxEngine, SandboxLimits, WORLD};
+use crate::swap::configmap::ConfigMapRef;
+use crate::swap::file::FileSource;
 use crate::telemetry::LogFormat;
 
 #[derive(Parser, Debug)]
@@ -69,9 +72,27 @@ impl SandboxArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The rules module (a wasm component), normally in a mounted ConfigMap.
-    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present = "native_rules")]
+    /// The rules module (a wasm component), normally in a ConfigMap mounted as a directory.
+    /// Watched: a new module there is checked and, if it passes, swapped in.
+    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present_any = ["native_rules", "module_configmap"])]
     pub module: Option<PathBuf>,
+    /// Also (or instead) watch the module in a ConfigMap through the API, as
+    /// NAMESPACE/NAME[:KEY] (key default `rules.wasm`, in binaryData): swaps in about a second.
+    #[arg(long, env = "ZUNDOKO_MODULE_CONFIGMAP", value_name = "NAMESPACE/NAME[:KEY]")]
+    pub module_configmap: Option<ConfigMapRef>,
+    /// Accept only the module with this sha256 (hex, optionally `sha256:`-prefixed).
+    #[arg(long, env = "ZUNDOKO_MODULE_SHA256")]
+    pub module_sha256: Option<String>,
+    /// Start even without a usable module and wait for one (default: exit with the reason).
+    #[arg(long, env = "ZUNDOKO_WAIT_FOR_MODULE")]
+    pub wait_for_module: bool,
+    /// Quiet time after the module file changes before it is read (ms), so a file being
+    /// written is read once, whole.
+    #[arg(long, env = "ZUNDOKO_MODULE_SETTLE_MS", default_value_t = 10)]
+    pub module_settle_ms: u64,
+    /// Re-read the module file this often even without change notifications (ms).
+    #[arg(long, env = "ZUNDOKO_MODULE_POLL_MS", default_value_t = 5000)]
+    pub module_poll_ms: u64,
     /// Benchmarking only: use the shipped rules linked natively instead of a module, to
     /// measure what the sandbox costs (`classic` or `strict-ja`).
     #[arg(long, hide = true, value_parser = ["classic", "strict-ja"])]
@@ -88,6 +109,29 @@ pub struct RunArgs {
     /// Longest retry delay, in ms.
     #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::controller::Settings::default().backoff_max.as_millis() as u64)]
     pub backoff_max_ms: u64,
+    /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
+    #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: String,
+    /// Reconcile only while holding a coordination.k8s.io Lease, so that of several replicas
+    /// exactly one acts.
+    #[arg(long, env = "ZUNDOKO_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// The Lease's name (in --operator-namespace).
+    #[arg(long, env = "ZUNDOKO_LEASE_NAME", default_value = "zundoko-operator")]
+    pub lease_name: String,
+    /// Seconds a lease lasts without renewal: how long a crashed leader holds up the others.
+    #[arg(long, env = "ZUNDOKO_LEASE_DURATION_SECS", default_value_t = 15)]
+    pub lease_duration_secs: u64,
+    /// The leader renews this many seconds before its lease expires.
+    #[arg(long, env = "ZUNDOKO_LEASE_GRACE_SECS", default_value_t = 5)]
+    pub lease_grace_secs: u64,
+    /// The operator's own namespace (the Lease, swap Events); in a Pod, from the downward API.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub operator_namespace: Option<String>,
+    /// The operator's Pod name (the Lease holder, the Events' reporting instance, the
+    /// object of swap Events); in a Pod, from the downward API. Default: the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -162,38 +206,69 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     Ok(())
 }
 
-/// `run`: load and smoke-test the module, connect, and reconcile until SIGTERM or Ctrl-C.
+impl RunArgs {
+    pub fn operator_config(&self) -> Result<crate::operator::OperatorConfig> {
+        let defaults = crate::controller::Settings::default();
+        let instance = self.pod_name.clone().unwrap_or(defaults.instance.clone());
+        let controller = crate::controller::Settings {
+            namespace: self.namespace.clone(),
+            concurrency: self.concurrency,
+            plan_limits: self.sandbox.plan_limits(),
+            backoff_base: Duration::from_millis(self.backoff_base_ms),
+            backoff_max: Duration::from_millis(self.backoff_max_ms),
+            instance: instance.clone(),
+        };
+        let http_addr = match self.http_addr.as_str() {
+            "off" | "" => None,
+            addr => Some(addr.parse().with_context(|| format!("--http-addr {addr} is not an address like 0.0.0.0:8080"))?),
+        };
+        anyhow::ensure!(
+            self.lease_grace_secs < self.lease_duration_secs,
+            "--lease-grace-secs ({}) must be shorter than --lease-duration-secs ({})",
+            self.lease_grace_secs,
+            self.lease_duration_secs
+        );
+        let leader = self.leader_election.then(|| crate::leader::LeaderSettings {
+            namespace: self.operator_namespace.clone().unwrap_or_else(|| "default".into()),
+            lease_name: self.lease_name.clone(),
+            identity: instance,
+            duration_secs: self.lease_duration_secs,
+            grace_secs: self.lease_grace_secs,
+        });
+        let modules = crate::operator::ModuleSources {
+            file: self.module.clone().map(|path| FileSource {
+                path,
+                settle: Duration::from_millis(self.module_settle_ms),
+                poll: Duration::from_millis(self.module_poll_ms.max(1)),
+            }),
+            configmap: self.module_configmap.clone(),
+            pin: self.module_sha256.clone(),
+            wait: self.wait_for_module,
+            native: self.native_rules.as_deref().map(|name| match name {
+                "strict-ja" => zundoko_rules::strict_japanese(),
+                _ => zundoko_rules::classic(),
+            }),
+        };
+        Ok(crate::operator::OperatorConfig {
+            controller,
+            sandbox: self.sandbox.sandbox_limits(),
+            modules,
+            http_addr,
+            leader,
+            namespace: self.operator_namespace.clone(),
+            pod_name: self.pod_name.clone(),
+        })
+    }
+}
+
+/// `run`: load and check the first module, connect, and reconcile until SIGTERM or Ctrl-C.
 pub async fn run(args: &RunArgs) -> Result<()> {
-    use std::sync::Arc;
-    let rules: Arc<dyn crate::rules::Rules> = match (&args.native_rules, &args.module) {
-        (Some(name), _) => Arc::new(crate::rules::NativeRules::new(match name.as_str() {
-            "strict-ja" => zundoko_rules::strict_japanese(),
-            _ => zundoko_rules::classic(),
-        })),
-        (None, Some(path)) => {
-            let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
-            let module = load_module(&engine, path)?;
-            crate::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(path, e))?;
-            Arc::new(module)
-        }
-        (None, None) => anyhow::bail!("--module is required"),
-    };
-    let id = rules.identity().clone();
-    tracing::info!(module = %id.info.name, version = %id.info.version, digest = %id.digest, "rules loaded");
+    let config = args.operator_config()?;
     let client = kube::Client::try_default()
         .await
         .context("cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)")?;
-    let settings = crate::controller::Settings {
-        namespace: args.namespace.clone(),
-        concurrency: args.concurrency,
-        plan_limits: args.sandbox.plan_limits(),
-        backoff_base: std::time::Duration::from_millis(args.backoff_base_ms),
-        backoff_max: std::time::Duration::from_millis(args.backoff_max_ms),
-        ..crate::controller::Settings::default()
-    };
-    let slot = Arc::new(crate::context::RulesSlot::new(rules));
-    crate::controller::run(client, slot, settings, shutdown_signal()).await;
-    Ok(())
+    let running = crate::operator::start(client, config, shutdown_signal()).await?;
+    running.task.await.context("the operator task failed")?
 }
 
 /// Resolves on SIGTERM (what Kubernetes sends) or Ctrl-C.

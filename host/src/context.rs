@@ -1,47 +1,86 @@
 //! What every reconcile is handed: the API client, the caches of children, the current
-//! rules, the limits, and the per-Hikawa retry backoff.
+//! rules, the metrics, the limits, and the per-Hikawa retry backoff.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::{BoxFuture, Shared};
+use futures::future::{self, BoxFuture};
 use kube::Client;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
+use tokio::sync::watch;
 
 use crate::crd::{Kiyoshi, Zundoko};
+use crate::http::Health;
+use crate::metrics::Metrics;
 use crate::plan_check::PlanLimits;
 use crate::rules::Rules;
+
+/// What lives as long as the process, whichever replica leads: the rules, the metrics, and
+/// what readiness is made of.
+#[derive(Clone)]
+pub struct Shared {
+    pub rules: Arc<RulesSlot>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+}
+
+impl Shared {
+    pub fn new(rules: Arc<RulesSlot>) -> Self {
+        let health = Arc::new(Health::new(rules.clone()));
+        Shared { rules, metrics: Arc::new(Metrics::new()), health }
+    }
+}
 
 pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
     pub rules: Arc<RulesSlot>,
+    pub metrics: Arc<Metrics>,
     pub plan_limits: PlanLimits,
     pub zundokos: Store<Zundoko>,
     pub kiyoshis: Store<Kiyoshi>,
     /// Resolves once both child caches hold their first full list.
-    pub caches_ready: Shared<BoxFuture<'static, ()>>,
+    pub caches_ready: future::Shared<BoxFuture<'static, ()>>,
     pub backoff: Backoff,
 }
 
-/// The rules currently serving. Swapped atomically: a reconcile takes its `Arc` at the
-/// start and finishes on that module whatever happens to the slot meanwhile.
-pub struct RulesSlot(RwLock<Arc<dyn Rules>>);
+/// The rules currently serving (none until the first module is accepted). Swapped
+/// atomically: a reconcile takes its `Arc` at the start and finishes on that module whatever
+/// happens to the slot meanwhile. Subscribers hear of every swap (to reconcile everything).
+pub struct RulesSlot(watch::Sender<Option<Arc<dyn Rules>>>);
 
 impl RulesSlot {
     pub fn new(rules: Arc<dyn Rules>) -> Self {
-        RulesSlot(RwLock::new(rules))
+        RulesSlot(watch::Sender::new(Some(rules)))
     }
 
-    pub fn current(&self) -> Arc<dyn Rules> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    /// A slot with nothing serving yet.
+    pub fn empty() -> Self {
+        RulesSlot(watch::Sender::new(None))
+    }
+
+    pub fn current(&self) -> Option<Arc<dyn Rules>> {
+        self.0.borrow().clone()
     }
 
     /// Put `rules` in the slot; returns the rules it replaced.
-    pub fn swap(&self, rules: Arc<dyn Rules>) -> Arc<dyn Rules> {
-        std::mem::replace(&mut *self.0.write().unwrap_or_else(|p| p.into_inner()), rules)
+    pub fn swap(&self, rules: Arc<dyn Rules>) -> Option<Arc<dyn Rules>> {
+        self.0.send_replace(Some(rules))
+    }
+
+    /// Resolves once some rules are serving.
+    pub async fn loaded(&self) -> Arc<dyn Rules> {
+        let mut rx = self.0.subscribe();
+        let rules = rx.wait_for(Option::is_some).await.expect("the slot owns its sender");
+        rules.clone().expect("waited for Some")
+    }
+
+    /// One item per swap from now on.
+    pub fn swaps(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let rx = self.0.subscribe();
+        futures::stream::unfold(rx, |mut rx| async move { rx.changed().await.ok().map(|()| ((), rx)) })
     }
 }
 

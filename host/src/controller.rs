@@ -16,7 +16,7 @@ use kube::{Api, Client, ResourceExt};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::apply::{self, HIKAWA_LABEL};
-use crate::context::{Backoff, Context, RulesSlot};
+use crate::context::{Backoff, Context, Shared};
 use crate::crd::{Hikawa, Kiyoshi, Zundoko};
 use crate::error::{Error, Result};
 use crate::observe::observe;
@@ -63,7 +63,8 @@ where
 }
 
 /// Run until `shutdown` completes, then let reconciles in flight finish.
-pub async fn run(client: Client, rules: Arc<RulesSlot>, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+/// Every Hikawa is reconciled again after each module swap.
+pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let ns = settings.namespace.as_deref();
     // Only children carrying the operator's label are cached: the controller needs no others.
     let children = watcher::Config::default().labels(HIKAWA_LABEL);
@@ -95,11 +96,20 @@ pub async fn run(client: Client, rules: Arc<RulesSlot>, settings: Settings, shut
         .boxed()
         .shared()
     };
+    shared.health.set_reconciling(true);
+    let synced = {
+        let (ready, health) = (caches_ready.clone(), shared.health.clone());
+        tokio::spawn(async move {
+            ready.await;
+            health.set_caches_synced();
+        })
+    };
     let ctx = Arc::new(Context {
         caches_ready,
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
-        rules,
+        rules: shared.rules.clone(),
+        metrics: shared.metrics.clone(),
         plan_limits: settings.plan_limits.clone(),
         zundokos,
         kiyoshis,
@@ -109,6 +119,7 @@ pub async fn run(client: Client, rules: Arc<RulesSlot>, settings: Settings, shut
     Controller::new(api::<Hikawa>(&client, ns), watcher::Config::default())
         .owns_stream(zundoko_events)
         .owns_stream(kiyoshi_events)
+        .reconcile_all_on(shared.rules.swaps())
         .with_config(controller::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -118,6 +129,8 @@ pub async fn run(client: Client, rules: Arc<RulesSlot>, settings: Settings, shut
             }
         })
         .await;
+    synced.abort();
+    shared.health.set_reconciling(false);
     info!("the Hikawa controller stopped");
 }
 
@@ -140,9 +153,15 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     }
     // Deciding from half-filled caches would re-say words that exist: wait for the first list.
     ctx.caches_ready.clone().await;
+    ctx.metrics.reconciled();
+    let Some(rules) = ctx.rules.current() else {
+        // Only reachable if the controller is started before a module: nothing to decide with.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
     let entropy: u64 = rand::random();
     let observed = Arc::new(observe(&hikawa, &ctx.zundokos, &ctx.kiyoshis, now_ms(), entropy));
-    let decision = decide_async(ctx.rules.current(), observed.clone(), ctx.plan_limits.clone()).await;
+    let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
+    ctx.metrics.decided(&decision);
     let module = decision.module.clone();
     match decision.outcome {
         Ok(plan) => {
@@ -181,6 +200,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
 }
 
 fn error_policy(hikawa: Arc<Hikawa>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_failed(error.reason());
     let delay = ctx.backoff.next(&key(&hikawa));
     warn!(hikawa = %key(&hikawa), reason = error.reason(), %error, retry_in_ms = delay.as_millis() as u64, "reconcile failed");
     Action::requeue(delay)

@@ -73,6 +73,9 @@ async fn request_log_records_verbs() {
     raw.get(&format!("{WIDGETS}/a")).await;
     raw.get(&format!("{WIDGETS}/missing")).await;
     raw.patch(&format!("{WIDGETS}/a/status"), "application/merge-patch+json", &json!({"status": {"ready": true}})).await;
+    // As kube-apiserver: a list pinned to one name by a field selector names it (for RBAC resourceNames).
+    raw.get(&format!("{WIDGETS}?fieldSelector=metadata.name%3Da")).await;
+    raw.get(&format!("{WIDGETS}?fieldSelector=metadata.name%21%3Da")).await;
     raw.delete(WIDGETS, None).await;
     let log: Vec<(String, String, String, String, String, u16)> = s
         .requests()
@@ -88,6 +91,8 @@ async fn request_log_records_verbs() {
             ("get".into(), g.clone(), w.clone(), "".into(), "a".into(), 200),
             ("get".into(), g.clone(), w.clone(), "".into(), "missing".into(), 404),
             ("patch".into(), g.clone(), w.clone(), "status".into(), "a".into(), 200),
+            ("list".into(), g.clone(), w.clone(), "".into(), "a".into(), 200),
+            ("list".into(), g.clone(), w.clone(), "".into(), "".into(), 200),
             ("deletecollection".into(), g.clone(), w.clone(), "".into(), "".into(), 200),
         ]
     );

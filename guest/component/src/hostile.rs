@@ -1,4 +1,5 @@
-//! Misbehaviour on request, for the host's sandbox tests: `spec.params.hostile` picks one.
+//! Misbehaviour on request, for the host's sandbox tests: `spec.params.hostile` picks one,
+//! and the host's smoke test always traps.
 //! Never built into a shipped module (feature `hostile`).
 
 use crate::zundokokiyoshi::rules::log::{Level, log};
@@ -16,6 +17,11 @@ pub fn misbehave(observed: &Observed) -> Option<Plan> {
             word: "Zun".into(),
         })],
     };
+    // The host smoke-tests every module on a synthetic Hikawa named `smoke-test` before it
+    // may serve: this fixture fails that test, so a swap to it must be refused.
+    if hikawa.name == "smoke-test" {
+        panic!("hostile guest fails the smoke test on purpose");
+    }
     match observed.hikawa.param("hostile")? {
         "loop" => {
             let mut n = 0u64;

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use zundoko_apiserver::{ApiServer, ServerConfig};
 use zundoko_operator::apply::HIKAWA_LABEL;
-use zundoko_operator::context::RulesSlot;
+use zundoko_operator::context::{RulesSlot, Shared};
 use zundoko_operator::controller::{self, Settings};
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
 use zundoko_operator::observe::SAID_AT;
@@ -27,7 +27,11 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start() -> Cluster {
-        let server = ApiServer::start(ServerConfig::default()).await.unwrap();
+        Self::start_with(ServerConfig::default()).await
+    }
+
+    pub async fn start_with(config: ServerConfig) -> Cluster {
+        let server = ApiServer::start(config).await.unwrap();
         let config = kube::Config::new(server.url().parse().unwrap());
         let client = Client::try_from(config).unwrap();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -40,7 +44,7 @@ impl Cluster {
     pub fn operator(&self, rules: Arc<dyn Rules>, settings: Settings) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(self.client.clone(), slot.clone(), settings, async move {
+        let task = tokio::spawn(controller::run(self.client.clone(), Shared::new(slot.clone()), settings, async move {
             let _ = stopped.await;
         }));
         Operator { task, stop, slot }

@@ -14,3 +14,7 @@ pub fn module_bytes(name: &str) -> Vec<u8> {
 }
 
 pub mod cluster;
+pub mod deploy;
+pub mod rbac;
+pub mod kubelet;
+pub mod running;

@@ -1,0 +1,184 @@
+//! Prometheus metrics (prometheus-client), served as text on `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use zundoko_rules::{Action, ChildKind, Plan};
+
+use crate::rules::Decision;
+use crate::sandbox::ModuleIdentity;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModuleLabels {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SwapLabels {
+    /// `accepted` or `rejected`.
+    pub result: String,
+    /// Why a candidate was rejected (`""` when accepted).
+    pub reason: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Counter,
+    reconcile_errors: Family<ReasonLabels, Counter>,
+    guest_call_seconds: Histogram,
+    guest_fuel: Histogram,
+    plan_actions: Family<ActionLabels, Counter>,
+    module_info: Family<ModuleLabels, Gauge>,
+    swaps: Family<SwapLabels, Counter>,
+    leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("zundoko"),
+            reconciles: Counter::default(),
+            reconcile_errors: Family::default(),
+            // 10 us .. 0.7 s: a fresh instance plus call is tens of microseconds.
+            guest_call_seconds: Histogram::new(exponential_buckets(10e-6, 4.0, 9)),
+            // 1k .. 260M fuel units; the default budget is 50M.
+            guest_fuel: Histogram::new(exponential_buckets(1e3, 4.0, 14)),
+            plan_actions: Family::default(),
+            module_info: Family::default(),
+            swaps: Family::default(),
+            leader: Gauge::default(),
+        };
+        metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
+        metrics.registry.register("reconcile_errors", "Failed reconciles, by reason", metrics.reconcile_errors.clone());
+        metrics.registry.register(
+            "guest_call_duration_seconds",
+            "Time to decide: a fresh guest instance, the call and the plan check",
+            metrics.guest_call_seconds.clone(),
+        );
+        metrics.registry.register("guest_fuel_used", "Guest CPU used per call, in wasmtime fuel units", metrics.guest_fuel.clone());
+        metrics.registry.register("plan_actions", "Actions in accepted plans, by kind", metrics.plan_actions.clone());
+        metrics.registry.register("module_info", "The rules module serving (value 1)", metrics.module_info.clone());
+        metrics.registry.register("module_swaps", "Candidate rules modules, by result and rejection reason", metrics.swaps.clone());
+        metrics.registry.register("leader", "1 while this replica holds the leader Lease (or runs without election)", metrics.leader.clone());
+        metrics
+    }
+
+    /// Prometheus / OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    pub fn reconciled(&self) {
+        self.reconciles.inc();
+    }
+
+    pub fn reconcile_failed(&self, reason: &str) {
+        self.reconcile_errors.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn decided(&self, decision: &Decision) {
+        self.guest_call_seconds.observe(decision.elapsed.as_secs_f64());
+        if let Some(fuel) = decision.fuel_used.filter(|f| *f > 0) {
+            self.guest_fuel.observe(fuel as f64);
+        }
+        if let Ok(plan) = &decision.outcome {
+            self.planned(plan);
+        }
+    }
+
+    fn planned(&self, plan: &Plan) {
+        for action in &plan.actions {
+            let kind = match action {
+                Action::Say(say) if say.kind == ChildKind::Kiyoshi => "say-kiyoshi",
+                Action::Say(_) => "say-zundoko",
+                Action::SetStatus(_) => "set-status",
+                Action::RequeueAfter(_) => "requeue-after",
+            };
+            self.plan_actions.get_or_create(&ActionLabels { kind: kind.into() }).inc();
+        }
+    }
+
+    pub fn module_serving(&self, module: &ModuleIdentity) {
+        self.module_info.clear();
+        let labels = ModuleLabels {
+            name: module.info.name.clone(),
+            version: module.info.version.clone(),
+            digest: module.digest.clone(),
+        };
+        self.module_info.get_or_create(&labels).set(1);
+    }
+
+    pub fn swap_accepted(&self) {
+        self.swaps.get_or_create(&SwapLabels { result: "accepted".into(), reason: String::new() }).inc();
+    }
+
+    pub fn swap_rejected(&self, reason: &str) {
+        self.swaps.get_or_create(&SwapLabels { result: "rejected".into(), reason: reason.into() }).inc();
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(leading as i64);
+    }
+
+    /// Failed reconciles so far, all reasons (for tests and benchmarks).
+    pub fn reconcile_errors_total(&self) -> u64 {
+        let text = self.encode();
+        text.lines()
+            .filter(|l| l.starts_with("zundoko_reconcile_errors_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_names_each_metric_and_reason_and_swaps_replace_module_info() {
+        let m = Metrics::new();
+        m.reconciled();
+        m.reconcile_failed("GuestTrapped");
+        m.reconcile_failed("GuestTrapped");
+        m.reconcile_failed("ApiConflict");
+        m.swap_rejected("WorldMismatch");
+        let id = |digest: &str| ModuleIdentity {
+            info: zundoko_rules::ModuleInfo { name: "zundoko-classic".into(), version: "1.0.0".into(), description: String::new() },
+            digest: digest.into(),
+            size: 1,
+        };
+        m.module_serving(&id("sha256:aaa"));
+        m.module_serving(&id("sha256:bbb"));
+        let text = m.encode();
+        assert!(text.contains("zundoko_reconciles_total 1"), "{text}");
+        assert!(text.contains("zundoko_reconcile_errors_total{reason=\"GuestTrapped\"} 2"), "{text}");
+        assert!(text.contains("zundoko_module_swaps_total{result=\"rejected\",reason=\"WorldMismatch\"} 1"), "{text}");
+        assert!(text.contains("digest=\"sha256:bbb\"} 1"), "{text}");
+        assert!(!text.contains("sha256:aaa"), "the replaced module is no longer reported: {text}");
+        assert!(text.contains("# TYPE zundoko_guest_call_duration_seconds histogram"), "{text}");
+        assert_eq!(m.reconcile_errors_total(), 3);
+    }
+}

@@ -1,0 +1,228 @@
+//! The operator process put together: the first module, the module sources and the swapper,
+//! the HTTP endpoints, leader election, and the controller while this replica leads.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::Reporter;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use zundoko_rules::RuleSet;
+
+use crate::context::{RulesSlot, Shared};
+use crate::controller::{self, Settings};
+use crate::leader::{Election, LeaderSettings};
+use crate::rules::NativeRules;
+use crate::sandbox::{SandboxEngine, SandboxLimits};
+use crate::swap::configmap::ConfigMapRef;
+use crate::swap::file::FileSource;
+use crate::swap::{SwapEvents, SwapOutcome, Swapper};
+
+/// Where the rules come from.
+#[derive(Clone, Debug, Default)]
+pub struct ModuleSources {
+    pub file: Option<FileSource>,
+    pub configmap: Option<ConfigMapRef>,
+    /// `sha256:<hex>` or `<hex>`: refuse any other module.
+    pub pin: Option<String>,
+    /// Start without a usable module and wait for one (instead of exiting).
+    pub wait: bool,
+    /// Benchmarking only: the shipped rules linked natively, no sandbox, no swaps.
+    pub native: Option<RuleSet>,
+}
+
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    pub controller: Settings,
+    pub sandbox: SandboxLimits,
+    pub modules: ModuleSources,
+    /// `/metrics`, `/healthz`, `/readyz`; none if `None`.
+    pub http_addr: Option<SocketAddr>,
+    /// Reconcile only while holding this Lease; always if `None`.
+    pub leader: Option<LeaderSettings>,
+    /// The operator's own namespace and Pod (downward API), for swap Events.
+    pub namespace: Option<String>,
+    pub pod_name: Option<String>,
+}
+
+/// A started operator.
+pub struct Running {
+    pub shared: Shared,
+    pub http_addr: Option<SocketAddr>,
+    pub task: JoinHandle<anyhow::Result<()>>,
+}
+
+/// Start everything; returns once the first module serves (or, with `wait`, at once).
+/// Fails if no source yields a usable module and `wait` is off.
+pub async fn start(
+    client: Client,
+    config: OperatorConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Running> {
+    let slot = Arc::new(match &config.modules.native {
+        Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
+        None => RulesSlot::empty(),
+    });
+    let shared = Shared::new(slot.clone());
+    let http_addr = match config.http_addr {
+        Some(addr) => {
+            let (bound, server) = crate::http::bind(addr, shared.health.clone(), shared.metrics.clone())
+                .await
+                .with_context(|| format!("cannot serve HTTP on {addr}"))?;
+            tokio::spawn(server);
+            info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+            Some(bound)
+        }
+        None => None,
+    };
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+
+    if config.modules.native.is_none() {
+        start_swapping(&client, &config, &shared).await?;
+    } else if let Some(rules) = slot.current() {
+        shared.metrics.module_serving(rules.identity());
+    }
+
+    let task = tokio::spawn(lead_and_reconcile(client, shared.clone(), config, stopped));
+    Ok(Running { shared, http_addr, task })
+}
+
+/// Load the first module, then keep offering what the sources see to the swapper.
+async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+    let sources = &config.modules;
+    anyhow::ensure!(
+        sources.file.is_some() || sources.configmap.is_some(),
+        "no rules module source: give --module PATH or --module-configmap NAMESPACE/NAME[:KEY]"
+    );
+    let engine = SandboxEngine::new(config.sandbox.clone())?;
+    let swapper = Arc::new(Swapper::new(
+        engine,
+        config.controller.plan_limits.clone(),
+        sources.pin.clone(),
+        shared.rules.clone(),
+        shared.metrics.clone(),
+        Some(swap_events(client, config)),
+    ));
+
+    // The first module: the file, else the ConfigMap; every failure is named if none serves.
+    let mut problems = Vec::new();
+    let mut file_offered = None;
+    if let Some(file) = &sources.file {
+        match file.read() {
+            Some(candidate) => {
+                file_offered = candidate.digest();
+                if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
+                    problems.push(format!("{} rejected ({}): {why}", file.path.display(), why.reason()));
+                }
+            }
+            None => problems.push(format!("{} does not exist", file.path.display())),
+        }
+    }
+    if let Some(cm) = &sources.configmap
+        && shared.rules.current().is_none()
+    {
+        match cm.fetch(client).await {
+            Ok(candidate) => {
+                if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
+                    problems.push(format!("ConfigMap {cm} rejected ({}): {why}", why.reason()));
+                }
+            }
+            Err(error) => problems.push(format!("cannot read ConfigMap {cm}: {error}")),
+        }
+    }
+    if shared.rules.current().is_none() {
+        let problems = problems.join("; ");
+        anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
+        warn!(%problems, "no usable rules module yet; waiting for one (--wait-for-module)");
+    }
+
+    let (candidates, offers) = mpsc::channel(8);
+    if let Some(file) = sources.file.clone() {
+        tokio::spawn(file.watch(candidates.clone(), file_offered));
+    }
+    if let Some(cm) = sources.configmap.clone() {
+        tokio::spawn(cm.watch(client.clone(), candidates.clone()));
+    }
+    tokio::spawn(swapper.serve(offers));
+    Ok(())
+}
+
+/// Swap Events go on the operator's Pod when it knows its name, else on its namespace.
+fn swap_events(client: &Client, config: &OperatorConfig) -> SwapEvents {
+    let namespace = config
+        .namespace
+        .clone()
+        .or_else(|| config.modules.configmap.as_ref().map(|cm| cm.namespace.clone()))
+        .unwrap_or_else(|| "default".into());
+    let regarding = match &config.pod_name {
+        Some(pod) => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.clone()),
+            namespace: Some(namespace),
+            ..ObjectReference::default()
+        },
+        None => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Namespace".into()),
+            name: Some(namespace),
+            ..ObjectReference::default()
+        },
+    };
+    let reporter = Reporter { controller: "zundoko-operator".into(), instance: Some(config.controller.instance.clone()) };
+    SwapEvents { client: client.clone(), reporter, regarding }
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Once a module serves: reconcile, while this replica holds the lease if there is an election.
+async fn lead_and_reconcile(client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    tokio::select! {
+        _ = shared.rules.loaded() => {}
+        _ = stopped(stop.clone()) => return Ok(()),
+    }
+    let Some(leader) = &config.leader else {
+        shared.metrics.set_leader(true);
+        controller::run(client, shared.clone(), config.controller.clone(), stopped(stop)).await;
+        return Ok(());
+    };
+    let election = Election::start(client.clone(), leader).await?;
+    let mut leading = election.leading.clone();
+    info!(lease = %format!("{}/{}", leader.namespace, leader.lease_name), identity = %leader.identity, "standing by for the leader Lease");
+    loop {
+        tokio::select! {
+            _ = stopped(stop.clone()) => break,
+            held = leading.wait_for(|l| *l) => if held.is_err() {
+                anyhow::bail!("the leader election stopped");
+            },
+        }
+        info!(identity = %leader.identity, "acquired the leader Lease: reconciling");
+        shared.metrics.set_leader(true);
+        let (mut lost, stop_now) = (leading.clone(), stop.clone());
+        let end = async move {
+            tokio::select! {
+                _ = stopped(stop_now) => {}
+                _ = lost.wait_for(|l| !*l) => {}
+            }
+        };
+        controller::run(client.clone(), shared.clone(), config.controller.clone(), end).await;
+        shared.metrics.set_leader(false);
+        if *stop.borrow() {
+            break;
+        }
+        warn!(identity = %leader.identity, "lost the leader Lease: stopped reconciling, standing by");
+    }
+    drop(leading);
+    election.resign().await;
+    Ok(())
+}

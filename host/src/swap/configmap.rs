@@ -1,0 +1,130 @@
+//! The API source: the module ConfigMap watched through the API server (`binaryData`), so a
+//! new module serves about a second after the update instead of after kubelet's sync delay.
+
+use std::fmt;
+use std::str::FromStr;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::{Candidate, Origin};
+
+/// `NAMESPACE/NAME[:KEY]`, the key defaulting to `rules.wasm`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+pub const DEFAULT_KEY: &str = "rules.wasm";
+
+impl FromStr for ConfigMapRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (object, key) = match s.split_once(':') {
+            Some((object, key)) => (object, key),
+            None => (s, DEFAULT_KEY),
+        };
+        let Some((namespace, name)) = object.split_once('/') else {
+            return Err(format!("`{s}` is not NAMESPACE/NAME[:KEY]"));
+        };
+        if namespace.is_empty() || name.is_empty() || key.is_empty() || name.contains('/') {
+            return Err(format!("`{s}` is not NAMESPACE/NAME[:KEY] (a part is empty or has a slash)"));
+        }
+        Ok(ConfigMapRef { namespace: namespace.into(), name: name.into(), key: key.into() })
+    }
+}
+
+impl fmt::Display for ConfigMapRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}:{}", self.namespace, self.name, self.key)
+    }
+}
+
+impl ConfigMapRef {
+    fn origin(&self) -> Origin {
+        Origin::ConfigMap { namespace: self.namespace.clone(), name: self.name.clone(), key: self.key.clone() }
+    }
+
+    /// The module a ConfigMap holds under the key, or why there is none.
+    pub fn candidate(&self, cm: &ConfigMap) -> Candidate {
+        let bytes = match cm.binary_data.as_ref().and_then(|d| d.get(&self.key)) {
+            Some(bytes) => Ok(bytes.0.clone()),
+            None if cm.data.as_ref().is_some_and(|d| d.contains_key(&self.key)) => Err(format!(
+                "ConfigMap {}/{} has `{}` under data, not binaryData: a wasm module must be binary (kubectl create configmap --from-file does that)",
+                self.namespace, self.name, self.key
+            )),
+            None => Err(format!("ConfigMap {}/{} has no key `{}` in binaryData", self.namespace, self.name, self.key)),
+        };
+        Candidate { origin: self.origin(), bytes }
+    }
+
+    /// Fetch the ConfigMap once (at startup).
+    pub async fn fetch(&self, client: &Client) -> Result<Candidate, kube::Error> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
+        Ok(self.candidate(&api.get(&self.name).await?))
+    }
+
+    /// Offer the ConfigMap's module each time it changes, until the receiver is dropped.
+    /// Watches only this one object (a `metadata.name` field selector, which RBAC
+    /// `resourceNames` can allow).
+    pub async fn watch(self, client: Client, candidates: mpsc::Sender<Candidate>) {
+        let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        let mut changes = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+        let mut last_version: Option<String> = None;
+        loop {
+            tokio::select! {
+                _ = candidates.closed() => return,
+                next = changes.next() => match next {
+                    None => return,
+                    Some(Err(error)) => warn!(configmap = %self, %error, "watching the module ConfigMap failed; retrying"),
+                    Some(Ok(cm)) => {
+                        // A relist replays the same object: only a new resourceVersion is a change.
+                        if cm.metadata.resource_version.is_some() && cm.metadata.resource_version == last_version {
+                            continue;
+                        }
+                        last_version = cm.metadata.resource_version.clone();
+                        debug!(configmap = %self, resource_version = ?last_version, "the module ConfigMap changed");
+                        if candidates.send(self.candidate(&cm)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_namespace_name_and_key() {
+        let r: ConfigMapRef = "zundoko-system/zundoko-rules".parse().unwrap();
+        assert_eq!((r.namespace.as_str(), r.name.as_str(), r.key.as_str()), ("zundoko-system", "zundoko-rules", "rules.wasm"));
+        let r: ConfigMapRef = "ns/cm:other.wasm".parse().unwrap();
+        assert_eq!(r.key, "other.wasm");
+        for bad in ["cm", "/cm", "ns/", "ns/cm:", "ns/a/b"] {
+            assert!(bad.parse::<ConfigMapRef>().is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn a_module_under_data_or_missing_is_named_as_the_problem() {
+        let r: ConfigMapRef = "ns/cm".parse().unwrap();
+        let mut cm = ConfigMap::default();
+        assert!(r.candidate(&cm).bytes.unwrap_err().contains("no key `rules.wasm`"));
+        cm.data = Some([("rules.wasm".to_string(), "text".to_string())].into());
+        assert!(r.candidate(&cm).bytes.unwrap_err().contains("under data, not binaryData"));
+        cm.binary_data = Some([("rules.wasm".to_string(), k8s_openapi::ByteString(b"\0asm".to_vec()))].into());
+        assert_eq!(r.candidate(&cm).bytes.unwrap(), b"\0asm");
+    }
+}

@@ -1,0 +1,115 @@
+//! The file source: the module file, normally in a ConfigMap volume mounted as a directory.
+//!
+//! Kubelet updates such a volume by writing a new timestamped directory and renaming a
+//! `..data` symlink over the old one; the module path is a symlink through `..data`. So the
+//! whole directory is watched (inotify, through notify), not the file: the rename, plain
+//! writes, renames over the file, and a file that disappears and comes back all show up as
+//! events in it. Events are debounced (the file is read only after `settle` without events,
+//! so a file being written is not read mid-write), and a slow poll catches anything missed
+//! (a watch lost with its directory, a filesystem without inotify).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::{Candidate, Origin};
+
+#[derive(Clone, Debug)]
+pub struct FileSource {
+    pub path: PathBuf,
+    /// Quiet time after the last event before the file is read.
+    pub settle: Duration,
+    /// Re-read (and re-arm the watch) this often even without events.
+    pub poll: Duration,
+}
+
+impl FileSource {
+    /// Read the module file once. `None` if it does not exist (yet).
+    pub fn read(&self) -> Option<Candidate> {
+        let origin = Origin::File(self.path.clone());
+        match std::fs::read(&self.path) {
+            Ok(bytes) => Some(Candidate { origin, bytes: Ok(bytes) }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(Candidate { origin, bytes: Err(format!("cannot read {}: {e}", self.path.display())) }),
+        }
+    }
+
+    /// Offer the file's content to `candidates` each time it changes, until the receiver is
+    /// dropped. `offered` is the digest already offered (the startup module), if any.
+    pub async fn watch(self, candidates: mpsc::Sender<Candidate>, mut offered: Option<String>) {
+        let dir = self.path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+        let (wake, mut woken) = mpsc::unbounded_channel::<()>();
+        let mut armed: Option<(RecommendedWatcher, u64)> = None;
+        let mut missing_reported = false;
+        let mut poll = tokio::time::interval(self.poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            // Arm (or re-arm, if the directory was replaced) the watch.
+            let inode = std::fs::metadata(&dir).map(|m| m.ino()).ok();
+            if inode.is_some() && armed.as_ref().map(|a| a.1) != inode {
+                armed = arm(&dir, wake.clone()).map(|w| (w, inode.unwrap()));
+            }
+            tokio::select! {
+                _ = candidates.closed() => return,
+                _ = poll.tick() => {}
+                Some(()) = woken.recv() => {
+                    // Debounce: read only once the writes have stopped for `settle`.
+                    while let Ok(Some(())) = tokio::time::timeout(self.settle, woken.recv()).await {}
+                }
+            }
+            let Some(candidate) = self.read() else {
+                if !missing_reported {
+                    info!(path = %self.path.display(), "the module file is gone; the current module keeps serving until it is back");
+                    missing_reported = true;
+                }
+                continue;
+            };
+            missing_reported = false;
+            let seen = candidate.digest().unwrap_or_else(|| format!("{:?}", candidate.bytes.as_ref().err()));
+            if offered.as_deref() == Some(seen.as_str()) {
+                continue;
+            }
+            debug!(path = %self.path.display(), digest = %seen, "the module file changed");
+            offered = Some(seen);
+            if candidates.send(candidate).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Watch `dir` (not recursively); each relevant event sends a wake-up.
+fn arm(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Option<RecommendedWatcher> {
+    let handler = move |event: notify::Result<notify::Event>| {
+        let relevant = match &event {
+            // Our own reads open the file: not a change.
+            Ok(e) => !matches!(e.kind, EventKind::Access(AccessKind::Open(_) | AccessKind::Read | AccessKind::Close(AccessMode::Read))),
+            Err(_) => true,
+        };
+        if relevant {
+            let _ = wake.send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(error) => {
+            warn!(%error, "cannot watch files; falling back to polling");
+            return None;
+        }
+    };
+    match watcher.watch(dir, RecursiveMode::NonRecursive) {
+        Ok(()) => {
+            debug!(dir = %dir.display(), "watching the module directory");
+            Some(watcher)
+        }
+        Err(error) => {
+            warn!(dir = %dir.display(), %error, "cannot watch the module directory; polling it");
+            None
+        }
+    }
+}

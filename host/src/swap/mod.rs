@@ -1,0 +1,230 @@
+//! Hot swap of the rules module. Sources (a watched file, a watched ConfigMap) offer
+//! candidate bytes; the [`Swapper`] checks each one (pin, compile, world, smoke test) and only
+//! then puts it in the [`RulesSlot`]. A candidate that fails is rejected, reported once, and
+//! the module serving keeps serving.
+
+pub mod configmap;
+pub mod file;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::context::RulesSlot;
+use crate::metrics::Metrics;
+use crate::plan_check::PlanLimits;
+use crate::rules::smoke_test;
+use crate::sandbox::{GuestError, RulesModule, SandboxEngine};
+
+/// Where a candidate came from, for logs and Events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    File(PathBuf),
+    ConfigMap { namespace: String, name: String, key: String },
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(path) => write!(f, "file {}", path.display()),
+            Origin::ConfigMap { namespace, name, key } => write!(f, "ConfigMap {namespace}/{name} key {key}"),
+        }
+    }
+}
+
+/// Bytes a source found, or why it found none it could offer.
+#[derive(Debug)]
+pub struct Candidate {
+    pub origin: Origin,
+    pub bytes: Result<Vec<u8>, String>,
+}
+
+impl Candidate {
+    pub fn digest(&self) -> Option<String> {
+        self.bytes.as_ref().ok().map(|b| digest(b))
+    }
+}
+
+pub fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Why a candidate may not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    #[error("{0}")]
+    Guest(#[from] GuestError),
+    #[error("the module's digest {actual} is not the pinned {pinned} (--module-sha256)")]
+    PinMismatch { pinned: String, actual: String },
+    #[error("{0}")]
+    Unreadable(String),
+}
+
+impl Rejection {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::Guest(e) => e.reason(),
+            Rejection::PinMismatch { .. } => "ModulePinMismatch",
+            Rejection::Unreadable(_) => "ModuleUnreadable",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum SwapOutcome {
+    /// The candidate is the module already serving.
+    Unchanged,
+    Accepted { old: Option<String>, new: String },
+    Rejected(Rejection),
+    /// The same rejected bytes again: not reported a second time.
+    AlreadyRejected,
+}
+
+/// Where swap Events go: the operator's Pod when it knows it, otherwise its namespace.
+pub struct SwapEvents {
+    pub client: kube::Client,
+    pub reporter: Reporter,
+    pub regarding: ObjectReference,
+}
+
+pub struct Swapper {
+    engine: SandboxEngine,
+    plan_limits: PlanLimits,
+    /// `sha256:<hex>`, lowercase.
+    pin: Option<String>,
+    slot: Arc<RulesSlot>,
+    metrics: Arc<Metrics>,
+    events: Option<SwapEvents>,
+    /// Recently served modules by digest, so swapping back and forth does not recompile.
+    recent: Mutex<VecDeque<Arc<RulesModule>>>,
+    last_rejected: Mutex<Option<String>>,
+}
+
+/// Modules kept compiled after they stop serving.
+const RECENT_MODULES: usize = 4;
+
+impl Swapper {
+    pub fn new(
+        engine: SandboxEngine,
+        plan_limits: PlanLimits,
+        pin: Option<String>,
+        slot: Arc<RulesSlot>,
+        metrics: Arc<Metrics>,
+        events: Option<SwapEvents>,
+    ) -> Self {
+        let pin = pin.map(|p| {
+            let p = p.trim().to_ascii_lowercase();
+            if p.starts_with("sha256:") { p } else { format!("sha256:{p}") }
+        });
+        Swapper { engine, plan_limits, pin, slot, metrics, events, recent: Mutex::default(), last_rejected: Mutex::default() }
+    }
+
+    pub fn slot(&self) -> &Arc<RulesSlot> {
+        &self.slot
+    }
+
+    /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
+    pub fn validate(&self, bytes: &[u8]) -> Result<Arc<RulesModule>, Rejection> {
+        let actual = digest(bytes);
+        if let Some(pinned) = &self.pin
+            && *pinned != actual
+        {
+            return Err(Rejection::PinMismatch { pinned: pinned.clone(), actual });
+        }
+        if let Some(module) = self.recent.lock().unwrap().iter().find(|m| m.identity().digest == actual) {
+            return Ok(module.clone());
+        }
+        let module = self.engine.load(bytes)?;
+        smoke_test(&module, &self.plan_limits)?;
+        Ok(Arc::new(module))
+    }
+
+    /// Check a candidate and, if it passes, make it the module serving.
+    pub async fn offer(self: &Arc<Self>, candidate: Candidate) -> SwapOutcome {
+        let origin = candidate.origin.clone();
+        let new_digest = candidate.digest();
+        let current = self.slot.current().map(|r| r.identity().digest.clone());
+        if new_digest.is_some() && new_digest == current {
+            debug!(%origin, "candidate is the module already serving");
+            return SwapOutcome::Unchanged;
+        }
+        // The same bad bytes are reported once, not every time a source looks again.
+        let seen = new_digest.clone().unwrap_or_else(|| format!("unreadable:{:?}", candidate.bytes.as_ref().err()));
+        if self.last_rejected.lock().unwrap().as_deref() == Some(seen.as_str()) {
+            return SwapOutcome::AlreadyRejected;
+        }
+        let this = self.clone();
+        let checked = match candidate.bytes {
+            Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes))
+                .await
+                .unwrap_or_else(|e| Err(Rejection::Guest(GuestError::Host(format!("checking the module panicked: {e}"))))),
+            Err(why) => Err(Rejection::Unreadable(why)),
+        };
+        match checked {
+            Ok(module) => {
+                *self.last_rejected.lock().unwrap() = None;
+                let new = module.identity().clone();
+                self.remember(module.clone());
+                let old = self.slot.swap(module).map(|r| r.identity().clone());
+                self.metrics.swap_accepted();
+                self.metrics.module_serving(&new);
+                let old_digest = old.as_ref().map(|o| o.digest.clone());
+                info!(%origin, module = %new.info.name, version = %new.info.version, new = %new.digest, old = old_digest.as_deref().unwrap_or("none"), "rules module swapped in");
+                let note = match &old {
+                    Some(old) => format!(
+                        "rules module {} {} ({}) replaced {} {} ({}), from {origin}",
+                        new.info.name, new.info.version, new.digest, old.info.name, old.info.version, old.digest
+                    ),
+                    None => format!("rules module {} {} ({}) loaded from {origin}", new.info.name, new.info.version, new.digest),
+                };
+                self.publish(EventType::Normal, "ModuleSwapped", &note).await;
+                SwapOutcome::Accepted { old: old_digest, new: new.digest.clone() }
+            }
+            Err(rejection) => {
+                *self.last_rejected.lock().unwrap() = Some(seen);
+                self.metrics.swap_rejected(rejection.reason());
+                warn!(%origin, digest = new_digest.as_deref().unwrap_or("-"), reason = rejection.reason(), error = %rejection, serving = current.as_deref().unwrap_or("none"), "rules module rejected; the current module keeps serving");
+                let note = format!(
+                    "rules module from {origin} ({}) rejected ({}): {rejection}; still serving {}",
+                    new_digest.as_deref().unwrap_or("unreadable"),
+                    rejection.reason(),
+                    current.as_deref().unwrap_or("no module")
+                );
+                self.publish(EventType::Warning, "ModuleRejected", &note).await;
+                SwapOutcome::Rejected(rejection)
+            }
+        }
+    }
+
+    /// Offer every candidate the sources send, one at a time, until they all stop.
+    pub async fn serve(self: Arc<Self>, mut candidates: mpsc::Receiver<Candidate>) {
+        while let Some(candidate) = candidates.recv().await {
+            self.offer(candidate).await;
+        }
+    }
+
+    fn remember(&self, module: Arc<RulesModule>) {
+        let mut recent = self.recent.lock().unwrap();
+        recent.retain(|m| m.identity().digest != module.identity().digest);
+        recent.push_front(module);
+        recent.truncate(RECENT_MODULES);
+    }
+
+    async fn publish(&self, type_: EventType, reason: &str, note: &str) {
+        let Some(events) = &self.events else { return };
+        let event = Event { type_, reason: reason.into(), note: Some(note.chars().take(1024).collect()), action: "Swap".into(), secondary: None };
+        // A recorder per swap: one recorder would fold every swap Event after the first into
+        // a count on it (its series key leaves the note out), hiding the digests.
+        let recorder = Recorder::new(events.client.clone(), events.reporter.clone());
+        if let Err(error) = recorder.publish(&event, &events.regarding).await {
+            warn!(%error, "could not publish the swap Event");
+        }
+    }
+}

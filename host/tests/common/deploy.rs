@@ -1,0 +1,65 @@
+//! deploy/ as `make deploy` applies it, rendered offline by `kubectl kustomize`. The render
+//! happens in a scratch copy with the given module in place of the build output
+//! deploy/module/rules.wasm, so a test never writes into the source tree.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+pub fn deploy_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+/// The YAML stream `kubectl kustomize deploy/` prints with `module` as deploy/module/rules.wasm.
+pub fn render(module: &[u8]) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let scratch = Scratch(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "deploy-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )));
+    let root = scratch.0.join("deploy");
+    copy_tree(&deploy_dir(), &root);
+    std::fs::write(root.join("module/rules.wasm"), module).unwrap();
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("running `kubectl kustomize` (the kubectl client must be installed): {e}"));
+    assert!(out.status.success(), "kubectl kustomize {} failed:\n{}", root.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every document of a YAML stream, empty ones skipped.
+pub fn documents(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("a rendered document does not parse: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// deploy/ without the build output, which the caller replaces.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&src, &dst);
+        } else if src.extension().is_none_or(|e| e != "wasm") {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// Removes the scratch copy when the render is done, panicking or not.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,511 @@
+//! deploy/ as a cluster gets it from `make deploy`: rendered offline by `kubectl kustomize`
+//! with the built classic module, then checked. Every object is there; RBAC is least
+//! privilege and still lets the operator do its job; the pod meets Pod Security "restricted";
+//! the module ConfigMap is mounted so a swap reaches the running pod; the CRDs are the binary's.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::LazyLock;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use common::deploy::{documents, render};
+use common::rbac::RbacRules;
+
+const NAMESPACE: &str = "zundoko-system";
+const ACCOUNT: &str = "zundoko-operator";
+const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
+const MODULE_CONFIGMAP: &str = "zundoko-rules";
+const MODULE_KEY: &str = "rules.wasm";
+/// Every verb a resource request can carry. The RBAC-only verbs (bind, escalate,
+/// impersonate...) are powers the operator must never hold.
+const VERBS: [&str; 8] = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+
+/// Rendered once for all the tests of this binary.
+static RENDERED: LazyLock<String> = LazyLock::new(|| render(&common::module_bytes("zundoko-classic")));
+static DOCS: LazyLock<Vec<Value>> = LazyLock::new(|| documents(&RENDERED));
+
+fn of_kind(kind: &str) -> Vec<&'static Value> {
+    DOCS.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn one<T: DeserializeOwned>(kind: &str) -> T {
+    let found = of_kind(kind);
+    assert_eq!(found.len(), 1, "exactly one {kind} in the render");
+    serde_json::from_value(found[0].clone()).unwrap_or_else(|e| panic!("the {kind} does not parse: {e}"))
+}
+
+fn pod() -> PodSpec {
+    one::<Deployment>("Deployment").spec.unwrap().template.spec.unwrap()
+}
+
+fn operator_container() -> Container {
+    let pod = pod();
+    assert_eq!(pod.containers.len(), 1, "one container");
+    pod.containers[0].clone()
+}
+
+fn env(c: &Container, name: &str) -> Option<String> {
+    c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone())
+}
+
+/// A setting of the operator's: its flag in command/args (`--f V` or `--f=V`), else its env twin.
+fn setting(c: &Container, flag: &str, env_name: &str) -> Option<String> {
+    let args: Vec<&String> = c.command.iter().flatten().chain(c.args.iter().flatten()).collect();
+    for (i, arg) in args.iter().enumerate() {
+        if *arg == flag {
+            return args.get(i + 1).map(|v| v.to_string());
+        }
+        if let Some(value) = arg.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
+            return Some(value.to_string());
+        }
+    }
+    env(c, env_name)
+}
+
+fn operator_rbac() -> RbacRules {
+    RbacRules::for_service_account(&DOCS, NAMESPACE, ACCOUNT)
+}
+
+#[test]
+fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for doc in DOCS.iter() {
+        let kind = doc["kind"].as_str().unwrap_or_else(|| panic!("a document without kind: {doc}"));
+        assert!(doc["apiVersion"].as_str().is_some_and(|v| !v.is_empty()), "{kind} without apiVersion");
+        let name = doc["metadata"]["name"].as_str().unwrap_or_else(|| panic!("{kind} without metadata.name"));
+        let cluster_scoped = ["Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"].contains(&kind);
+        let namespace = doc["metadata"]["namespace"].as_str();
+        assert_eq!(namespace, (!cluster_scoped).then_some(NAMESPACE), "{kind} {name}'s namespace");
+        *kinds.entry(kind.to_string()).or_default() += 1;
+    }
+    let expected: BTreeMap<String, usize> = [
+        ("ClusterRole", 1),
+        ("ClusterRoleBinding", 1),
+        ("ConfigMap", 1),
+        ("CustomResourceDefinition", 3),
+        ("Deployment", 1),
+        ("Namespace", 1),
+        ("Role", 1),
+        ("RoleBinding", 1),
+        ("Service", 1),
+        ("ServiceAccount", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    assert_eq!(kinds, expected);
+    assert_eq!(of_kind("Namespace")[0]["metadata"]["name"], NAMESPACE);
+    assert_eq!(of_kind("ServiceAccount")[0]["metadata"]["name"], ACCOUNT);
+}
+
+#[test]
+fn rbac_has_no_wildcards_no_url_rules_and_only_request_verbs() {
+    for doc in DOCS.iter().filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole") {
+        let role = format!("{} {}", doc["kind"].as_str().unwrap(), doc["metadata"]["name"].as_str().unwrap());
+        assert!(doc.get("aggregationRule").is_none(), "{role} is aggregated");
+        let rules: Vec<PolicyRule> = serde_json::from_value(doc["rules"].clone()).unwrap();
+        assert!(!rules.is_empty(), "{role} has no rules");
+        for rule in rules {
+            assert!(rule.non_resource_urls.is_none(), "{role}: the operator requests no non-resource URL: {rule:?}");
+            assert!(rule.api_groups.as_ref().is_some_and(|g| !g.is_empty()), "{role}: a rule without apiGroups: {rule:?}");
+            assert!(rule.resources.as_ref().is_some_and(|r| !r.is_empty()), "{role}: a rule without resources: {rule:?}");
+            let values = rule.api_groups.iter().flatten().chain(rule.resources.iter().flatten()).chain(&rule.verbs).chain(rule.resource_names.iter().flatten());
+            for value in values {
+                assert!(!value.contains('*'), "{role}: wildcard {value:?} in {rule:?}");
+            }
+            for verb in &rule.verbs {
+                assert!(VERBS.contains(&verb.as_str()), "{role}: verb {verb:?} in {rule:?}");
+            }
+        }
+    }
+    // Bindings grant to the operator's service account and to no one else.
+    let operator = Subject { kind: "ServiceAccount".into(), name: ACCOUNT.into(), namespace: Some(NAMESPACE.into()), api_group: None };
+    for doc in DOCS.iter().filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding") {
+        let subjects: Vec<Subject> = serde_json::from_value(doc["subjects"].clone()).unwrap();
+        assert_eq!(subjects, [operator.clone()], "{} {}", doc["kind"], doc["metadata"]["name"]);
+    }
+}
+
+/// What the operator does, as the API server sees each request:
+/// (verb, api group, resource, subresource, namespace, name).
+const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
+    // The controller's caches, cluster-wide.
+    ("list", GROUP, "hikawas", "", "", ""),
+    ("watch", GROUP, "hikawas", "", "", ""),
+    ("list", GROUP, "zundokos", "", "", ""),
+    ("watch", GROUP, "zundokos", "", "", ""),
+    ("list", GROUP, "kiyoshis", "", "", ""),
+    ("watch", GROUP, "kiyoshis", "", "", ""),
+    ("get", GROUP, "hikawas", "", "default", "hikawa-sample"),
+    // Singing: children and status in the Hikawa's namespace, any namespace.
+    ("create", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
+    ("create", GROUP, "kiyoshis", "", "team-a", "hikawa-sample-kiyoshi"),
+    ("patch", GROUP, "hikawas", "status", "default", "hikawa-sample"),
+    ("update", GROUP, "hikawas", "status", "default", "hikawa-sample"),
+    ("get", GROUP, "hikawas", "status", "default", "hikawa-sample"),
+    ("create", "events.k8s.io", "events", "", "default", ""),
+    ("patch", "events.k8s.io", "events", "", "default", "hikawa-sample.17a3b"),
+    // Leader election in its own namespace.
+    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    ("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
+    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    // The module ConfigMap, read and watched by name (a metadata.name field selector).
+    ("get", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+    ("list", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+    ("watch", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+];
+
+/// What least privilege leaves out.
+const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
+    // Hikawas belong to their users: no writes to spec, no create or delete.
+    ("create", GROUP, "hikawas", "", "default", ""),
+    ("update", GROUP, "hikawas", "", "default", "hikawa-sample"),
+    ("patch", GROUP, "hikawas", "", "default", "hikawa-sample"),
+    ("delete", GROUP, "hikawas", "", "default", "hikawa-sample"),
+    ("update", GROUP, "hikawas", "finalizers", "default", "hikawa-sample"),
+    // Children are created, never changed or deleted (garbage collection removes them).
+    ("update", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
+    ("delete", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
+    ("deletecollection", GROUP, "kiyoshis", "", "default", ""),
+    // Events only through events.k8s.io, and never deleted.
+    ("create", "", "events", "", "default", ""),
+    ("delete", "events.k8s.io", "events", "", "default", "hikawa-sample.17a3b"),
+    // Leases: only its own, only in its namespace; create can be granted to no name only.
+    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "someone-elses-lease"),
+    ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-controller-manager"),
+    ("create", "coordination.k8s.io", "leases", "", "default", ""),
+    ("list", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
+    ("delete", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    // ConfigMaps: only the module's, only read; a list without a name is every ConfigMap.
+    ("list", "", "configmaps", "", NAMESPACE, ""),
+    ("watch", "", "configmaps", "", NAMESPACE, ""),
+    ("get", "", "configmaps", "", NAMESPACE, "kube-root-ca.crt"),
+    ("get", "", "configmaps", "", "default", MODULE_CONFIGMAP),
+    ("create", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+    ("update", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+    ("patch", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+    // Nothing else at all.
+    ("get", "", "secrets", "", NAMESPACE, "anything"),
+    ("list", "", "pods", "", "", ""),
+    ("create", "", "pods", "", NAMESPACE, ""),
+    ("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "hikawas.zundokokiyoshi.kaitoy.github.com"),
+    ("list", "", "namespaces", "", "", ""),
+];
+
+#[test]
+fn rbac_allows_what_the_operator_does() {
+    let rbac = operator_rbac();
+    for &(verb, group, resource, sub, ns, name) in OPERATOR_REQUESTS {
+        assert!(
+            rbac.allows(verb, group, resource, sub, ns, name),
+            "denied: {verb} {group}/{resource}{} in {ns:?} name {name:?}; rules:\n{}",
+            if sub.is_empty() { String::new() } else { format!("/{sub}") },
+            rbac.describe()
+        );
+    }
+}
+
+#[test]
+fn rbac_denies_everything_else() {
+    let rbac = operator_rbac();
+    for &(verb, group, resource, sub, ns, name) in DENIED_REQUESTS {
+        assert!(
+            !rbac.allows(verb, group, resource, sub, ns, name),
+            "allowed: {verb} {group}/{resource}{} in {ns:?} name {name:?}",
+            if sub.is_empty() { String::new() } else { format!("/{sub}") }
+        );
+    }
+}
+
+/// The matcher itself, on rules written to hit each case of Kubernetes' RBAC semantics.
+#[test]
+fn the_rbac_matcher_follows_kubernetes_semantics() {
+    let docs = documents(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: scaler}
+rules:
+- apiGroups: ["*"]
+  resources: ["*/scale"]
+  verbs: ["*"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  resourceNames: ["web"]
+  verbs: ["get", "create", "list"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: scaler, namespace: team}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: scaler}
+subjects:
+- {kind: ServiceAccount, name: sa}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: node-reader}
+rules:
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: node-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: node-reader}
+subjects:
+- {kind: Group, apiGroup: rbac.authorization.k8s.io, name: "system:serviceaccounts:team"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: admin-ish}
+rules:
+- apiGroups: ["*"]
+  resources: ["*"]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: admin-ish}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin-ish}
+subjects:
+- {kind: User, apiGroup: rbac.authorization.k8s.io, name: "system:serviceaccount:team:other"}
+- {kind: ServiceAccount, name: sa}
+"#,
+    );
+    let sa = RbacRules::for_service_account(&docs, "team", "sa");
+    // `*/scale`: that subresource of any resource in any group, any verb.
+    assert!(sa.allows("update", "apps", "deployments", "scale", "team", "web"));
+    assert!(sa.allows("patch", "", "replicationcontrollers", "scale", "team", "rc"));
+    assert!(!sa.allows("update", "apps", "deployments", "", "team", "web"));
+    assert!(!sa.allows("update", "apps", "deployments", "status", "team", "web"));
+    // A RoleBinding grants in its namespace only, never cluster-wide.
+    assert!(!sa.allows("update", "apps", "deployments", "scale", "other", "web"));
+    assert!(!sa.allows("list", "apps", "deployments", "scale", "", ""));
+    // resourceNames: the named object only; a list needs the name, a create never has one.
+    assert!(sa.allows("get", "apps", "deployments", "", "team", "web"));
+    assert!(!sa.allows("get", "apps", "deployments", "", "team", "api"));
+    assert!(sa.allows("list", "apps", "deployments", "", "team", "web"));
+    assert!(!sa.allows("list", "apps", "deployments", "", "team", ""));
+    assert!(!sa.allows("create", "apps", "deployments", "", "team", "web"));
+    // A group subject and a ClusterRoleBinding: cluster-wide requests too.
+    assert!(sa.allows("list", "", "nodes", "", "", ""));
+    assert!(!sa.allows("list", "", "nodes", "status", "", ""));
+    assert!(!sa.allows("list", "apps", "nodes", "", "", ""));
+    // A ServiceAccount subject of a ClusterRoleBinding needs its namespace: this one matches no one.
+    assert!(!sa.allows("delete", "", "secrets", "", "team", "s"));
+    // A User subject naming a service account is that service account.
+    let other = RbacRules::for_service_account(&docs, "team", "other");
+    assert!(other.allows("delete", "", "secrets", "", "team", "s"));
+    // The RoleBinding's namespace-less subject is the binding's namespace, not any.
+    let elsewhere = RbacRules::for_service_account(&docs, "elsewhere", "sa");
+    assert!(!elsewhere.allows("get", "apps", "deployments", "", "team", "web"));
+    assert!(!elsewhere.allows("list", "", "nodes", "", "", ""));
+}
+
+#[test]
+fn the_pod_meets_pod_security_restricted() {
+    let namespace = of_kind("Namespace")[0];
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "the namespace enforces the restricted profile"
+    );
+    let deployment: Deployment = one("Deployment");
+    let pod = pod();
+    for (what, set) in [("hostNetwork", pod.host_network), ("hostPID", pod.host_pid), ("hostIPC", pod.host_ipc)] {
+        assert_ne!(set, Some(true), "{what}");
+    }
+    let pod_sc = pod.security_context.clone().unwrap_or_default();
+    assert!(pod_sc.sysctls.as_deref().unwrap_or_default().is_empty(), "sysctls");
+    assert!(pod_sc.se_linux_options.is_none(), "seLinuxOptions");
+    let pod_seccomp = pod_sc.seccomp_profile.as_ref().map(|s| s.type_.clone());
+    let pod_apparmor = pod_sc.app_armor_profile.as_ref().map(|s| s.type_.clone());
+    // Volumes: only the types the restricted profile allows.
+    let allowed = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"];
+    let template_spec = &serde_json::to_value(&deployment).unwrap()["spec"]["template"]["spec"];
+    for volume in template_spec["volumes"].as_array().into_iter().flatten() {
+        for key in volume.as_object().unwrap().keys().filter(|k| *k != "name") {
+            assert!(allowed.contains(&key.as_str()), "volume {} is a {key}", volume["name"]);
+        }
+    }
+    let containers = pod.containers.iter().chain(pod.init_containers.iter().flatten());
+    for c in containers {
+        let sc = c.security_context.clone().unwrap_or_default();
+        let name = &c.name;
+        assert_ne!(sc.privileged, Some(true), "{name}: privileged");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{name}: allowPrivilegeEscalation");
+        assert_eq!(sc.run_as_non_root.or(pod_sc.run_as_non_root), Some(true), "{name}: runAsNonRoot");
+        assert_ne!(sc.run_as_user.or(pod_sc.run_as_user), Some(0), "{name}: runAsUser 0");
+        let seccomp = sc.seccomp_profile.as_ref().map(|s| s.type_.clone()).or(pod_seccomp.clone());
+        assert!(matches!(seccomp.as_deref(), Some("RuntimeDefault" | "Localhost")), "{name}: seccompProfile {seccomp:?}");
+        let apparmor = sc.app_armor_profile.as_ref().map(|s| s.type_.clone()).or(pod_apparmor.clone());
+        assert_ne!(apparmor.as_deref(), Some("Unconfined"), "{name}: appArmorProfile");
+        assert!(sc.se_linux_options.is_none(), "{name}: seLinuxOptions");
+        assert!(sc.proc_mount.as_deref().is_none_or(|m| m == "Default"), "{name}: procMount");
+        let caps = sc.capabilities.clone().unwrap_or_default();
+        assert!(caps.drop.iter().flatten().any(|c| c == "ALL"), "{name}: capabilities must drop ALL");
+        assert!(caps.add.as_deref().unwrap_or_default().is_empty(), "{name}: capabilities added: {:?}", caps.add);
+        assert_eq!(sc.read_only_root_filesystem, Some(true), "{name}: readOnlyRootFilesystem");
+        for port in c.ports.iter().flatten() {
+            assert!(port.host_port.is_none_or(|p| p == 0), "{name}: hostPort");
+        }
+        let resources = c.resources.clone().unwrap_or_default();
+        for (what, quantities) in [("requests", resources.requests), ("limits", resources.limits)] {
+            let quantities = quantities.unwrap_or_default();
+            for resource in ["cpu", "memory"] {
+                assert!(quantities.contains_key(resource), "{name}: resources.{what}.{resource}");
+            }
+        }
+    }
+}
+
+#[test]
+fn probes_hit_healthz_and_readyz_on_the_declared_port_the_operator_listens_on() {
+    let c = operator_container();
+    let ports = c.ports.clone().unwrap_or_default();
+    for (probe, path) in [(c.liveness_probe.clone(), "/healthz"), (c.readiness_probe.clone(), "/readyz")] {
+        let get = probe.and_then(|p| p.http_get).unwrap_or_else(|| panic!("an httpGet probe on {path}"));
+        assert_eq!(get.path.as_deref(), Some(path));
+        let port = ports
+            .iter()
+            .find(|p| match &get.port {
+                IntOrString::Int(n) => p.container_port == *n,
+                IntOrString::String(s) => p.name.as_deref() == Some(s.as_str()),
+            })
+            .unwrap_or_else(|| panic!("the {path} probe's port {:?} is not a declared containerPort", get.port));
+        let addr = setting(&c, "--http-addr", "ZUNDOKO_HTTP_ADDR").unwrap_or_else(|| "0.0.0.0:8080".into());
+        assert!(addr.ends_with(&format!(":{}", port.container_port)), "the operator listens on {addr}, the {path} probe asks {}", port.container_port);
+    }
+}
+
+#[test]
+fn the_module_configmap_is_mounted_as_a_directory_where_the_operator_reads_it() {
+    let pod = pod();
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.config_map.as_ref().is_some_and(|c| c.name == MODULE_CONFIGMAP))
+        .expect("a volume of the module ConfigMap");
+    let source = volume.config_map.as_ref().unwrap();
+    assert!(source.items.is_none(), "items would rename or drop the module's key");
+    assert_ne!(source.optional, Some(true), "the pod must not start without its module");
+    let c = operator_container();
+    let mounts = c.volume_mounts.clone().unwrap_or_default();
+    for m in &mounts {
+        // A subPath mount is a copy kubelet never updates: a swap would never arrive.
+        assert!(m.sub_path.is_none() && m.sub_path_expr.is_none(), "volumeMount {} uses subPath", m.name);
+    }
+    let mount = mounts.iter().find(|m| m.name == volume.name).expect("the module volume is mounted");
+    assert_eq!(mount.read_only, Some(true), "the module mount is read-only");
+    let module = setting(&c, "--module", "ZUNDOKO_MODULE").expect("--module or ZUNDOKO_MODULE");
+    assert_eq!(module, format!("{}/{MODULE_KEY}", mount.mount_path.trim_end_matches('/')));
+}
+
+#[test]
+fn the_module_configmap_carries_the_built_component_byte_for_byte() {
+    let mut doc = of_kind("ConfigMap")[0].clone();
+    // kustomize wraps base64 at 76 columns; the API server's decoder (Go's encoding/base64)
+    // skips line breaks, k8s-openapi's does not.
+    for value in doc["binaryData"].as_object_mut().expect("binaryData").values_mut() {
+        if let Value::String(s) = value {
+            s.retain(|c| c != '\n' && c != '\r');
+        }
+    }
+    let cm: ConfigMap = serde_json::from_value(doc).unwrap();
+    assert!(cm.data.unwrap_or_default().is_empty(), "the module is binary: binaryData, not data");
+    assert_ne!(cm.immutable, Some(true), "`make swap` replaces the module in place");
+    let binary = cm.binary_data.unwrap_or_default();
+    assert_eq!(binary.keys().collect::<Vec<_>>(), [MODULE_KEY]);
+    assert!(binary[MODULE_KEY].0 == common::module_bytes("zundoko-classic"), "binaryData.{MODULE_KEY} is not target/modules/zundoko-classic.wasm");
+}
+
+#[test]
+fn the_module_configmap_keeps_its_name_and_the_operator_watches_it() {
+    let cm = of_kind("ConfigMap")[0];
+    // No kustomize name-suffix hash: the name must stay put for a swap to reach the running pod.
+    assert_eq!(cm["metadata"]["name"], MODULE_CONFIGMAP);
+    assert_eq!(cm["metadata"]["namespace"], NAMESPACE);
+    let deployment = of_kind("Deployment")[0];
+    assert_eq!(deployment["metadata"]["namespace"], NAMESPACE);
+    assert!(pod().volumes.iter().flatten().any(|v| v.config_map.as_ref().is_some_and(|c| c.name == MODULE_CONFIGMAP)));
+    let c = operator_container();
+    assert_eq!(
+        setting(&c, "--module-configmap", "ZUNDOKO_MODULE_CONFIGMAP"),
+        Some(format!("{NAMESPACE}/{MODULE_CONFIGMAP}:{MODULE_KEY}"))
+    );
+    assert!(setting(&c, "--module-sha256", "ZUNDOKO_MODULE_SHA256").is_none(), "a pin would refuse every swap");
+}
+
+#[test]
+fn leader_election_is_on_with_the_pods_identity_and_rbac_for_its_lease() {
+    let deployment: Deployment = one("Deployment");
+    assert!(deployment.spec.unwrap().replicas.is_none(), "replicas left to `kubectl scale`: applying it would conflict");
+    let pod = pod();
+    assert_eq!(pod.service_account_name.as_deref(), Some(ACCOUNT));
+    assert_ne!(pod.automount_service_account_token, Some(false), "the operator needs its token");
+    let c = operator_container();
+    let on = c.args.iter().flatten().any(|a| a == "--leader-election") || env(&c, "ZUNDOKO_LEADER_ELECTION").as_deref() == Some("true");
+    assert!(on, "leader election, so a second replica never acts");
+    for (name, field) in [("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")] {
+        let from = c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value_from.clone()).and_then(|v| v.field_ref);
+        assert_eq!(from.map(|f| f.field_path).as_deref(), Some(field), "{name} from the downward API");
+    }
+    let lease = setting(&c, "--lease-name", "ZUNDOKO_LEASE_NAME").unwrap_or_else(|| "zundoko-operator".into());
+    let rbac = operator_rbac();
+    for verb in ["get", "update", "patch"] {
+        assert!(rbac.allows(verb, "coordination.k8s.io", "leases", "", NAMESPACE, &lease), "{verb} lease {lease}");
+    }
+    assert!(rbac.allows("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""), "create the lease");
+}
+
+/// `make deploy IMG=...` replaces the render's `image:` line with sed: there must be exactly one.
+#[test]
+fn the_render_has_one_image_the_images_transformer_set() {
+    let lines: Vec<&str> = RENDERED
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start_matches(' ');
+            l.strip_prefix("- ").unwrap_or(l).starts_with("image: ")
+        })
+        .collect();
+    assert_eq!(lines.len(), 1, "image lines: {lines:?}");
+    let image = operator_container().image.expect("image");
+    assert!(lines[0].ends_with(&format!("image: {image}")));
+    assert!(image.contains('/') && image.contains(':'), "{image}: kustomization.yaml's images: entry did not apply");
+}
+
+#[test]
+fn the_crds_are_the_binarys() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).arg("crd").env("RUST_LOG", "off").output().unwrap();
+    assert!(out.status.success(), "zundoko-operator crd: {}", String::from_utf8_lossy(&out.stderr));
+    let by_name = |docs: Vec<Value>| -> BTreeMap<String, Value> {
+        docs.into_iter().map(|d| (d["metadata"]["name"].as_str().unwrap().to_string(), numbers_as_floats(d))).collect()
+    };
+    let printed = by_name(documents(&String::from_utf8(out.stdout).unwrap()));
+    let rendered = by_name(of_kind("CustomResourceDefinition").into_iter().cloned().collect());
+    assert_eq!(rendered.keys().collect::<Vec<_>>(), printed.keys().collect::<Vec<_>>());
+    for (name, crd) in &printed {
+        assert!(&rendered[name] == crd, "CRD {name} in the render differs from `zundoko-operator crd`: run `make crds`");
+    }
+}
+
+/// JSON numbers compared by value: kustomize re-prints the CRDs' `minimum: 0.0` as `0`,
+/// which is the same number to the API server.
+fn numbers_as_floats(value: Value) -> Value {
+    match value {
+        Value::Number(n) => serde_json::Number::from_f64(n.as_f64().unwrap()).map_or(Value::Number(n), Value::Number),
+        Value::Array(items) => Value::Array(items.into_iter().map(numbers_as_floats).collect()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, numbers_as_floats(v))).collect()),
+        other => other,
+    }
+}
