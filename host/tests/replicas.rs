@@ -1,0 +1,287 @@
+//! The operator as the cluster runs it: `zundoko-operator run` processes configured with the
+//! rendered Deployment's environment, against the local API server. Two replicas with leader
+//! election (one sings; kill it and the other finishes every song), the HTTP endpoints, and
+//! every request the operator made checked against the rendered RBAC.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::deploy::{documents, render};
+use common::kubelet::temp_dir;
+use common::module_bytes;
+use common::rbac::RbacRules;
+use common::running::eventually;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+use zundoko_rules::classic;
+
+const NS: &str = "zundoko-system";
+
+/// The operator container's environment in the rendered Deployment (values only; the
+/// downward-API ones are set per process below).
+fn deployment_env(docs: &[Value]) -> Vec<(String, String)> {
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string())))
+        .collect()
+}
+
+struct Replica {
+    name: String,
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn spawn(name: &str, kubeconfig: &Path, env: &[(String, String)], module_file: &Path, dir: &Path) -> Replica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+            .arg("run")
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAME", name)
+            .env("POD_NAMESPACE", NS)
+            // The container's path is /etc/zundoko/module; here a local file (absent: the
+            // ConfigMap watched through the API serves).
+            .env("ZUNDOKO_MODULE", module_file)
+            .env("ZUNDOKO_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("ZUNDOKO_LEASE_DURATION_SECS", "3")
+            .env("ZUNDOKO_LEASE_GRACE_SECS", "1")
+            .env("ZUNDOKO_BACKOFF_BASE_MS", "50")
+            .env("ZUNDOKO_LOG_FORMAT", "text")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica { name: name.into(), child, port, log }
+    }
+
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((status, body))
+    }
+
+    fn metric(&self, line_prefix: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics")?;
+        text.lines().find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn terminate(&self) {
+        Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Setup {
+    cluster: Cluster,
+    env: Vec<(String, String)>,
+    rbac: RbacRules,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+}
+
+/// The local API server with what `make deploy` would have created before the pod starts:
+/// the namespace and (if `with_module`) the module ConfigMap.
+async fn setup(what: &str, with_module: bool) -> Setup {
+    let cluster = Cluster::start().await;
+    let docs = documents(&render(&module_bytes("zundoko-classic")));
+    let env = deployment_env(&docs);
+    let rbac = RbacRules::for_service_account(&docs, NS, "zundoko-operator");
+    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
+    let ns = Namespace { metadata: ObjectMeta { name: Some(NS.into()), ..ObjectMeta::default() }, ..Namespace::default() };
+    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    if with_module {
+        put_module(&cluster, "zundoko-classic").await;
+    }
+    let dir = temp_dir(what);
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, cluster.server.kubeconfig_yaml()).unwrap();
+    Setup { cluster, env, rbac, kubeconfig, dir }
+}
+
+async fn put_module(cluster: &Cluster, module: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), NS);
+    let cm = ConfigMap {
+        metadata: ObjectMeta { name: Some("zundoko-rules".into()), ..ObjectMeta::default() },
+        binary_data: Some([("rules.wasm".to_string(), ByteString(module_bytes(module)))].into()),
+        ..ConfigMap::default()
+    };
+    api.create(&PostParams::default(), &cm).await.unwrap();
+}
+
+/// Every request a `zundoko-operator` process made must be allowed by the rendered RBAC.
+fn assert_requests_allowed(setup: &Setup) {
+    let requests: Vec<_> = setup.cluster.server.requests().into_iter().filter(|r| r.user_agent.starts_with("zundoko-operator/")).collect();
+    assert!(requests.len() > 50, "the operator's requests are in the log ({} found)", requests.len());
+    let mut denied: Vec<String> = requests
+        .iter()
+        .filter(|r| !setup.rbac.allows(&r.verb, &r.api_group, &r.resource, &r.subresource, &r.namespace, &r.name))
+        .map(|r| format!("{} {}/{}/{} ns={} name={} ({} {})", r.verb, r.api_group, r.resource, r.subresource, r.namespace, r.name, r.method, r.path))
+        .collect();
+    denied.sort();
+    denied.dedup();
+    let used: std::collections::BTreeSet<String> =
+        requests.iter().map(|r| format!("{} {}/{}{}{}", r.verb, r.api_group, r.resource, if r.subresource.is_empty() { "" } else { "/" }, r.subresource)).collect();
+    println!("requests the operator made: {used:?}");
+    assert!(denied.is_empty(), "requests the Role would deny:\n{}\nrules:\n{}", denied.join("\n"), setup.rbac.describe());
+}
+
+async fn said_events(cluster: &Cluster) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+    let mut list = events.list(&ListParams::default()).await.unwrap().items;
+    list.retain(|e| e.reason.as_deref() == Some("Said"));
+    list
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leader_dies() {
+    let setup = setup("replicas", true).await;
+    let cluster = &setup.cluster;
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let a = Replica::spawn("operator-a", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
+    let b = Replica::spawn("operator-b", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
+
+    let names: Vec<String> = (0..6).map(|i| format!("ha-{i}")).collect();
+    for name in &names {
+        cluster.create_hikawa("default", name, 150, &[]).await;
+    }
+    eventually("three words of every song", Duration::from_secs(60), async || {
+        let mut all = true;
+        for name in &names {
+            all &= cluster.song("default", name).await.words.len() >= 3;
+        }
+        all
+    })
+    .await;
+
+    // Exactly one sings: the Lease holder; the other is a ready standby.
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
+    let holder = leases.get("zundoko-operator").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    let (leader, standby) = if holder == a.name { (a, b) } else { (b, a) };
+    assert_eq!(holder, leader.name, "{}\n{}", leader.log(), standby.log());
+    let singers: std::collections::BTreeSet<String> =
+        said_events(cluster).await.iter().filter_map(|e| e.reporting_instance.clone()).collect();
+    assert_eq!(singers, [leader.name.clone()].into(), "only the leader sings");
+    assert_eq!(leader.metric("zundoko_leader "), Some(1.0));
+    assert_eq!(standby.metric("zundoko_leader "), Some(0.0));
+    assert_eq!(standby.metric("zundoko_reconciles_total "), Some(0.0), "the standby reconciles nothing");
+    let (code, body) = standby.get("/readyz").unwrap();
+    assert_eq!((code, body.contains("standby")), (200, true), "{body}");
+    let (code, body) = leader.get("/readyz").unwrap();
+    assert_eq!((code, body.contains("reconciling")), (200, true), "{body}");
+
+    // The leader dies without a word (SIGKILL: the lease is not released).
+    let mut leader = leader;
+    leader.child.kill().unwrap();
+    leader.child.wait().unwrap();
+    let killed = Instant::now();
+    let said_before = said_events(cluster).await.len();
+    eventually("the standby singing", Duration::from_secs(30), async || {
+        said_events(cluster).await.iter().any(|e| e.reporting_instance.as_deref() == Some(standby.name.as_str()))
+    })
+    .await;
+    let takeover = killed.elapsed();
+    println!("takeover {takeover:?} after the leader's SIGKILL (lease 3 s)");
+    assert!(takeover < Duration::from_secs(15), "the standby took over only after {takeover:?}");
+    assert!(said_events(cluster).await.len() > said_before);
+
+    cluster.assert_songs_complete("default", &names, &classic(), Duration::from_secs(120)).await;
+    // No word twice: one child per index (assert_songs_complete) and one Event per child.
+    let mut words: Vec<String> = said_events(cluster).await.iter().filter_map(|e| e.related.as_ref()?.name.clone()).collect();
+    let total = words.len();
+    words.sort();
+    words.dedup();
+    assert_eq!(words.len(), total, "a word was said twice");
+    assert_eq!(standby.metric("zundoko_leader "), Some(1.0));
+    assert_eq!(standby.metric("zundoko_reconcile_errors_total"), None, "no failed reconcile:\n{}", standby.log());
+    assert_requests_allowed(&setup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
+    let setup = setup("endpoints", false).await;
+    let cluster = &setup.cluster;
+    let mut env = setup.env.clone();
+    env.push(("ZUNDOKO_WAIT_FOR_MODULE".into(), "true".into()));
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let mut op = Replica::spawn("operator-solo", &setup.kubeconfig, &env, &missing, &setup.dir);
+
+    eventually("the HTTP endpoints", Duration::from_secs(30), async || op.get("/healthz").is_some()).await;
+    assert_eq!(op.get("/healthz").unwrap().0, 200);
+    let (code, body) = op.get("/readyz").unwrap();
+    assert_eq!(code, 503, "not ready without a module: {body}");
+    assert!(body.contains("no rules module"), "{body}");
+    let (code, text) = op.get("/metrics").unwrap();
+    assert_eq!(code, 200);
+    assert!(text.contains("# TYPE zundoko_reconciles counter") && text.ends_with("# EOF\n"), "{text}");
+
+    put_module(cluster, "zundoko-classic").await;
+    eventually("ready once the module arrives", Duration::from_secs(30), async || op.get("/readyz").is_some_and(|(c, _)| c == 200)).await;
+    cluster.create_hikawa("default", "measured", 0, &[]).await;
+    cluster.assert_songs_complete("default", &["measured".to_string()], &classic(), Duration::from_secs(60)).await;
+
+    let (_, text) = op.get("/metrics").unwrap();
+    let digest = zundoko_operator::swap::digest(&module_bytes("zundoko-classic"));
+    let value = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix)?.trim().parse::<f64>().ok()).unwrap_or(0.0);
+    assert!(text.contains(&format!("zundoko_module_info{{name=\"zundoko-classic\",version=\"0.1.0\",digest=\"{digest}\"}} 1")), "{text}");
+    assert_eq!(value("zundoko_module_swaps_total{result=\"accepted\",reason=\"\"}"), 1.0, "{text}");
+    let words = cluster.song("default", "measured").await.words.len() as f64;
+    assert_eq!(value("zundoko_plan_actions_total{kind=\"say-zundoko\"}"), words, "{text}");
+    assert_eq!(value("zundoko_plan_actions_total{kind=\"say-kiyoshi\"}"), 1.0, "{text}");
+    assert!(value("zundoko_guest_call_duration_seconds_count") >= words + 1.0, "{text}");
+    assert!(value("zundoko_guest_fuel_used_sum") > 0.0, "{text}");
+    assert!(value("zundoko_reconciles_total") >= words + 1.0, "{text}");
+
+    // SIGTERM: finish, release the lease, exit 0.
+    op.terminate();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = op.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no exit after SIGTERM:\n{}", op.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit status {status}:\n{}", op.log());
+    assert!(op.log().contains("released the leader Lease"), "{}", op.log());
+    let lease = Api::<Lease>::namespaced(cluster.client.clone(), NS).get("zundoko-operator").await.unwrap();
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert!(holder.is_none() || holder.as_deref() == Some(""), "released: {holder:?}");
+    assert_requests_allowed(&setup);
+    let _ = cluster.hikawas("default").get("measured").await.unwrap().name_any();
+}
