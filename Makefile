@@ -71,6 +71,10 @@ test: guest ## Run the whole test suite (native rules, sandbox with the built co
 bench: guest ## Print sandbox cost per reconcile against native rules, at 5 and 1,000 children (release).
 	$(CARGO) bench -p zundoko-operator --bench sandbox
 
+.PHONY: bench-swap
+bench-swap: guest ## Print hot-swap latency (file ..data swap and API ConfigMap, median and worst of 20) and failed reconciles (release).
+	$(CARGO) bench -p zundoko-operator --bench swap
+
 .PHONY: bench-throughput
 bench-throughput: guest ## Print 1,000 Hikawas' time to Kiyoshi, wasm against native rules, and operator RSS (release).
 	$(CARGO) bench -p zundoko-operator --bench throughput

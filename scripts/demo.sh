@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The no-cluster demo: start the local API server, install the CRDs, run the operator with the
-# default rules, apply the sample Hikawa unchanged, and print the song as it is sung.
+# The no-cluster demo: start the local API server, install the CRDs and the module ConfigMap
+# (as `make deploy` does), run the operator watching that ConfigMap, apply the sample Hikawa
+# unchanged, and print the song as it is sung. After SWAP_AFTER words it runs
+# `make swap RULES=strict-ja`: the running operator checks the new module and the song goes on
+# under the other rule set (ズン/ドコ, キ・ヨ・シ！), no restart. SWAP_AFTER=0 skips the swap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODULE=${MODULE:-target/modules/zundoko-classic.wasm}
 HIKAWA=${HIKAWA:-../shared/samples/hikawa-sample.yaml}
 TIMEOUT=${TIMEOUT:-300}
+SWAP_AFTER=${SWAP_AFTER:-4}
 work=$(mktemp -d)
 export KUBECONFIG=$work/kubeconfig
 pids=()
@@ -24,9 +28,14 @@ for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
 echo "== local API server: $(head -1 "$work/apiserver.log")"
 
 kubectl apply --server-side -f deploy/crds/zundokokiyoshi.yaml
-target/debug/zundoko-operator run --module "$MODULE" > "$work/operator.log" 2>&1 &
+# The module ConfigMap, as `make deploy` creates it (deploy/module/ with the field manager of `make swap`).
+kubectl create namespace zundoko-system
+cp "$MODULE" deploy/module/rules.wasm
+kubectl apply --server-side --field-manager=zundoko-deploy -k deploy/module/
+target/debug/zundoko-operator run --module-configmap zundoko-system/zundoko-rules:rules.wasm \
+  --operator-namespace zundoko-system --http-addr off > "$work/operator.log" 2>&1 &
 pids+=($!)
-echo "== operator running with $MODULE (log: JSON with --log-format json; here: $work/operator.log)"
+echo "== operator running with $MODULE from ConfigMap zundoko-system/zundoko-rules (log: $work/operator.log)"
 
 name=$(kubectl apply --server-side -f "$HIKAWA" -o jsonpath='{.metadata.name}')
 echo "== applied $HIKAWA: hikawa/$name; the song:"
@@ -39,6 +48,11 @@ while :; do
   if [ "$count" -gt "$said" ]; then
     printf '%s\n' "$words" | tail -n +"$((said + 1))" | while read -r child word; do printf '  %-28s %s\n' "$child" "$word"; done
     said=$count
+    if [ "$SWAP_AFTER" -gt 0 ] && [ "$said" -ge "$SWAP_AFTER" ] && [ -z "${swapped:-}" ]; then
+      swapped=1
+      echo "== make swap RULES=strict-ja: the running operator checks the new module and sings on with it"
+      make --no-print-directory -s swap RULES=strict-ja > "$work/swap.log" 2>&1 || { cat "$work/swap.log" >&2; exit 1; }
+    fi
   fi
   if kiyoshi=$(kubectl get kiyoshi "$name-kiyoshi" -o jsonpath='{.spec.say}' 2>/dev/null); then
     printf '  %-28s %s\n' "$name-kiyoshi" "$kiyoshi"
@@ -51,5 +65,7 @@ done
 echo "== kubectl get hikawa"
 sleep 0.5
 kubectl get hikawa "$name"
+echo "== the module swaps (Events from the operator)"
+kubectl get events.events.k8s.io -A -o jsonpath='{range .items[*]}{.reason} {.note}{"\n"}{end}' 2>/dev/null | grep '^Module' || true
 echo "== events on hikawa/$name (the song, once more)"
 kubectl get events.events.k8s.io --field-selector "regarding.name=$name" -o jsonpath='{range .items[*]}{.reason} {.note}{"\n"}{end}' 2>/dev/null | tail -5 || true

@@ -244,11 +244,35 @@ fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec<FieldError
         }
     // Built-in strategies.
     match (def.group.as_str(), def.plural.as_str()) {
-        ("", "configmaps") => errs.extend(validate_configmap(obj, old)),
+        ("", "configmaps") => {
+            // A patch may bring wrapped or bad base64 too.
+            if let Err(e) = canonical_binary_data(obj) {
+                errs.push(FieldError::invalid("binaryData", Value::Null, e));
+            }
+            errs.extend(validate_configmap(obj, old))
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => errs.extend(validate_crd(obj)),
         _ => {}
     }
     (errs, unknown)
+}
+
+/// binaryData is `[]byte` in kube-apiserver: decoded from base64 as Go does (standard
+/// alphabet, `\r` and `\n` ignored, as `kubectl kustomize` wraps lines at 76 columns) and
+/// written back in canonical form, so readers get one unwrapped base64 string.
+fn canonical_binary_data(obj: &mut Value) -> Result<(), String> {
+    use base64::Engine as _;
+    let Some(map) = obj.get_mut("binaryData").and_then(Value::as_object_mut) else { return Ok(()) };
+    for value in map.values_mut() {
+        let Some(text) = value.as_str() else { continue };
+        if !text.contains(['\r', '\n']) && base64::engine::general_purpose::STANDARD.decode(text).is_ok() {
+            continue;
+        }
+        let compact: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+        let bytes = base64::engine::general_purpose::STANDARD.decode(&compact).map_err(|e| format!("illegal base64 data: {e}"))?;
+        *value = base64::engine::general_purpose::STANDARD.encode(bytes).into();
+    }
+    Ok(())
 }
 
 fn validate_configmap(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
@@ -372,6 +396,11 @@ fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
             "the kind in the data ({kind}) does not match the expected kind ({})",
             t.def.kind
         )));
+    }
+    if (t.def.group.as_str(), t.def.plural.as_str()) == ("", "configmaps") {
+        canonical_binary_data(obj).map_err(|e| {
+            ApiError::bad_request(format!("ConfigMap in version {:?} cannot be handled as a ConfigMap: {e}", t.version))
+        })?;
     }
     obj["apiVersion"] = want_av.into();
     obj["kind"] = t.def.kind.clone().into();

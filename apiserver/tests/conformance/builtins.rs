@@ -75,3 +75,24 @@ async fn configmaps_and_namespaces() {
     let (code, st) = raw.post("/api/v1/namespaces", &json!({"metadata": {"name": "Bad_Name"}})).await;
     assert_eq!(code, 422, "{st}");
 }
+
+#[tokio::test]
+async fn configmap_binary_data_is_decoded_as_go_decodes_bytes() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    let cms = "/api/v1/namespaces/default/configmaps";
+    // `kubectl kustomize` wraps base64 at 76 columns; kube-apiserver decodes it into []byte
+    // (newlines ignored) and serves it back unwrapped.
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(200).collect();
+    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
+    let wrapped: String = encoded.as_bytes().chunks(76).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join("\n");
+    let (code, cm) = raw.post(cms, &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bin"}, "binaryData": {"m": wrapped}})).await;
+    assert_eq!(code, 201, "{cm}");
+    assert_eq!(cm["binaryData"]["m"], encoded);
+    let (_, got) = raw.get(&format!("{cms}/bin")).await;
+    assert_eq!(got["binaryData"]["m"], encoded);
+    let (code, st) = raw.post(cms, &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad"}, "binaryData": {"m": "not base64!"}})).await;
+    assert_eq!(code, 400, "{st}");
+    assert!(st["message"].as_str().unwrap().starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: illegal base64 data"), "{st}");
+}
+
