@@ -1,4 +1,5 @@
-//! The command line as a user runs it: `check`, `simulate` (replayable by seed) and `crd`.
+//! The command line as a user runs it: `check`, `simulate` (replayable by seed), `crd`, and
+//! `run` refusing to start without a usable module.
 
 mod common;
 
@@ -88,4 +89,35 @@ fn crd_prints_the_three_crds() {
     for name in ["hikawas.zundokokiyoshi.kaitoy.github.com", "zundokos.zundokokiyoshi.kaitoy.github.com", "kiyoshis.zundokokiyoshi.kaitoy.github.com"] {
         assert!(text.contains(&format!("name: {name}")), "{name}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_a_usable_module_exits_naming_each_source_and_reason() {
+    let server = zundoko_apiserver::ApiServer::start(zundoko_apiserver::ServerConfig::default()).await.unwrap();
+    let dir = common::kubelet::temp_dir("cli-run");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let bad = dir.join("rules.wasm");
+    std::fs::write(&bad, b"definitely not wasm").unwrap();
+    let run = move |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+            .arg("run")
+            .args(args)
+            .args(["--http-addr", "off"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap()
+    };
+    let out = tokio::task::spawn_blocking(move || run(&["--module", bad.to_str().unwrap(), "--module-configmap", "default/nothing-here"]))
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    for needle in ["no usable rules module", "rules.wasm rejected (NotAComponent)", "cannot read ConfigMap default/nothing-here:rules.wasm", "--wait-for-module"] {
+        assert!(err.contains(needle), "{needle:?} in\n{err}");
+    }
+    let out = operator(&["run", "--module-configmap", "no-slash"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is not NAMESPACE/NAME[:KEY]"), "{}", stderr(&out));
 }
