@@ -16,7 +16,7 @@ use common::deploy::{documents, render};
 use common::kubelet::temp_dir;
 use common::module_bytes;
 use common::rbac::RbacRules;
-use common::running::eventually;
+use common::running::{config, eventually, file, start_with};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -284,4 +284,48 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
     assert!(holder.is_none() || holder.as_deref() == Some(""), "released: {holder:?}");
     assert_requests_allowed(&setup);
     let _ = cluster.hikawas("default").get("measured").await.unwrap().name_any();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_again() {
+    let cluster = Cluster::start().await;
+    let dir = temp_dir("lease-loss");
+    let path = dir.join("rules.wasm");
+    std::fs::write(&path, module_bytes("zundoko-classic")).unwrap();
+    let mut config = config(zundoko_operator::operator::ModuleSources { file: Some(file(path)), ..Default::default() });
+    config.leader = Some(zundoko_operator::leader::LeaderSettings {
+        namespace: "default".into(),
+        lease_name: "zundoko-operator".into(),
+        identity: "in-process".into(),
+        duration_secs: 2,
+        grace_secs: 1,
+    });
+    let operator = start_with(&cluster, config).await.unwrap();
+    // A song that will not end during the test.
+    cluster.create_hikawa("default", "long", 50, &[("zuns", "16")]).await;
+    let words = async || cluster.song("default", "long").await.words.len();
+    eventually("singing", Duration::from_secs(30), async || words().await >= 3).await;
+
+    // Another holder takes the Lease (as an administrator or a partitioned peer might).
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "default");
+    let steal = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 3600,
+        "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}});
+    leases.patch("zundoko-operator", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&steal)).await.unwrap();
+    eventually("the replica standing down", Duration::from_secs(10), async || {
+        operator.metrics().contains("zundoko_leader 0")
+    })
+    .await;
+    // In-flight work may finish; after that nothing more is said.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frozen = words().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(words().await, frozen, "no word while another holds the lease");
+
+    // The intruder stops renewing (its lease runs out): the replica takes the lease again and
+    // the song goes on.
+    let expire = serde_json::json!({"spec": {"leaseDurationSeconds": 1}});
+    leases.patch("zundoko-operator", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&expire)).await.unwrap();
+    eventually("singing again", Duration::from_secs(30), async || words().await > frozen).await;
+    assert!(operator.metrics().contains("zundoko_leader 1"));
+    operator.stop().await;
 }

@@ -44,8 +44,9 @@ pub fn file(path: PathBuf) -> FileSource {
     FileSource { path, settle: Duration::from_millis(10), poll: Duration::from_millis(500) }
 }
 
-pub async fn start(cluster: &Cluster, modules: ModuleSources) -> anyhow::Result<Operator> {
-    let config = OperatorConfig {
+/// In-process defaults: quick retries, no HTTP, no election.
+pub fn config(modules: ModuleSources) -> OperatorConfig {
+    OperatorConfig {
         controller: Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() },
         sandbox: SandboxLimits::default(),
         modules,
@@ -53,7 +54,14 @@ pub async fn start(cluster: &Cluster, modules: ModuleSources) -> anyhow::Result<
         leader: None,
         namespace: None,
         pod_name: None,
-    };
+    }
+}
+
+pub async fn start(cluster: &Cluster, modules: ModuleSources) -> anyhow::Result<Operator> {
+    start_with(cluster, config(modules)).await
+}
+
+pub async fn start_with(cluster: &Cluster, config: OperatorConfig) -> anyhow::Result<Operator> {
     let (stop, stopped) = oneshot::channel::<()>();
     let running = operator::start(cluster.client.clone(), config, async move {
         let _ = stopped.await;
