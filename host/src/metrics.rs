@@ -45,6 +45,7 @@ pub struct Metrics {
     plan_actions: Family<ActionLabels, Counter>,
     module_info: Family<ModuleLabels, Gauge>,
     swaps: Family<SwapLabels, Counter>,
+    module_check_seconds: Histogram,
     leader: Gauge,
 }
 
@@ -67,6 +68,8 @@ impl Metrics {
             plan_actions: Family::default(),
             module_info: Family::default(),
             swaps: Family::default(),
+            // 1 ms .. 4 s: compiling a ~32 KiB component takes tens of milliseconds.
+            module_check_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 13)),
             leader: Gauge::default(),
         };
         metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
@@ -80,6 +83,11 @@ impl Metrics {
         metrics.registry.register("plan_actions", "Actions in accepted plans, by kind", metrics.plan_actions.clone());
         metrics.registry.register("module_info", "The rules module serving (value 1)", metrics.module_info.clone());
         metrics.registry.register("module_swaps", "Candidate rules modules, by result and rejection reason", metrics.swaps.clone());
+        metrics.registry.register(
+            "module_check_duration_seconds",
+            "Time to check a candidate module: digest, compile, world, smoke test",
+            metrics.module_check_seconds.clone(),
+        );
         metrics.registry.register("leader", "1 while this replica holds the leader Lease (or runs without election)", metrics.leader.clone());
         metrics
     }
@@ -129,6 +137,10 @@ impl Metrics {
             digest: module.digest.clone(),
         };
         self.module_info.get_or_create(&labels).set(1);
+    }
+
+    pub fn module_checked(&self, took: std::time::Duration) {
+        self.module_check_seconds.observe(took.as_secs_f64());
     }
 
     pub fn swap_accepted(&self) {

@@ -161,12 +161,15 @@ impl Swapper {
             return SwapOutcome::AlreadyRejected;
         }
         let this = self.clone();
+        let started = std::time::Instant::now();
         let checked = match candidate.bytes {
             Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes))
                 .await
                 .unwrap_or_else(|e| Err(Rejection::Guest(GuestError::Host(format!("checking the module panicked: {e}"))))),
             Err(why) => Err(Rejection::Unreadable(why)),
         };
+        let took = started.elapsed();
+        self.metrics.module_checked(took);
         match checked {
             Ok(module) => {
                 *self.last_rejected.lock().unwrap() = None;
@@ -176,7 +179,7 @@ impl Swapper {
                 self.metrics.swap_accepted();
                 self.metrics.module_serving(&new);
                 let old_digest = old.as_ref().map(|o| o.digest.clone());
-                info!(%origin, module = %new.info.name, version = %new.info.version, new = %new.digest, old = old_digest.as_deref().unwrap_or("none"), "rules module swapped in");
+                info!(%origin, module = %new.info.name, version = %new.info.version, new = %new.digest, old = old_digest.as_deref().unwrap_or("none"), check_ms = took.as_millis() as u64, "rules module swapped in");
                 let note = match &old {
                     Some(old) => format!(
                         "rules module {} {} ({}) replaced {} {} ({}), from {origin}",
