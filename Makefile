@@ -12,7 +12,10 @@ COMPONENTIZE := target/debug/componentize
 GUEST_MAX_BYTES := 65536
 # A 64 KiB shadow stack instead of rustc's 1 MiB: every call gets a fresh instance, and a
 # smaller initial memory is less to map per instance. Deeper recursion traps, as it should.
-GUEST_RUSTFLAGS := -C link-arg=-zstack-size=65536
+# A 256 KiB initial memory: the guest's bump allocator uses it before growing, and it holds a
+# call at 1,000 children, so a typical call never runs memory.grow (each grow cost the host
+# two mprotects, one to grow and one to reset the pool slot; 5 children: 23 us -> 14 us).
+GUEST_RUSTFLAGS := -C link-arg=-zstack-size=65536 -C link-arg=--initial-memory=262144
 HIKAWA ?= ../shared/samples/hikawa-sample.yaml
 SEED   ?=
 PORT   ?= 0

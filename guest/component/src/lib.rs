@@ -3,6 +3,7 @@
 //! rules' plain types; every decision is made in `zundoko-rules`, which is tested natively.
 #![cfg(target_arch = "wasm32")]
 
+mod heap;
 mod convert;
 #[cfg(feature = "hostile")]
 mod hostile;
@@ -16,11 +17,8 @@ use exports::zundokokiyoshi::rules::rules::Guest;
 use zundokokiyoshi::rules::log::{Level, log};
 use zundokokiyoshi::rules::types as wit;
 
-// Every call runs in a fresh instance that is thrown away afterwards, so an allocator that
-// never frees is both the smallest and the fastest choice; the host's memory cap bounds it.
 #[global_allocator]
-static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::LeakingAllocator> =
-    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::LeakingAllocator::new()) };
+static ALLOCATOR: heap::BumpAllocator = heap::BumpAllocator::new();
 
 fn rule_set() -> zundoko_rules::RuleSet {
     if cfg!(feature = "strict-ja") {
