@@ -87,7 +87,8 @@ pub struct RunArgs {
     #[arg(long, env = "ZUNDOKO_WAIT_FOR_MODULE")]
     pub wait_for_module: bool,
     /// Quiet time after the module file changes before it is read (ms), so a file being
-    /// written is read once, whole.
+    /// written is read once, whole. (After a rename into place or a writer closing the file,
+    /// 1 ms is enough.)
     #[arg(long, env = "ZUNDOKO_MODULE_SETTLE_MS", default_value_t = 10)]
     pub module_settle_ms: u64,
     /// Re-read the module file this often even without change notifications (ms).

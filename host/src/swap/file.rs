@@ -4,15 +4,17 @@
 //! `..data` symlink over the old one; the module path is a symlink through `..data`. So the
 //! whole directory is watched (inotify, through notify), not the file: the rename, plain
 //! writes, renames over the file, and a file that disappears and comes back all show up as
-//! events in it. Events are debounced (the file is read only after `settle` without events,
-//! so a file being written is not read mid-write), and a slow poll catches anything missed
-//! (a watch lost with its directory, a filesystem without inotify).
+//! events in it. Events are debounced: after a rename into place or a writer closing the
+//! file the file is read as soon as the burst of events is over (1 ms), otherwise only after
+//! `settle` without events, so a file being written is not read mid-write (and if it is, the
+//! checks refuse the partial module and the whole one follows). A slow poll catches anything
+//! missed (a watch lost with its directory, a filesystem without inotify).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -43,7 +45,7 @@ impl FileSource {
     /// dropped. `offered` is the digest already offered (the startup module), if any.
     pub async fn watch(self, candidates: mpsc::Sender<Candidate>, mut offered: Option<String>) {
         let dir = self.path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-        let (wake, mut woken) = mpsc::unbounded_channel::<()>();
+        let (wake, mut woken) = mpsc::unbounded_channel::<Change>();
         let mut armed: Option<(RecommendedWatcher, u64)> = None;
         let mut missing_reported = false;
         let mut poll = tokio::time::interval(self.poll);
@@ -57,9 +59,21 @@ impl FileSource {
             tokio::select! {
                 _ = candidates.closed() => return,
                 _ = poll.tick() => {}
-                Some(()) = woken.recv() => {
-                    // Debounce: read only once the writes have stopped for `settle`.
-                    while let Ok(Some(())) = tokio::time::timeout(self.settle, woken.recv()).await {}
+                Some(first) = woken.recv() => {
+                    // Debounce: read once the writes have stopped for `settle`, or, after a
+                    // sign that a write is whole (a rename into place, as kubelet's `..data`
+                    // swap; a writer closing the file), once the burst is over.
+                    let mut last = first;
+                    loop {
+                        let quiet = if last == Change::Whole { WHOLE_SETTLE } else { self.settle };
+                        match tokio::time::timeout(quiet, woken.recv()).await {
+                            // A removal (kubelet deleting the old version) says nothing
+                            // about whether the file is whole.
+                            Ok(Some(Change::Removed)) => {}
+                            Ok(Some(change)) => last = change,
+                            _ => break,
+                        }
+                    }
                 }
             }
             let Some(candidate) = self.read() else {
@@ -83,17 +97,35 @@ impl FileSource {
     }
 }
 
+/// What an event in the directory says about the module file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// Something changed; more may follow (a write in progress).
+    Partial,
+    /// A file was renamed into place or closed after writing: whole, unless more follows.
+    Whole,
+    /// Something was removed.
+    Removed,
+}
+
+/// After a [`Change::Whole`], how long to wait for the rest of the burst (kubelet's swap is a
+/// symlink create, a rename and a removal within microseconds).
+const WHOLE_SETTLE: Duration = Duration::from_millis(1);
+
 /// Watch `dir` (not recursively); each relevant event sends a wake-up.
-fn arm(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Option<RecommendedWatcher> {
+fn arm(dir: &Path, wake: mpsc::UnboundedSender<Change>) -> Option<RecommendedWatcher> {
     let handler = move |event: notify::Result<notify::Event>| {
-        let relevant = match &event {
+        let change = match &event {
             // Our own reads open the file: not a change.
-            Ok(e) => !matches!(e.kind, EventKind::Access(AccessKind::Open(_) | AccessKind::Read | AccessKind::Close(AccessMode::Read))),
-            Err(_) => true,
+            Ok(e) if matches!(e.kind, EventKind::Access(AccessKind::Open(_) | AccessKind::Read | AccessKind::Close(AccessMode::Read))) => return,
+            Ok(e) if matches!(
+                e.kind,
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+            ) => Change::Whole,
+            Ok(e) if matches!(e.kind, EventKind::Remove(_)) => Change::Removed,
+            _ => Change::Partial,
         };
-        if relevant {
-            let _ = wake.send(());
-        }
+        let _ = wake.send(change);
     };
     let mut watcher = match notify::recommended_watcher(handler) {
         Ok(w) => w,
