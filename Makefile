@@ -16,7 +16,7 @@ GUEST_MAX_BYTES := 65536
 # call at 1,000 children, so a typical call never runs memory.grow (each grow cost the host
 # two mprotects, one to grow and one to reset the pool slot; 5 children: 23 us -> 14 us).
 GUEST_RUSTFLAGS := -C link-arg=-zstack-size=65536 -C link-arg=--initial-memory=262144
-HIKAWA ?= ../shared/samples/hikawa-sample.yaml
+HIKAWA ?= deploy/samples/hikawa-sample.yaml
 SEED   ?=
 PORT   ?= 0
 KUBECONFIG_OUT ?=
@@ -68,7 +68,7 @@ demo: guest ## The main job, no cluster needed: local API server + operator + th
 
 .PHONY: test
 test: guest ## Run the whole test suite (native rules, sandbox with the built components, API server).
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --no-fail-fast
 
 .PHONY: bench
 bench: guest ## Print sandbox cost per reconcile against native rules, at 5 and 1,000 children (release).

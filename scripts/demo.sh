@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODULE=${MODULE:-target/modules/zundoko-classic.wasm}
-HIKAWA=${HIKAWA:-../shared/samples/hikawa-sample.yaml}
+HIKAWA=${HIKAWA:-deploy/samples/hikawa-sample.yaml}
 TIMEOUT=${TIMEOUT:-300}
 SWAP_AFTER=${SWAP_AFTER:-4}
 work=$(mktemp -d)

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use common::module_path;
 
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/samples/hikawa-sample.yaml");
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/samples/hikawa-sample.yaml");
 
 fn operator(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(args).env("RUST_LOG", "off").output().unwrap()

@@ -43,7 +43,7 @@ fn the_crds_declare_validation_status_columns_and_short_names() {
 
 #[test]
 fn the_original_sample_manifest_parses_unchanged() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/samples/hikawa-sample.yaml")).unwrap();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/samples/hikawa-sample.yaml")).unwrap();
     let hikawa = crd::parse_hikawa("sample", &text).unwrap();
     assert_eq!(hikawa.spec.interval_millis, 500);
     // Fields of the original operator are accepted too.

@@ -43,7 +43,7 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     let cluster = Cluster::start().await;
     let operator = cluster.operator(wasm("zundoko-classic"), settings());
     // The seed's sample manifest, unchanged.
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/samples/hikawa-sample.yaml")).unwrap();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/samples/hikawa-sample.yaml")).unwrap();
     let mut sample = zundoko_operator::crd::parse_hikawa("sample", &text).unwrap();
     sample.metadata.namespace = Some("default".into());
     cluster.hikawas("default").create(&Default::default(), &sample).await.unwrap();
