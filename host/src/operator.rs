@@ -118,7 +118,7 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     if let Some(file) = &sources.file {
         match file.read() {
             Some(candidate) => {
-                file_offered = candidate.digest();
+                file_offered = Some(candidate.key().to_owned());
                 if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
                     problems.push(format!("{} rejected ({}): {why}", file.path.display(), why.reason()));
                 }

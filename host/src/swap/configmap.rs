@@ -62,7 +62,7 @@ impl ConfigMapRef {
             )),
             None => Err(format!("ConfigMap {}/{} has no key `{}` in binaryData", self.namespace, self.name, self.key)),
         };
-        Candidate { origin: self.origin(), bytes }
+        Candidate::new(self.origin(), bytes)
     }
 
     /// Fetch the ConfigMap once (at startup).

@@ -35,9 +35,9 @@ impl FileSource {
     pub fn read(&self) -> Option<Candidate> {
         let origin = Origin::File(self.path.clone());
         match std::fs::read(&self.path) {
-            Ok(bytes) => Some(Candidate { origin, bytes: Ok(bytes) }),
+            Ok(bytes) => Some(Candidate::new(origin, Ok(bytes))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(Candidate { origin, bytes: Err(format!("cannot read {}: {e}", self.path.display())) }),
+            Err(e) => Some(Candidate::new(origin, Err(format!("cannot read {}: {e}", self.path.display())))),
         }
     }
 
@@ -84,7 +84,7 @@ impl FileSource {
                 continue;
             };
             missing_reported = false;
-            let seen = candidate.digest().unwrap_or_else(|| format!("{:?}", candidate.bytes.as_ref().err()));
+            let seen = candidate.key().to_owned();
             if offered.as_deref() == Some(seen.as_str()) {
                 continue;
             }

@@ -44,11 +44,28 @@ impl fmt::Display for Origin {
 pub struct Candidate {
     pub origin: Origin,
     pub bytes: Result<Vec<u8>, String>,
+    /// The bytes' digest, or what made them unreadable: computed once, it tells a source
+    /// whether it offered this already and the swapper whether it rejected it already.
+    key: String,
 }
 
 impl Candidate {
-    pub fn digest(&self) -> Option<String> {
-        self.bytes.as_ref().ok().map(|b| digest(b))
+    pub fn new(origin: Origin, bytes: Result<Vec<u8>, String>) -> Self {
+        let key = match &bytes {
+            Ok(bytes) => digest(bytes),
+            Err(why) => format!("unreadable: {why}"),
+        };
+        Candidate { origin, bytes, key }
+    }
+
+    /// `sha256:<hex>` of the bytes, if there are any.
+    pub fn digest(&self) -> Option<&str> {
+        self.bytes.is_ok().then_some(self.key.as_str())
+    }
+
+    /// What identifies this candidate: its digest, or why it is unreadable.
+    pub fn key(&self) -> &str {
+        &self.key
     }
 }
 
@@ -131,8 +148,7 @@ impl Swapper {
     }
 
     /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
-    pub fn validate(&self, bytes: &[u8]) -> Result<Arc<RulesModule>, Rejection> {
-        let actual = digest(bytes);
+    fn validate(&self, bytes: &[u8], actual: String) -> Result<Arc<RulesModule>, Rejection> {
         if let Some(pinned) = &self.pin
             && *pinned != actual
         {
@@ -149,21 +165,21 @@ impl Swapper {
     /// Check a candidate and, if it passes, make it the module serving.
     pub async fn offer(self: &Arc<Self>, candidate: Candidate) -> SwapOutcome {
         let origin = candidate.origin.clone();
-        let new_digest = candidate.digest();
+        let new_digest = candidate.digest().map(str::to_owned);
         let current = self.slot.current().map(|r| r.identity().digest.clone());
         if new_digest.is_some() && new_digest == current {
             debug!(%origin, "candidate is the module already serving");
             return SwapOutcome::Unchanged;
         }
         // The same bad bytes are reported once, not every time a source looks again.
-        let seen = new_digest.clone().unwrap_or_else(|| format!("unreadable:{:?}", candidate.bytes.as_ref().err()));
+        let seen = candidate.key().to_owned();
         if self.last_rejected.lock().unwrap().as_deref() == Some(seen.as_str()) {
             return SwapOutcome::AlreadyRejected;
         }
         let this = self.clone();
         let started = std::time::Instant::now();
         let checked = match candidate.bytes {
-            Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes))
+            Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes, candidate.key))
                 .await
                 .unwrap_or_else(|e| Err(Rejection::Guest(GuestError::Host(format!("checking the module panicked: {e}"))))),
             Err(why) => Err(Rejection::Unreadable(why)),
