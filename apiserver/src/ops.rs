@@ -265,9 +265,6 @@ fn canonical_binary_data(obj: &mut Value) -> Result<(), String> {
     let Some(map) = obj.get_mut("binaryData").and_then(Value::as_object_mut) else { return Ok(()) };
     for value in map.values_mut() {
         let Some(text) = value.as_str() else { continue };
-        if !text.contains(['\r', '\n']) && base64::engine::general_purpose::STANDARD.decode(text).is_ok() {
-            continue;
-        }
         let compact: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
         let bytes = base64::engine::general_purpose::STANDARD.decode(&compact).map_err(|e| format!("illegal base64 data: {e}"))?;
         *value = base64::engine::general_purpose::STANDARD.encode(bytes).into();
