@@ -17,9 +17,8 @@ use common::kubelet::temp_dir;
 use common::module_bytes;
 use common::rbac::RbacRules;
 use common::running::{config, eventually, file, start_with};
-use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
@@ -135,13 +134,7 @@ async fn setup(what: &str, with_module: bool) -> Setup {
 }
 
 async fn put_module(cluster: &Cluster, module: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), NS);
-    let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some("zundoko-rules".into()), ..ObjectMeta::default() },
-        binary_data: Some([("rules.wasm".to_string(), ByteString(module_bytes(module)))].into()),
-        ..ConfigMap::default()
-    };
-    api.create(&PostParams::default(), &cm).await.unwrap();
+    cluster.put_module_configmap(NS, &module_bytes(module)).await;
 }
 
 /// Every request a `zundoko-operator` process made must be allowed by the rendered RBAC.
@@ -180,14 +173,7 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     for name in &names {
         cluster.create_hikawa("default", name, 150, &[]).await;
     }
-    eventually("three words of every song", Duration::from_secs(60), async || {
-        let mut all = true;
-        for name in &names {
-            all &= cluster.song("default", name).await.words.len() >= 3;
-        }
-        all
-    })
-    .await;
+    cluster.wait_words("default", &names, 3, Duration::from_secs(60)).await;
 
     // Exactly one sings: the Lease holder; the other is a ready standby.
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);

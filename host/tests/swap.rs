@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use common::cluster::{Cluster, Song};
 use common::kubelet::{ConfigMapVolume, temp_dir};
 use common::module_bytes;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use common::running::{Operator, eventually, file, start};
 use zundoko_operator::operator::ModuleSources;
@@ -54,14 +53,7 @@ async fn swap_under_songs(cluster: &Cluster, operator: &Operator, swap: impl Asy
     for name in &names {
         cluster.create_hikawa("default", name, 60, &[]).await;
     }
-    eventually("two words of every song", Duration::from_secs(30), async || {
-        let mut all = true;
-        for name in &names {
-            all &= cluster.song("default", name).await.words.len() >= 2;
-        }
-        all
-    })
-    .await;
+    cluster.wait_words("default", &names, 2, Duration::from_secs(30)).await;
     let swapped = Instant::now();
     swap().await;
     eventually("a decision by the new module", Duration::from_secs(10), async || {
@@ -102,14 +94,7 @@ async fn a_kubelet_style_volume_update_swaps_the_rules_under_songs_in_progress()
 }
 
 async fn put_configmap(cluster: &Cluster, module: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
-    let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some("zundoko-rules".into()), ..ObjectMeta::default() },
-        binary_data: Some([("rules.wasm".to_string(), ByteString(module_bytes(module)))].into()),
-        ..ConfigMap::default()
-    };
-    let params = PatchParams::apply("zundoko-test").force();
-    api.patch("zundoko-rules", &params, &Patch::Apply(&cm)).await.unwrap();
+    cluster.put_module_configmap("default", &module_bytes(module)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

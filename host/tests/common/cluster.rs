@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PostParams};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -85,6 +87,35 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Poll until every named Hikawa has said at least `words` words.
+    pub async fn wait_words(&self, ns: &str, names: &[String], words: usize, timeout: Duration) {
+        let started = Instant::now();
+        loop {
+            let mut fewest = usize::MAX;
+            for name in names {
+                fewest = fewest.min(self.song(ns, name).await.words.len());
+            }
+            if fewest >= words {
+                return;
+            }
+            assert!(started.elapsed() < timeout, "a song has only {fewest} of {words} words after {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Create or replace the module ConfigMap `ns/zundoko-rules` (key `rules.wasm`,
+    /// binaryData) by server-side apply, as `make deploy` and `make swap` do.
+    pub async fn put_module_configmap(&self, ns: &str, module: &[u8]) {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let cm = ConfigMap {
+            metadata: ObjectMeta { name: Some("zundoko-rules".into()), ..ObjectMeta::default() },
+            binary_data: Some([("rules.wasm".to_string(), ByteString(module.to_vec()))].into()),
+            ..ConfigMap::default()
+        };
+        let params = PatchParams::apply("zundoko-test").force();
+        api.patch("zundoko-rules", &params, &Patch::Apply(&cm)).await.unwrap();
     }
 
     /// Wait until every named Hikawa has kiyoshied, then check each song under `rules`.
