@@ -4,7 +4,7 @@
 
 use crate::zundokokiyoshi::rules::log::{Level, log};
 use std::hint::black_box;
-use zundoko_rules::{Action, ChildKind, Observed, Plan, Say};
+use zundoko_rules::{Action, ChildKind, Observed, Plan, Say, StatusUpdate};
 
 pub fn misbehave(observed: &Observed) -> Option<Plan> {
     let hikawa = &observed.hikawa;
@@ -49,6 +49,17 @@ pub fn misbehave(observed: &Observed) -> Option<Plan> {
             }
             None
         }
+        // Operator-level containment (SPEC 4b): plans that are valid one by one but would
+        // make the operator loop if it acted on every one of them.
+        "churn-status" => Some(Plan {
+            actions: vec![Action::SetStatus(StatusUpdate {
+                phase: "Singing".into(),
+                num_zundokos_said: observed.zundokos.len() as u32,
+                kiyoshied: false,
+                message: format!("it is now {}", observed.now),
+            })],
+        }),
+        "requeue-zero" => Some(Plan { actions: vec![Action::RequeueAfter(0)] }),
         "foreign-namespace" => Some(say("kube-system", &zundoko_rules::naming::zundoko_name(&hikawa.name, 1))),
         "foreign-name" => Some(say(&hikawa.namespace, "someone-else-zundoko-001")),
         _ => None,
