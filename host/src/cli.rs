@@ -55,8 +55,10 @@ pub struct SandboxArgs {
     /// Most actions one plan may hold.
     #[arg(long, env = "ZUNDOKO_MAX_PLAN_ACTIONS", default_value_t = PlanLimits::default().max_actions)]
     pub max_plan_actions: usize,
-    /// Most Zundoko children one Hikawa may have.
-    #[arg(long, env = "ZUNDOKO_MAX_CHILDREN", default_value_t = PlanLimits::default().max_children)]
+    /// Most Zundoko children one Hikawa may have (at most 9999: child names have at most
+    /// four digits of index).
+    #[arg(long, env = "ZUNDOKO_MAX_CHILDREN", default_value_t = PlanLimits::default().max_children,
+          value_parser = clap::value_parser!(u32).range(1..=crate::plan_check::MAX_CHILDREN_LIMIT as i64))]
     pub max_children: u32,
 }
 
@@ -110,6 +112,21 @@ pub struct RunArgs {
     /// Longest retry delay, in ms.
     #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::controller::Settings::default().backoff_max.as_millis() as u64)]
     pub backoff_max_ms: u64,
+    /// Shortest requeue after a plan that says no word, in ms: a module asking to be called
+    /// back at once, again and again, is called at most this often.
+    #[arg(long, env = "ZUNDOKO_REQUEUE_FLOOR_MS", default_value_t = crate::controller::Settings::default().requeue_floor.as_millis() as u64)]
+    pub requeue_floor_ms: u64,
+    /// Decisions that say no word a Hikawa may make in a burst; past it, it is slowed to
+    /// --idle-decisions-per-sec and a Warning Event says so.
+    #[arg(long, env = "ZUNDOKO_IDLE_BURST", default_value_t = crate::controller::Settings::default().idle_burst)]
+    pub idle_burst: u32,
+    /// Decisions that say no word a Hikawa may make per second after the burst.
+    #[arg(long, env = "ZUNDOKO_IDLE_DECISIONS_PER_SEC", default_value_t = crate::controller::Settings::default().idle_per_sec)]
+    pub idle_decisions_per_sec: f64,
+    /// Longest wait, in ms, for the caches to show the operator's own last writes for a
+    /// Hikawa before it decides anyway.
+    #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::controller::Settings::default().cache_wait.as_millis() as u64)]
+    pub cache_wait_ms: u64,
     /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
     #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: String,
@@ -217,6 +234,10 @@ impl RunArgs {
             plan_limits: self.sandbox.plan_limits(),
             backoff_base: Duration::from_millis(self.backoff_base_ms),
             backoff_max: Duration::from_millis(self.backoff_max_ms),
+            requeue_floor: Duration::from_millis(self.requeue_floor_ms),
+            idle_burst: self.idle_burst.max(1),
+            idle_per_sec: self.idle_decisions_per_sec,
+            cache_wait: Duration::from_millis(self.cache_wait_ms),
             instance: instance.clone(),
         };
         let http_addr = match self.http_addr.as_str() {

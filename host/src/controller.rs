@@ -1,27 +1,31 @@
 //! The controller: kube-runtime's `Controller` on Hikawa, owning Zundoko and Kiyoshi.
-//! Each reconcile: observe (from the caches), decide (the guest, then the plan check),
-//! apply, and requeue as the rules asked. Nothing is remembered between reconciles but the
-//! retry backoff.
+//! Each reconcile: observe (the Hikawa, its children from the compact index), pace (decide
+//! only when something but this process's own writes changed, or when the rules asked to be
+//! called back; see `pace.rs`), decide (the guest, then the plan check), apply, requeue.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::{FutureExt, StreamExt};
+use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, reflector};
+use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::apply::{self, HIKAWA_LABEL};
-use crate::context::{Backoff, Context, Shared};
-use crate::crd::{Hikawa, Kiyoshi, Zundoko};
+use crate::children::{self, ChildIndex};
+use crate::context::{Context, Shared};
+use crate::crd::Hikawa;
 use crate::error::{Error, Result};
+use crate::events::EventSink;
 use crate::observe::observe;
+use crate::pace::{Footprint, Gate, Pace, PaceSettings};
 use crate::plan_check::PlanLimits;
 use crate::rules::decide_async;
+use crate::sandbox::ModuleIdentity;
 use crate::status;
 
 /// How the controller runs.
@@ -35,19 +39,44 @@ pub struct Settings {
     /// First retry delay after a failure, doubled per failure in a row up to `backoff_max`.
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// Shortest requeue after a plan that says no word.
+    pub requeue_floor: Duration,
+    /// Decisions that say no word allowed per Hikawa in a burst, and per second after it.
+    pub idle_burst: u32,
+    pub idle_per_sec: f64,
+    /// Longest wait for the caches to show this process's own writes before deciding anyway.
+    pub cache_wait: Duration,
     /// Names this process in Events (`reportingInstance`).
     pub instance: String,
 }
 
 impl Default for Settings {
     fn default() -> Self {
+        let pace = PaceSettings::default();
         Settings {
             namespace: None,
             concurrency: 16,
             plan_limits: PlanLimits::default(),
-            backoff_base: Duration::from_millis(250),
-            backoff_max: Duration::from_secs(60),
+            backoff_base: pace.backoff_base,
+            backoff_max: pace.backoff_max,
+            requeue_floor: pace.requeue_floor,
+            idle_burst: pace.idle_burst,
+            idle_per_sec: pace.idle_per_sec,
+            cache_wait: pace.cache_wait,
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "zundoko-operator".into()),
+        }
+    }
+}
+
+impl Settings {
+    pub fn pace(&self) -> PaceSettings {
+        PaceSettings {
+            requeue_floor: self.requeue_floor,
+            idle_burst: self.idle_burst,
+            idle_per_sec: self.idle_per_sec,
+            cache_wait: self.cache_wait,
+            backoff_base: self.backoff_base,
+            backoff_max: self.backoff_max,
         }
     }
 }
@@ -66,59 +95,55 @@ where
 /// Every Hikawa is reconciled again after each module swap.
 pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let ns = settings.namespace.as_deref();
-    // Only children carrying the operator's label are cached: the controller needs no others.
-    let children = watcher::Config::default().labels(HIKAWA_LABEL);
-    let (zundokos, zundoko_writer) = reflector::store();
-    let (kiyoshis, kiyoshi_writer) = reflector::store();
-    // managedFields are never read here and can be most of a small object: not cached.
-    let zundoko_events = reflector(
-        zundoko_writer,
-        watcher(api::<Zundoko>(&client, ns), children.clone()).modify(|z| z.managed_fields_mut().clear()),
-    )
-    .default_backoff()
-    .touched_objects();
-    let kiyoshi_events = reflector(
-        kiyoshi_writer,
-        watcher(api::<Kiyoshi>(&client, ns), children).modify(|k| k.managed_fields_mut().clear()),
-    )
-    .default_backoff()
-    .touched_objects();
-
-    let reporter = Reporter { controller: "zundoko-operator".into(), instance: Some(settings.instance.clone()) };
-    // One waiter on the stores, shared by every reconcile: kube's `wait_until_ready` wakes
-    // only one of several concurrent waiters, which left all Hikawas but one waiting after
-    // a restart.
-    let caches_ready = {
-        let (zundokos, kiyoshis) = (zundokos.clone(), kiyoshis.clone());
-        async move {
-            let _ = futures::join!(zundokos.wait_until_ready(), kiyoshis.wait_until_ready());
-        }
-        .boxed()
-        .shared()
-    };
-    shared.health.set_reconciling(true);
-    let synced = {
-        let (ready, health) = (caches_ready.clone(), shared.health.clone());
-        tokio::spawn(async move {
-            ready.await;
-            health.set_caches_synced();
-        })
-    };
     let ctx = Arc::new(Context {
-        caches_ready,
         client: client.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
+        events: EventSink::new(client.clone(), "zundoko-operator", &settings.instance),
         rules: shared.rules.clone(),
         metrics: shared.metrics.clone(),
         plan_limits: settings.plan_limits.clone(),
-        zundokos,
-        kiyoshis,
-        backoff: Backoff::new(settings.backoff_base, settings.backoff_max),
+        children: Arc::new(ChildIndex::default()),
+        pace: Pace::new(settings.pace()),
     });
+    let (hikawas, writer) = reflector::store();
+    // managedFields and annotations (kubectl's last-applied-configuration among them: up to
+    // 256 KiB) are never read here and are most of a small object: not cached. A Hikawa
+    // that is gone is forgotten by the pacing too (after a relist: any not listed).
+    let hikawa_events = {
+        let (ctx, hikawas) = (ctx.clone(), hikawas.clone());
+        reflector(
+            writer,
+            watcher(api::<Hikawa>(&client, ns), watcher::Config::default())
+                .default_backoff()
+                .modify(|h| {
+                    h.metadata.managed_fields = None;
+                    h.metadata.annotations = None;
+                }),
+        )
+        .inspect_ok(move |event| match event {
+            Event::Delete(hikawa) => ctx.pace.forget(&hikawa.uid().unwrap_or_default()),
+            Event::InitDone => {
+                let alive: std::collections::HashSet<String> = hikawas.state().iter().filter_map(|h| h.uid()).collect();
+                ctx.pace.retain(|uid| alive.contains(uid));
+            }
+            _ => {}
+        })
+        .applied_objects()
+    };
+    let zundokos = children::zundoko_stream(api(&client, ns), HIKAWA_LABEL, ctx.children.clone());
+    let kiyoshis = children::kiyoshi_stream(api(&client, ns), HIKAWA_LABEL, ctx.children.clone());
+
+    shared.health.set_reconciling(true);
+    let synced = {
+        let (children, health, hikawas) = (ctx.children.clone(), shared.health.clone(), hikawas.clone());
+        tokio::spawn(async move {
+            let _ = futures::join!(children.synced(), hikawas.wait_until_ready());
+            health.set_caches_synced();
+        })
+    };
     info!(namespace = ns.unwrap_or("(all)"), concurrency = settings.concurrency, "starting the Hikawa controller");
-    Controller::new(api::<Hikawa>(&client, ns), watcher::Config::default())
-        .owns_stream(zundoko_events)
-        .owns_stream(kiyoshi_events)
+    Controller::for_stream(hikawa_events, hikawas)
+        .owns_stream(zundokos)
+        .owns_stream(kiyoshis)
         .reconcile_all_on(shared.rules.swaps())
         .with_config(controller::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(shutdown)
@@ -151,36 +176,59 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     if hikawa.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    // Deciding from half-filled caches would re-say words that exist: wait for the first list.
-    ctx.caches_ready.clone().await;
     ctx.metrics.reconciled();
+    // Deciding from half-filled caches would re-say words that exist: wait for the first list.
+    if !ctx.children.is_synced() {
+        ctx.metrics.not_decided("catching-up");
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let Some(rules) = ctx.rules.current() else {
         // Only reachable if the controller is started before a module: nothing to decide with.
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
+    let uid = hikawa.uid().ok_or_else(|| Error::MissingField(format!("Hikawa {} has no uid", key(&hikawa))))?;
+    let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
+    let children = ctx.children.owned(&hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &uid, claimed);
+    let seen = Footprint {
+        generation: hikawa.metadata.generation.unwrap_or(0),
+        zundokos: children.zundokos.len() as u32,
+        kiyoshi: children.kiyoshi.is_some(),
+        status: hikawa.status.clone(),
+        module: rules.identity().digest.clone(),
+    };
+    let started = Instant::now();
+    match ctx.pace.gate(&uid, &seen, started) {
+        Gate::Decide => {}
+        Gate::CatchingUp { retry_in } => {
+            ctx.metrics.not_decided("catching-up");
+            return Ok(Action::requeue(retry_in));
+        }
+        Gate::Unchanged { due } => {
+            ctx.metrics.not_decided("unchanged");
+            return Ok(due.map_or_else(Action::await_change, Action::requeue));
+        }
+        Gate::Throttled { retry_in, report } => {
+            ctx.metrics.not_decided("throttled");
+            if report {
+                let pace = ctx.pace.settings();
+                let note = format!(
+                    "more than {} decisions without a word in a burst ({} a second after it): slowed down; the rules ask to decide again and again without saying anything",
+                    pace.idle_burst, pace.idle_per_sec
+                );
+                warn!(retry_in_ms = retry_in.as_millis() as u64, "{note}");
+                ctx.events.warn(&ctx.pace, &hikawa, "Throttled", &note, "Decide").await;
+            }
+            return Ok(Action::requeue(retry_in));
+        }
+    }
+
     let entropy: u64 = rand::random();
-    let observed = Arc::new(observe(&hikawa, &ctx.zundokos, &ctx.kiyoshis, now_ms(), entropy));
+    let observed = Arc::new(observe(&hikawa, children, now_ms(), entropy));
     let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
     ctx.metrics.decided(&decision);
     let module = decision.module.clone();
-    match decision.outcome {
-        Ok(plan) => {
-            info!(
-                module = %module.digest,
-                entropy = format_args!("{entropy:#018x}"),
-                words = observed.zundokos.len(),
-                %plan,
-                fuel = decision.fuel_used.unwrap_or(0),
-                elapsed_us = decision.elapsed.as_micros() as u64,
-                "decided"
-            );
-            apply::apply(&ctx, &hikawa, &observed, &plan, &module).await?;
-            ctx.backoff.reset(&key(&hikawa));
-            Ok(match plan.requeue_after() {
-                Some(ms) => Action::requeue(Duration::from_millis(ms)),
-                None => Action::await_change(),
-            })
-        }
+    let plan = match decision.outcome {
+        Ok(plan) => plan,
         Err(error) => {
             warn!(
                 module = %module.digest,
@@ -189,19 +237,54 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
                 %error,
                 "the rules failed; nothing applied"
             );
-            let failed = status::after_failure(hikawa.status.as_ref(), observed.hikawa.generation, &error, &module, observed.now);
-            if let Err(write_error) = apply::write_status(&ctx, &hikawa, failed).await {
-                warn!(error = %write_error, "could not record the failure in the status");
-            }
-            ctx.publish(&hikawa, EventType::Warning, error.reason(), &error.to_string(), "Decide", None).await;
-            Err(Error::Guest(error))
+            return Err(failed(&ctx, &hikawa, &uid, seen, Error::Guest(error), Some(&module), started).await);
         }
+    };
+    info!(
+        module = %module.digest,
+        entropy = format_args!("{entropy:#018x}"),
+        words = observed.zundokos.len(),
+        %plan,
+        fuel = decision.fuel_used.unwrap_or(0),
+        elapsed_us = decision.elapsed.as_micros() as u64,
+        "decided"
+    );
+    let applied = match apply::apply(&ctx, &hikawa, &observed, &plan, &module).await {
+        Ok(applied) => applied,
+        Err(error) => return Err(failed(&ctx, &hikawa, &uid, seen, error, Some(&module), started).await),
+    };
+    let left = Footprint {
+        zundokos: seen.zundokos + applied.zundokos,
+        kiyoshi: seen.kiyoshi || applied.kiyoshi,
+        status: Some(applied.status),
+        ..seen
+    };
+    let requeue = plan.requeue_after().map(Duration::from_millis);
+    let requeue = ctx.pace.decided(&uid, left, requeue, applied.zundokos + applied.kiyoshi as u32, started);
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event) at once if
+/// it will not go away by itself, else once it has happened three times in a row; then back
+/// off. Returns the error for the error policy.
+async fn failed(ctx: &Context, hikawa: &Hikawa, uid: &str, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, started: Instant) -> Error {
+    let mut left = seen;
+    if error.is_lasting() || ctx.pace.failures(uid) + 1 >= 3 {
+        let message = error.to_string();
+        let failed = status::after_failure(hikawa.status.as_ref(), left.generation, error.reason(), &message, module, now_ms());
+        match apply::write_status(ctx, hikawa, failed).await {
+            Ok(stored) => left.status = Some(stored),
+            Err(write_error) => warn!(error = %write_error, "could not record the failure in the status"),
+        }
+        ctx.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
     }
+    ctx.pace.failed(uid, left, started);
+    error
 }
 
 fn error_policy(hikawa: Arc<Hikawa>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(error.reason());
-    let delay = ctx.backoff.next(&key(&hikawa));
+    let delay = ctx.pace.retry_in(&hikawa.uid().unwrap_or_default(), Instant::now());
     warn!(hikawa = %key(&hikawa), reason = error.reason(), %error, retry_in_ms = delay.as_millis() as u64, "reconcile failed");
     Action::requeue(delay)
 }

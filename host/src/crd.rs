@@ -1,6 +1,7 @@
 //! The API: `Hikawa`, `Zundoko` and `Kiyoshi` in `zundokokiyoshi.kaitoy.github.com/v1beta1`.
 //! The CRDs in `deploy/crds/` are generated from these types (`zundoko-operator crd`).
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, ValidationRule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -126,10 +127,33 @@ fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
     schema
 }
 
+/// The longest Hikawa name: its children are named `<hikawa>-zundoko-NNNN` (at most 9,999
+/// words, see `plan_check::MAX_CHILDREN_LIMIT`), and an object name may have at most 253 characters.
+pub const MAX_HIKAWA_NAME: usize = 253 - "-zundoko-".len() - 4;
+
 /// The three CRDs, in the order they are applied.
-pub fn all() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+pub fn all() -> Vec<CustomResourceDefinition> {
     use kube::CustomResourceExt;
-    vec![Hikawa::crd(), Zundoko::crd(), Kiyoshi::crd()]
+    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd()]
+}
+
+/// Hikawa's CRD, refusing at admission a name too long for its children (CEL on the root,
+/// where `self.metadata.name` is available).
+fn hikawa_crd() -> CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    let mut crd = Hikawa::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            schema.x_kubernetes_validations = Some(vec![ValidationRule {
+                rule: format!("self.metadata.name.size() <= {MAX_HIKAWA_NAME}"),
+                message: Some(format!(
+                    "a Hikawa's name may have at most {MAX_HIKAWA_NAME} characters: its children are named <name>-zundoko-NNNN and an object name may have at most 253"
+                )),
+                ..ValidationRule::default()
+            }]);
+        }
+    }
+    crd
 }
 
 /// The CRDs as one multi-document YAML stream (what `zundoko-operator crd` prints).

@@ -1,4 +1,5 @@
-//! The operator's one error type. Each variant has a `reason()` used as a metric label.
+//! The operator's one error type. Each variant has a `reason()` used as a metric label and as
+//! the reason of the Hikawa's Ready condition.
 
 use crate::sandbox::GuestError;
 
@@ -7,6 +8,10 @@ pub enum Error {
     /// The rules failed or their plan was rejected: nothing of the plan was applied.
     #[error("{0}")]
     Guest(#[from] GuestError),
+    /// A child's name is held by an object this Hikawa does not control: the word is not
+    /// said (and not counted) until that object is gone.
+    #[error("{child} already exists and is not this Hikawa's ({holder}): the word cannot be said until it is removed")]
+    ChildNameTaken { child: String, holder: String },
     /// The API server refused or failed a request; the reconcile is retried.
     #[error("Kubernetes API error: {0}")]
     Kube(#[from] kube::Error),
@@ -19,10 +24,29 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Guest(e) => e.reason(),
-            Error::Kube(kube::Error::Api(status)) if status.code == 409 => "ApiConflict",
-            Error::Kube(kube::Error::Api(status)) if status.code == 404 => "ApiNotFound",
-            Error::Kube(_) => "ApiError",
+            Error::ChildNameTaken { .. } => "ChildNameTaken",
+            Error::Kube(kube::Error::Api(status)) => match status.code {
+                409 => "ApiConflict",
+                404 => "ApiNotFound",
+                422 => "ApiInvalid",
+                403 => "ApiForbidden",
+                429 => "ApiTooManyRequests",
+                400..=499 => "ApiRefused",
+                _ => "ApiError",
+            },
+            Error::Kube(_) => "ApiUnreachable",
             Error::MissingField(_) => "MissingField",
+        }
+    }
+
+    /// Worth recording on the Hikawa at the first occurrence: the same request will be
+    /// refused again (a bad name, a taken name, a guest that fails). A server error, a
+    /// conflict or a lost connection is recorded only if it keeps happening.
+    pub fn is_lasting(&self) -> bool {
+        match self {
+            Error::Kube(kube::Error::Api(status)) => (400..500).contains(&status.code) && !matches!(status.code, 404 | 409 | 429),
+            Error::Kube(_) => false,
+            _ => true,
         }
     }
 }

@@ -2,16 +2,20 @@
 //! wasm component. Data flows one way: event, observe, guest, plan, check, apply.
 
 pub mod apply;
+pub mod children;
 pub mod cli;
 pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod error;
+pub mod events;
+pub mod health;
 pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod operator;
+pub mod pace;
 pub mod plan_check;
 pub mod rules;
 pub mod sandbox;
@@ -19,3 +23,4 @@ pub mod simulate;
 pub mod status;
 pub mod swap;
 pub mod telemetry;
+pub mod text;

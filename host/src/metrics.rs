@@ -22,6 +22,11 @@ pub struct ActionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WhyLabels {
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModuleLabels {
     pub name: String,
     pub version: String,
@@ -43,6 +48,8 @@ pub struct Metrics {
     guest_call_seconds: Histogram,
     guest_fuel: Histogram,
     plan_actions: Family<ActionLabels, Counter>,
+    words: Family<ActionLabels, Counter>,
+    not_decided: Family<WhyLabels, Counter>,
     module_info: Family<ModuleLabels, Gauge>,
     swaps: Family<SwapLabels, Counter>,
     module_check_seconds: Histogram,
@@ -66,6 +73,8 @@ impl Metrics {
             // 1k .. 260M fuel units; the default budget is 50M.
             guest_fuel: Histogram::new(exponential_buckets(1e3, 4.0, 14)),
             plan_actions: Family::default(),
+            words: Family::default(),
+            not_decided: Family::default(),
             module_info: Family::default(),
             swaps: Family::default(),
             // 1 ms .. 4 s: compiling a ~32 KiB component takes tens of milliseconds.
@@ -81,6 +90,12 @@ impl Metrics {
         );
         metrics.registry.register("guest_fuel_used", "Guest CPU used per call, in wasmtime fuel units", metrics.guest_fuel.clone());
         metrics.registry.register("plan_actions", "Actions in accepted plans, by kind", metrics.plan_actions.clone());
+        metrics.registry.register("words", "Children created, by kind (each word once)", metrics.words.clone());
+        metrics.registry.register(
+            "reconciles_not_decided",
+            "Reconciles that did not call the rules: catching-up (the caches lag this process's own writes), unchanged (nothing changed but its own writes), throttled (idle-decision budget spent)",
+            metrics.not_decided.clone(),
+        );
         metrics.registry.register("module_info", "The rules module serving (value 1)", metrics.module_info.clone());
         metrics.registry.register("module_swaps", "Candidate rules modules, by result and rejection reason", metrics.swaps.clone());
         metrics.registry.register(
@@ -129,6 +144,26 @@ impl Metrics {
         }
     }
 
+    pub fn said(&self, kind: ChildKind) {
+        let kind = if kind == ChildKind::Kiyoshi { "kiyoshi" } else { "zundoko" };
+        self.words.get_or_create(&ActionLabels { kind: kind.into() }).inc();
+    }
+
+    /// A reconcile that did not decide, and why (`catching-up`, `unchanged`, `throttled`).
+    pub fn not_decided(&self, why: &str) {
+        self.not_decided.get_or_create(&WhyLabels { why: why.into() }).inc();
+    }
+
+    /// A counter's value from the exposition text (for tests and benchmarks): the sum of
+    /// the samples whose line starts with `prefix`.
+    pub fn sum(&self, prefix: &str) -> u64 {
+        self.encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     pub fn module_serving(&self, module: &ModuleIdentity) {
         self.module_info.clear();
         let labels = ModuleLabels {
@@ -157,11 +192,7 @@ impl Metrics {
 
     /// Failed reconciles so far, all reasons (for tests and benchmarks).
     pub fn reconcile_errors_total(&self) -> u64 {
-        let text = self.encode();
-        text.lines()
-            .filter(|l| l.starts_with("zundoko_reconcile_errors_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
+        self.sum("zundoko_reconcile_errors_total{")
     }
 }
 

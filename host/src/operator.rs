@@ -13,10 +13,10 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use zundoko_rules::RuleSet;
 
-use crate::context::{RulesSlot, Shared};
+use crate::context::Shared;
 use crate::controller::{self, Settings};
 use crate::leader::{Election, LeaderSettings};
-use crate::rules::NativeRules;
+use crate::rules::{NativeRules, RulesSlot};
 use crate::sandbox::{SandboxEngine, SandboxLimits};
 use crate::swap::configmap::ConfigMapRef;
 use crate::swap::file::FileSource;

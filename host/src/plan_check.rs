@@ -4,6 +4,10 @@
 use zundoko_rules::naming::{kiyoshi_name, zundoko_name};
 use zundoko_rules::{Action, ChildKind, Observed, Plan};
 
+/// The highest child cap that can be configured: child names have at most four digits of
+/// index, which is what the Hikawa CRD's name length limit leaves room for.
+pub const MAX_CHILDREN_LIMIT: u32 = 9_999;
+
 /// Bounds on what one plan may do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanLimits {

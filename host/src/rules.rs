@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
 use zundoko_rules::{Observed, Plan, RuleSet};
 
 use crate::plan_check::{self, PlanLimits};
@@ -114,5 +115,43 @@ pub fn smoke_test(rules: &dyn Rules, limits: &PlanLimits) -> Result<Decision, Gu
     match &decision.outcome {
         Ok(_) => Ok(decision),
         Err(error) => Err(GuestError::SmokeTestFailed(format!("{error} [{}]", error.reason()))),
+    }
+}
+
+/// The rules currently serving (none until the first module is accepted). Swapped
+/// atomically: a reconcile takes its `Arc` at the start and finishes on that module whatever
+/// happens to the slot meanwhile. Subscribers hear of every swap (to reconcile everything).
+pub struct RulesSlot(watch::Sender<Option<Arc<dyn Rules>>>);
+
+impl RulesSlot {
+    pub fn new(rules: Arc<dyn Rules>) -> Self {
+        RulesSlot(watch::Sender::new(Some(rules)))
+    }
+
+    /// A slot with nothing serving yet.
+    pub fn empty() -> Self {
+        RulesSlot(watch::Sender::new(None))
+    }
+
+    pub fn current(&self) -> Option<Arc<dyn Rules>> {
+        self.0.borrow().clone()
+    }
+
+    /// Put `rules` in the slot; returns the rules it replaced.
+    pub fn swap(&self, rules: Arc<dyn Rules>) -> Option<Arc<dyn Rules>> {
+        self.0.send_replace(Some(rules))
+    }
+
+    /// Resolves once some rules are serving.
+    pub async fn loaded(&self) -> Arc<dyn Rules> {
+        let mut rx = self.0.subscribe();
+        let rules = rx.wait_for(Option::is_some).await.expect("the slot owns its sender");
+        rules.clone().expect("waited for Some")
+    }
+
+    /// One item per swap from now on.
+    pub fn swaps(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let rx = self.0.subscribe();
+        futures::stream::unfold(rx, |mut rx| async move { rx.changed().await.ok().map(|()| ((), rx)) })
     }
 }

@@ -6,11 +6,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use zundoko_rules::{Plan, TimestampMs};
 
 use crate::crd::{HikawaStatus, ModuleStatus};
-use crate::sandbox::{GuestError, ModuleIdentity};
+use crate::sandbox::ModuleIdentity;
 
 pub const CONDITION_READY: &str = "Ready";
 pub const PHASE_FAILED: &str = "Failed";
-const MAX_MESSAGE_CHARS: usize = 1024;
+/// kube-apiserver bounds a condition's message at 32 KiB; a screenful is enough here.
+const MAX_MESSAGE_BYTES: usize = 1024;
 
 pub fn timestamp(ms: TimestampMs) -> jiff::Timestamp {
     jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
@@ -55,21 +56,26 @@ pub fn after_plan(
     status
 }
 
-/// Status after the rules failed or their plan was rejected (nothing was applied).
+/// Status after a failure: the rules failed, their plan was rejected, or the API server
+/// refused what the plan asked (nothing more of it was applied). `module` is the module that
+/// decided, if it came that far.
 pub fn after_failure(
     current: Option<&HikawaStatus>,
     generation: i64,
-    error: &GuestError,
-    module: &ModuleIdentity,
+    reason: &str,
+    message: &str,
+    module: Option<&ModuleIdentity>,
     now: TimestampMs,
 ) -> HikawaStatus {
     let mut status = current.cloned().unwrap_or_default();
-    let message: String = error.to_string().chars().take(MAX_MESSAGE_CHARS).collect();
+    let message = crate::text::printable(message, MAX_MESSAGE_BYTES);
     status.phase = Some(PHASE_FAILED.into());
     status.message = Some(message.clone());
     status.observed_generation = Some(generation);
-    status.module = Some(module_status(module));
-    set_condition(&mut status.conditions, "False", error.reason(), &message, generation, now);
+    if let Some(module) = module {
+        status.module = Some(module_status(module));
+    }
+    set_condition(&mut status.conditions, "False", reason, &message, generation, now);
     status
 }
 
@@ -123,14 +129,13 @@ mod tests {
     #[test]
     fn failure_flips_ready_and_recovery_flips_it_back() {
         let ok = after_plan(None, 1, &plan(1), None, &module(), 1_000);
-        let err = GuestError::StackOverflow;
-        let failed = after_failure(Some(&ok), 1, &err, &module(), 5_000);
+        let failed = after_failure(Some(&ok), 1, "StackOverflow", "the guest overflowed its stack", Some(&module()), 5_000);
         let ready = &failed.conditions[0];
         assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "StackOverflow"));
         assert_eq!(ready.last_transition_time.0.as_millisecond(), 5_000);
         assert_eq!(failed.phase.as_deref(), Some(PHASE_FAILED));
         // Failing again does not move the transition time.
-        let still = after_failure(Some(&failed), 1, &err, &module(), 9_000);
+        let still = after_failure(Some(&failed), 1, "StackOverflow", "the guest overflowed its stack", Some(&module()), 9_000);
         assert_eq!(still, failed);
         let recovered = after_plan(Some(&failed), 1, &Plan::default(), None, &module(), 12_000);
         assert_eq!(recovered.conditions[0].status, "True");

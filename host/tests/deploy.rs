@@ -147,6 +147,9 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     // Singing: children and status in the Hikawa's namespace, any namespace.
     ("create", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
     ("create", GROUP, "kiyoshis", "", "team-a", "hikawa-sample-kiyoshi"),
+    // A create that finds the name taken: whose is it?
+    ("get", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
+    ("get", GROUP, "kiyoshis", "", "team-a", "hikawa-sample-kiyoshi"),
     ("patch", GROUP, "hikawas", "status", "default", "hikawa-sample"),
     ("create", "events.k8s.io", "events", "", "default", ""),
     ("patch", "events.k8s.io", "events", "", "default", "hikawa-sample.17a3b"),

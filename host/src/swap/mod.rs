@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::context::RulesSlot;
+use crate::rules::RulesSlot;
 use crate::metrics::Metrics;
 use crate::plan_check::PlanLimits;
 use crate::rules::smoke_test;

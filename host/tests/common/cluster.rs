@@ -13,12 +13,12 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use zundoko_apiserver::{ApiServer, ServerConfig};
-use zundoko_operator::apply::HIKAWA_LABEL;
-use zundoko_operator::context::{RulesSlot, Shared};
+use zundoko_operator::apply::{HIKAWA_LABEL, label_value};
+use zundoko_operator::context::Shared;
 use zundoko_operator::controller::{self, Settings};
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
-use zundoko_operator::observe::SAID_AT;
-use zundoko_operator::rules::Rules;
+use zundoko_operator::children::SAID_AT;
+use zundoko_operator::rules::{Rules, RulesSlot};
 use zundoko_rules::RuleSet;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
 
@@ -128,7 +128,7 @@ impl Cluster {
 
     /// The song of one Hikawa as the cluster holds it.
     pub async fn song(&self, ns: &str, hikawa: &str) -> Song {
-        let lp = ListParams::default().labels(&format!("{HIKAWA_LABEL}={hikawa}"));
+        let lp = ListParams::default().labels(&format!("{HIKAWA_LABEL}={}", label_value(hikawa)));
         let zundokos = Api::<Zundoko>::namespaced(self.client.clone(), ns).list(&lp).await.unwrap().items;
         let kiyoshis = Api::<Kiyoshi>::namespaced(self.client.clone(), ns).list(&lp).await.unwrap().items;
         let mut words: Vec<(u32, String, i64)> = zundokos

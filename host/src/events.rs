@@ -1,0 +1,105 @@
+//! Events on Hikawas (events.k8s.io/v1), published directly. kube's `Recorder` keeps every
+//! Event it sends for six minutes to count repeats; at hundreds of words a second that is
+//! most of the operator's memory, and a word's Event never repeats. Here nothing is kept for
+//! Normal Events, and for Warnings only the last one per Hikawa (in [`Pace`]), so a failure
+//! that repeats becomes a count on one Event instead of a new object each time.
+//!
+//! Every field is cut to what kube-apiserver accepts (note 1 KiB, reason and action 128
+//! bytes, names 253 characters), so an Event is never refused for its size.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::crd::Hikawa;
+use crate::pace::{Pace, WarningSeries};
+use crate::text::{printable, truncate_bytes};
+
+const MAX_NOTE_BYTES: usize = 1024;
+const MAX_FIELD_BYTES: usize = 128;
+const MAX_NAME_CHARS: usize = 253;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+pub struct EventSink {
+    client: Client,
+    controller: String,
+    instance: String,
+}
+
+impl EventSink {
+    pub fn new(client: Client, controller: &str, instance: &str) -> Self {
+        EventSink {
+            client,
+            controller: truncate_bytes(controller, MAX_FIELD_BYTES).into(),
+            instance: truncate_bytes(instance, MAX_FIELD_BYTES).into(),
+        }
+    }
+
+    /// Publish an Event on `hikawa`. Best effort: a lost Event must not fail the reconcile.
+    pub async fn publish(&self, hikawa: &Hikawa, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>) {
+        let ns = hikawa.namespace().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let now = jiff::Timestamp::now();
+        let note = truncate_bytes(note, MAX_NOTE_BYTES);
+        let reason = truncate_bytes(reason, MAX_FIELD_BYTES);
+        let event = self.event(hikawa, type_, reason, note, action, related, now);
+        if let Err(error) = api.create(&PostParams::default(), &event).await {
+            tracing::warn!(hikawa = %hikawa.name_any(), %error, reason, "could not publish an Event");
+        }
+    }
+
+    /// Publish a Warning; the same reason and note again for the same Hikawa counts on the
+    /// Event already there (its `series`) instead of making another.
+    pub async fn warn(&self, pace: &Pace, hikawa: &Hikawa, reason: &str, note: &str, action: &str) {
+        let (ns, uid) = (hikawa.namespace().unwrap_or_default(), hikawa.uid().unwrap_or_default());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let now = jiff::Timestamp::now();
+        // A Warning's note carries error messages from a module or the API server: escaped.
+        let note = printable(note, MAX_NOTE_BYTES);
+        let (note, reason) = (note.as_str(), truncate_bytes(reason, MAX_FIELD_BYTES));
+        if let Some(mut series) = pace.repeated_warning(&uid, reason, note) {
+            series.count = series.count.saturating_add(1);
+            let patch = serde_json::json!({ "series": EventSeries { count: series.count, last_observed_time: MicroTime(now) } });
+            match api.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => return pace.warned(&uid, series),
+                // Gone (expired, deleted): make a new one.
+                Err(error) => tracing::debug!(%error, "could not count a repeated Warning; publishing a new one"),
+            }
+        }
+        let event = self.event(hikawa, EventType::Warning, reason, note, action, None, now);
+        match api.create(&PostParams::default(), &event).await {
+            Ok(created) => pace.warned(&uid, WarningSeries { reason: reason.into(), note: note.into(), name: created.name_any(), count: 1 }),
+            Err(error) => tracing::warn!(hikawa = %hikawa.name_any(), %error, reason, "could not publish a Warning Event"),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn event(&self, hikawa: &Hikawa, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>, now: jiff::Timestamp) -> Event {
+        let suffix = format!(".{:x}", now.as_nanosecond());
+        // `<hikawa>.<nanoseconds>`, as kube-runtime names them, cut so it stays a valid name.
+        let prefix = truncate_bytes(&hikawa.name_any(), MAX_NAME_CHARS - suffix.len()).trim_end_matches(['.', '-']).to_string();
+        Event {
+            metadata: ObjectMeta { name: Some(prefix + &suffix), namespace: hikawa.namespace(), ..ObjectMeta::default() },
+            action: Some(truncate_bytes(action, MAX_FIELD_BYTES).into()),
+            reason: Some(reason.into()),
+            note: Some(note.into()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(hikawa.object_ref(&())),
+            related,
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(match type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            ..Event::default()
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! What readiness is made of: a module is loaded and, on the replica that reconciles, the
+//! caches are synced (a standby replica is ready to take over).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::rules::RulesSlot;
+
+/// What readiness is made of.
+pub struct Health {
+    rules: Arc<RulesSlot>,
+    reconciling: AtomicBool,
+    caches_synced: AtomicBool,
+}
+
+impl Health {
+    pub fn new(rules: Arc<RulesSlot>) -> Self {
+        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false) }
+    }
+
+    /// The controller started (true) or stopped (false) on this replica.
+    pub fn set_reconciling(&self, on: bool) {
+        self.reconciling.store(on, Ordering::SeqCst);
+        if !on {
+            self.caches_synced.store(false, Ordering::SeqCst);
+        }
+    }
+
+    pub fn set_caches_synced(&self) {
+        self.caches_synced.store(true, Ordering::SeqCst);
+    }
+
+    /// `Ok` when ready, else what is missing.
+    pub fn readiness(&self) -> Result<String, String> {
+        let Some(rules) = self.rules.current() else {
+            return Err("no rules module loaded yet".into());
+        };
+        let module = &rules.identity().digest;
+        match (self.reconciling.load(Ordering::SeqCst), self.caches_synced.load(Ordering::SeqCst)) {
+            (true, true) => Ok(format!("ok: reconciling with {module}")),
+            (true, false) => Err("the caches of Zundokos and Kiyoshis are not synced yet".into()),
+            (false, _) => Ok(format!("ok: standby with {module}")),
+        }
+    }
+}
