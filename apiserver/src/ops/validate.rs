@@ -5,11 +5,13 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::{Target, finalizers};
+use super::Target;
+use crate::convert::to_internal;
+use crate::eventrules;
+use crate::objectmeta::{NameRule, too_long, validate_object_meta, validate_object_meta_update};
 use crate::registry::ResourceDef;
 use crate::status::{ErrType, FieldError};
 use crate::store::meta_str;
-use crate::util::{is_dns1123_label, is_dns1123_subdomain};
 use crate::validation::process_custom_resource;
 
 /// Top-level fields of the typed built-ins (others are dropped by decoding, as in Go).
@@ -36,15 +38,18 @@ const META_FIELDS: [&str; 15] = [
     "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers", "managedFields",
 ];
 
-/// Prunes, defaults and validates; returns (errors, unknown field paths).
+/// Prunes, defaults and validates; returns (errors, unknown field paths). The errors come in
+/// kube-apiserver's order: on create the strategy's (ObjectMeta with the resource's name rule,
+/// then the kind's own rules), or, only when those pass, the generic registry's common
+/// ObjectMeta check; on update the common checks followed by the strategy's.
 pub(super) fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec<FieldError>, Vec<String>) {
-    let mut errs = vec![];
     let mut unknown = vec![];
+    let mut kind_errs = vec![];
     let def = &t.def;
     if def.is_custom() {
         if let Some(schema) = t.schema() {
             let out = process_custom_resource(schema, obj);
-            errs.extend(out.errors);
+            kind_errs.extend(out.errors);
             unknown.extend(out.unknown);
         }
     } else if let Some(fields) = builtin_fields(def) {
@@ -63,93 +68,75 @@ pub(super) fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec
             }
         }
     }
-    // ObjectMeta.
-    let name = meta_str(obj, "name");
-    if !name.is_empty() {
-        let ok = if def.plural == "namespaces" && def.group.is_empty() { is_dns1123_label(name) } else { is_dns1123_subdomain(name) };
-        if !ok && old.is_none() {
-            let label = def.plural == "namespaces";
-            errs.push(FieldError::invalid(
-                "metadata.name",
-                name.into(),
-                if label {
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string()
-                } else {
-                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into()
-                },
-            ));
-        }
-    }
-    for (key, kind) in [("labels", "labels"), ("annotations", "annotations")] {
-        if let Some(m) = obj.pointer(&format!("/metadata/{key}")) {
-            match m.as_object() {
-                Some(m) => {
-                    for v in m.values() {
-                        if !v.is_string() {
-                            errs.push(FieldError::new(ErrType::TypeInvalid, format!("metadata.{kind}"), Some(v.clone()), "must be a string"));
-                        } else if kind == "labels" {
-                            let s = v.as_str().unwrap();
-                            if s.len() > 63 || !s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                                errs.push(FieldError::invalid(
-                                    "metadata.labels",
-                                    v.clone(),
-                                    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-                                ));
-                            }
-                        }
-                    }
-                }
-                None if !m.is_null() => errs.push(FieldError::new(ErrType::TypeInvalid, format!("metadata.{kind}"), Some(m.clone()), "must be a map")),
-                None => {}
-            }
-        }
-    }
-    if let Some(refs) = obj.pointer("/metadata/ownerReferences").and_then(Value::as_array) {
-        let mut controllers = 0;
-        for (i, r) in refs.iter().enumerate() {
-            for f in ["apiVersion", "kind", "name", "uid"] {
-                if r.get(f).and_then(Value::as_str).unwrap_or("").is_empty() {
-                    let detail = match f {
-                        "uid" => "uid must not be empty",
-                        "name" => "name must not be empty",
-                        "kind" => "kind must not be empty",
-                        _ => "version must not be empty",
-                    };
-                    errs.push(FieldError::invalid(format!("metadata.ownerReferences[{i}].{f}"), r.get(f).cloned().unwrap_or("".into()), detail));
-                }
-            }
-            if r.get("controller") == Some(&Value::Bool(true)) {
-                controllers += 1;
-            }
-        }
-        if controllers > 1 {
-            errs.push(FieldError::invalid("metadata.ownerReferences", Value::Array(refs.clone()), "Only one reference can have Controller set to true."));
-        }
-    }
-    if let Some(old) = old
-        && old.pointer("/metadata/deletionTimestamp").is_some() {
-            let before = finalizers(old);
-            let added: Vec<String> = finalizers(obj).into_iter().filter(|f| !before.contains(f)).collect();
-            if !added.is_empty() {
-                errs.push(FieldError::forbidden(
-                    "metadata.finalizers",
-                    format!("no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}", added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ")),
-                ));
-            }
-        }
-    // Built-in strategies.
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "configmaps") => {
             // A patch may bring wrapped or bad base64 too.
             if let Err(e) = canonical_binary_data(obj) {
-                errs.push(FieldError::invalid("binaryData", Value::Null, e));
+                kind_errs.push(FieldError::invalid("binaryData", Value::Null, e));
             }
-            errs.extend(validate_configmap(obj, old))
+            if let Some(old) = old {
+                kind_errs.extend(configmap_immutability(obj, old));
+            }
+            kind_errs.extend(validate_configmap(obj));
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => errs.extend(validate_crd(obj)),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => kind_errs.extend(validate_crd(obj)),
         _ => {}
     }
+    let errs = match old {
+        None => {
+            let mut errs = strategy_meta_create(t, obj);
+            errs.extend(kind_errs);
+            if errs.is_empty() {
+                errs = validate_object_meta(obj, NameRule::PathSegment);
+            }
+            errs
+        }
+        Some(old) => {
+            let mut errs = validate_object_meta(obj, NameRule::PathSegment);
+            errs.extend(validate_object_meta_update(obj, old));
+            errs.extend(strategy_meta_update(t, obj, old));
+            errs.extend(kind_errs);
+            errs
+        }
+    };
     (errs, unknown)
+}
+
+fn is_event(def: &ResourceDef) -> bool {
+    def.plural == "events" && (def.group.is_empty() || def.group == "events.k8s.io")
+}
+
+/// The ObjectMeta part of the strategy's Validate (Events: all of ValidateEventCreate).
+fn strategy_meta_create(t: &Target, obj: &Value) -> Vec<FieldError> {
+    let def = &t.def;
+    if is_event(def) {
+        let internal = to_internal(def, &t.version, obj.clone());
+        return eventrules::validate_create(&internal, def.group == "events.k8s.io");
+    }
+    let rule = match (def.group.as_str(), def.plural.as_str()) {
+        ("", "namespaces") => NameRule::Label,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+            NameRule::Crd { matches_plural_group: meta_str(obj, "name") == format!("{}.{}", s("/spec/names/plural"), s("/spec/group")) }
+        }
+        _ => NameRule::Subdomain,
+    };
+    validate_object_meta(obj, rule)
+}
+
+/// The ObjectMeta part of the strategy's ValidateUpdate (Events: all of ValidateEventUpdate).
+fn strategy_meta_update(t: &Target, obj: &Value, old: &Value) -> Vec<FieldError> {
+    let def = &t.def;
+    if is_event(def) {
+        let (new_i, old_i) = (to_internal(def, &t.version, obj.clone()), to_internal(def, &t.version, old.clone()));
+        return eventrules::validate_update(&new_i, &old_i, def.group == "events.k8s.io");
+    }
+    let mut errs = validate_object_meta_update(obj, old);
+    if (def.group.as_str(), def.plural.as_str()) == ("", "configmaps") {
+        // ValidateConfigMapUpdate also runs ValidateConfigMap, ObjectMeta included.
+        errs.extend(validate_object_meta(obj, NameRule::Subdomain));
+    }
+    errs
 }
 
 /// binaryData is `[]byte` in kube-apiserver: decoded from base64 as Go does (standard
@@ -167,7 +154,7 @@ pub(super) fn canonical_binary_data(obj: &mut Value) -> Result<(), String> {
     Ok(())
 }
 
-fn validate_configmap(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+fn validate_configmap(obj: &Value) -> Vec<FieldError> {
     let mut errs = vec![];
     let mut total = 0usize;
     let mut seen = BTreeSet::new();
@@ -193,10 +180,15 @@ fn validate_configmap(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
         }
     }
     if total > 1024 * 1024 {
-        errs.push(FieldError::new(ErrType::TooLong, "[]", Some("".into()), "may not be more than 1048576 bytes"));
+        errs.push(FieldError::new(ErrType::TooLong, "[]", Some("".into()), too_long(1024 * 1024)));
     }
-    if let Some(old) = old
-        && old.get("immutable") == Some(&Value::Bool(true)) {
+    errs
+}
+
+/// ConfigMap fields frozen by `immutable: true`.
+fn configmap_immutability(obj: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = vec![];
+    if old.get("immutable") == Some(&Value::Bool(true)) {
             if obj.get("data") != old.get("data") {
                 errs.push(FieldError::forbidden("data", "field is immutable when `immutable` is set"));
             }
@@ -224,10 +216,6 @@ fn validate_crd(obj: &Value) -> Vec<FieldError> {
     }
     if kind.is_empty() {
         errs.push(FieldError::required("spec.names.kind", ""));
-    }
-    let name = meta_str(obj, "name");
-    if !plural.is_empty() && !group.is_empty() && name != format!("{plural}.{group}") {
-        errs.push(FieldError::invalid("metadata.name", name.into(), "must be spec.names.plural+\".\"+spec.group"));
     }
     match s("/spec/scope").as_str() {
         "Namespaced" | "Cluster" => {}

@@ -49,6 +49,11 @@ pub(super) fn create_locked(st: &mut State, t: &Target, mut obj: Value, opts: &W
     if fixed_name.is_empty() && generate.is_empty() {
         return Err(invalid(t, &obj, &[FieldError::required("metadata.name", "name or generateName is required")]));
     }
+    // Names are generated before validation, as BeforeCreate does.
+    let generate_name = || format!("{}{}", truncate_generate_name(&generate), random_suffix());
+    if fixed_name.is_empty() {
+        meta_mut(&mut obj).insert("name".into(), generate_name().into());
+    }
     let now = now_rfc3339();
     prepare_create(t, &mut obj, &now);
     let (errs, unknown) = validate(t, &mut obj, None);
@@ -57,26 +62,21 @@ pub(super) fn create_locked(st: &mut State, t: &Target, mut obj: Value, opts: &W
         patch::track_update(&json!({}), &mut obj, t.schema(), &opts.manager(), "", &av, &now);
     }
     let mut warnings = unknown_handling(t, opts, &unknown)?;
+    if !errs.is_empty() {
+        return Err(invalid(t, &obj, &errs));
+    }
     let ns = meta_str(&obj, "namespace").to_string();
     let mut attempts = 0;
-    loop {
-        if fixed_name.is_empty() {
-            meta_mut(&mut obj).insert("name".into(), format!("{generate}{}", random_suffix()).into());
+    while st.get(&t.def.storage, &ns, meta_str(&obj, "name")).is_some() {
+        attempts += 1;
+        if fixed_name.is_empty() && attempts < 8 {
+            meta_mut(&mut obj).insert("name".into(), generate_name().into());
+            continue;
         }
-        let name = meta_str(&obj, "name").to_string();
-        if !errs.is_empty() {
-            return Err(invalid(t, &obj, &errs));
-        }
-        if st.get(&t.def.storage, &ns, &name).is_some() {
-            attempts += 1;
-            if fixed_name.is_empty() && attempts < 8 {
-                continue;
-            }
-            return Err(ApiError::already_exists(&t.def.group, &t.def.plural, &name));
-        }
-        break;
+        return Err(ApiError::already_exists(&t.def.group, &t.def.plural, meta_str(&obj, "name")));
     }
     let internal = to_internal(&t.def, &t.version, obj);
+    check_storage_size(&internal)?;
     if opts.dry_run {
         return Ok(Resp { code: 201, body: external(t, &internal), warnings });
     }
@@ -162,6 +162,7 @@ pub(super) fn update_locked(st: &mut State, t: &Target, obj: Value, existing: &V
     if internal == old_cmp {
         return Ok(Resp { code: 200, body: old_ext, warnings });
     }
+    check_storage_size(&internal)?;
     if opts.dry_run {
         return Ok(Resp { code, body: external(t, &internal), warnings });
     }
@@ -177,4 +178,27 @@ pub(super) fn update_locked(st: &mut State, t: &Target, obj: Value, existing: &V
         s
     };
     Ok(Resp { code, body: external(t, &stored), warnings })
+}
+
+/// names.SimpleNameGenerator: the generateName is cut to 58 characters before its 5-character
+/// random suffix.
+fn truncate_generate_name(base: &str) -> &str {
+    const MAX_GENERATED_NAME_LENGTH: usize = 63 - 5;
+    match base.char_indices().nth(MAX_GENERATED_NAME_LENGTH) {
+        Some((i, _)) => &base[..i],
+        None => base,
+    }
+}
+
+/// etcd's default request limit (--max-request-bytes, 1.5 MiB). A real server sends etcd the
+/// encoded object (JSON for custom resources, protobuf for built-ins); the JSON size stands in
+/// for both here.
+const ETCD_MAX_REQUEST_BYTES: usize = 1024 * 1024 + 512 * 1024;
+
+fn check_storage_size(internal: &Value) -> ApiResult<()> {
+    let size = serde_json::to_vec(internal).map(|b| b.len()).unwrap_or(0);
+    if size > ETCD_MAX_REQUEST_BYTES {
+        return Err(ApiError::etcd_request_too_large());
+    }
+    Ok(())
 }

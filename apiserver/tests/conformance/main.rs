@@ -10,6 +10,7 @@ mod discovery;
 mod faults;
 mod kube_rs;
 mod kubectl;
+mod metadata;
 mod patching;
 mod status_generation;
 mod validation;
