@@ -5,6 +5,7 @@
 //! supported and what deliberately is not. It is a development tool and is never linked
 //! into the operator binary.
 
+mod celrules;
 mod convert;
 mod discovery;
 pub mod faults;

@@ -62,7 +62,8 @@ pub const RAW_VALUE_MARK: &str = "\u{0}go:";
 /// Go's rendering of a bad value in `Invalid value: ...`.
 pub fn go_value(v: &Value) -> String {
     match v {
-        Value::Null => "null".into(),
+        // Go prints a nil value as the string "null", quoted.
+        Value::Null => "\"null\"".into(),
         Value::String(s) if s.starts_with(RAW_VALUE_MARK) => s[RAW_VALUE_MARK.len()..].to_string(),
         Value::String(s) => format!("{s:?}"),
         Value::Number(n) => n.to_string(),

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::Target;
+use crate::celrules;
 use crate::convert::to_internal;
 use crate::eventrules;
 use crate::objectmeta::{NameRule, too_long, validate_object_meta, validate_object_meta_update};
@@ -86,20 +87,33 @@ pub(super) fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec
         None => {
             let mut errs = strategy_meta_create(t, obj);
             errs.extend(kind_errs);
+            errs.extend(cel_rules(t, obj, None, &errs));
             if errs.is_empty() {
                 errs = validate_object_meta(obj, NameRule::PathSegment);
             }
             errs
         }
         Some(old) => {
-            let mut errs = validate_object_meta(obj, NameRule::PathSegment);
-            errs.extend(validate_object_meta_update(obj, old));
-            errs.extend(strategy_meta_update(t, obj, old));
+            let mut common = validate_object_meta(obj, NameRule::PathSegment);
+            common.extend(validate_object_meta_update(obj, old));
+            let mut errs = strategy_meta_update(t, obj, old);
             errs.extend(kind_errs);
-            errs
+            errs.extend(cel_rules(t, obj, Some(old), &errs));
+            common.extend(errs);
+            common
         }
     };
     (errs, unknown)
+}
+
+/// The CRD's `x-kubernetes-validations`, last in the custom resource strategy; skipped (with
+/// one error saying so) when the strategy already found a blocking error.
+fn cel_rules(t: &Target, obj: &Value, old: Option<&Value>, errs_so_far: &[FieldError]) -> Vec<FieldError> {
+    let Some(schema) = t.schema().filter(|s| t.def.is_custom() && celrules::has_rules(s)) else { return vec![] };
+    if let Some(blocked) = celrules::blocking_error(errs_so_far) {
+        return vec![blocked];
+    }
+    celrules::validate(schema, obj, old)
 }
 
 fn is_event(def: &ResourceDef) -> bool {
@@ -229,8 +243,9 @@ fn validate_crd(obj: &Value) -> Vec<FieldError> {
                 errs.push(FieldError::invalid("spec.versions", Value::Array(vs.clone()), "must have exactly one version marked as storage version"));
             }
             for (i, v) in vs.iter().enumerate() {
-                if v.pointer("/schema/openAPIV3Schema").is_none() {
-                    errs.push(FieldError::required(format!("spec.versions[{i}].schema.openAPIV3Schema"), "schemas are required"));
+                match v.pointer("/schema/openAPIV3Schema") {
+                    None => errs.push(FieldError::required(format!("spec.versions[{i}].schema.openAPIV3Schema"), "schemas are required")),
+                    Some(schema) => errs.extend(celrules::compile_errors(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"))),
                 }
             }
         }

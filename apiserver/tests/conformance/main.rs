@@ -3,6 +3,7 @@
 
 mod binary;
 mod builtins;
+mod cel;
 mod common;
 mod crud;
 mod deletion;
