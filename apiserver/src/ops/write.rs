@@ -59,7 +59,8 @@ pub(super) fn create_locked(st: &mut State, t: &Target, mut obj: Value, opts: &W
     let (errs, unknown) = validate(t, &mut obj, None);
     if !opts.applying {
         let av = t.def.api_version(&t.version);
-        patch::track_update(&json!({}), &mut obj, t.schema(), &opts.manager(), "", &av, &now);
+        // The field manager compares with an empty object of the kind (Creater.New).
+        patch::track_update(&empty_object(t), &mut obj, t.schema(), &opts.manager(), "", &av, &now);
     }
     let mut warnings = unknown_handling(t, opts, &unknown)?;
     if !errs.is_empty() {
@@ -201,4 +202,18 @@ fn check_storage_size(internal: &Value) -> ApiResult<()> {
         return Err(ApiError::etcd_request_too_large());
     }
     Ok(())
+}
+
+/// The JSON of a new, empty object of the target's kind as kube-apiserver's field manager sees
+/// it on create: Go's zero value, where structs without omitempty are present (`{}`) and
+/// zero times are null, so only what they contain counts as added.
+fn empty_object(t: &Target) -> Value {
+    match (t.def.group.as_str(), t.def.plural.as_str()) {
+        ("events.k8s.io", "events") => json!({"eventTime": null, "regarding": {}, "deprecatedSource": {}, "deprecatedFirstTimestamp": null, "deprecatedLastTimestamp": null}),
+        ("", "events") => json!({"involvedObject": {}, "source": {}, "firstTimestamp": null, "lastTimestamp": null, "eventTime": null}),
+        ("", "namespaces") => json!({"spec": {}, "status": {}}),
+        ("coordination.k8s.io", "leases") => json!({"spec": {}}),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => json!({"spec": {"names": {}}, "status": {"acceptedNames": {}}}),
+        _ => json!({}),
+    }
 }

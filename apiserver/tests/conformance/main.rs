@@ -11,6 +11,7 @@ mod discovery;
 mod faults;
 mod kube_rs;
 mod kubectl;
+mod managed_fields;
 mod metadata;
 mod patching;
 mod status_generation;
