@@ -5,12 +5,15 @@
 //! supported and what deliberately is not. It is a development tool and is never linked
 //! into the operator binary.
 
+mod celrules;
 mod convert;
 mod discovery;
 pub mod faults;
 mod gc;
 mod http;
+mod eventrules;
 mod kubeconfig;
+mod objectmeta;
 mod openapi;
 mod ops;
 mod patch;

@@ -152,6 +152,14 @@ fn collect<'a>(v: &'a Value, schema: Option<&Value>, names: &mut Vec<&'a str>, p
                     path.pop();
                 }
             }
+            // Owner references are atomic structs (`+structType=atomic`): an item is one field.
+            ListType::Map(keys) if *names == ["metadata", "ownerReferences"] => {
+                for it in items {
+                    path.push(item_key(it, keys));
+                    out.insert(path.clone());
+                    path.pop();
+                }
+            }
             ListType::Map(keys) => {
                 let item_schema = schema.and_then(|s| s.get("items"));
                 for it in items {
@@ -406,19 +414,91 @@ pub fn render(entries: &[Entry]) -> Value {
     )
 }
 
+/// The inner nodes of an object (non-empty objects below the top level of `metadata`, and
+/// lists that are not atomic), each as its path plus ".": what an Update manager owns as a
+/// node of its own (FieldsV1's `.: {}`) when its write brought the node into existence.
+pub fn node_paths(obj: &Value, schema: Option<&Value>) -> BTreeSet<FieldPath> {
+    fn rec(v: &Value, schema: Option<&Value>, names: &mut Vec<String>, path: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+        let here = |path: &FieldPath| {
+            let mut p = path.clone();
+            p.push(".".into());
+            p
+        };
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                if names.len() > 1 || names.first().is_some_and(|n| n != "metadata") {
+                    out.insert(here(path));
+                }
+                for (k, c) in m {
+                    if names.len() == 1 && names[0] == "metadata" && IGNORED_META.contains(&k.as_str()) {
+                        continue;
+                    }
+                    names.push(k.clone());
+                    path.push(format!("f:{k}"));
+                    rec(c, sub_schema(schema, k), names, path, out);
+                    path.pop();
+                    names.pop();
+                }
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let ns: Vec<&str> = names.iter().map(String::as_str).collect();
+                match list_type(schema, &ns) {
+                    ListType::Atomic => {}
+                    ListType::Set => {
+                        out.insert(here(path));
+                    }
+                    ListType::Map(keys) => {
+                        out.insert(here(path));
+                        if ns != ["metadata", "ownerReferences"] {
+                            let item_schema = schema.and_then(|s| s.get("items"));
+                            for it in items {
+                                path.push(item_key(it, keys));
+                                if let Some(m) = it.as_object() {
+                                    for (k, c) in m {
+                                        let mut inner = vec![k.clone()];
+                                        path.push(format!("f:{k}"));
+                                        rec(c, sub_schema(item_schema, k), &mut inner, path, out);
+                                        path.pop();
+                                    }
+                                }
+                                path.pop();
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    if let Some(m) = obj.as_object() {
+        for (k, v) in m {
+            if k == "apiVersion" || k == "kind" {
+                continue;
+            }
+            let mut path = vec![format!("f:{k}")];
+            rec(v, sub_schema(schema, k), &mut vec![k.clone()], &mut path, &mut out);
+        }
+    }
+    out
+}
+
 /// Records a non-apply write: `manager` (operation Update) takes the fields it changed from
 /// every other manager; removed fields leave every manager.
 #[allow(clippy::too_many_arguments)]
 pub fn track_update(old: &Value, new: &mut Value, schema: Option<&Value>, manager: &str, subresource: &str, api_version: &str, now: &str) {
     let new_fields = field_set(new, schema);
-    let changed: BTreeSet<FieldPath> = new_fields.iter().filter(|p| get_path(new, p) != get_path(old, p)).cloned().collect();
+    let mut changed: BTreeSet<FieldPath> = new_fields.iter().filter(|p| get_path(new, p) != get_path(old, p)).cloned().collect();
     let removed: BTreeSet<FieldPath> = field_set(old, schema).into_iter().filter(|p| !new_fields.contains(p)).collect();
     let mut es = entries(new);
     if changed.is_empty() && removed.is_empty() {
         return;
     }
+    // Nodes this write created are this manager's too (structured-merge-diff's Compare
+    // reports them as added), as `.: {}` beside their fields.
+    changed.extend(node_paths(new, schema).into_iter().filter(|p| get_path(old, p).is_none()));
     for e in es.iter_mut() {
-        e.set.retain(|p| !changed.contains(p) && !removed.contains(p));
+        e.set.retain(|p| !changed.contains(p) && !removed.contains(p) && get_path(new, p).is_some());
     }
     match es.iter_mut().find(|e| e.is(manager, "Update", subresource)) {
         Some(e) => {

@@ -56,10 +56,15 @@ pub struct FieldError {
     pub detail: String,
 }
 
+/// Starts a string value that is already Go's `%#v` text of a composite value (printed as is).
+pub const RAW_VALUE_MARK: &str = "\u{0}go:";
+
 /// Go's rendering of a bad value in `Invalid value: ...`.
 pub fn go_value(v: &Value) -> String {
     match v {
-        Value::Null => "null".into(),
+        // Go prints a nil value as the string "null", quoted.
+        Value::Null => "\"null\"".into(),
+        Value::String(s) if s.starts_with(RAW_VALUE_MARK) => s[RAW_VALUE_MARK.len()..].to_string(),
         Value::String(s) => format!("{s:?}"),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
@@ -162,10 +167,18 @@ impl ApiError {
             .iter()
             .map(|e| json!({"reason": e.typ.cause(), "message": e.body(), "field": e.field}))
             .collect();
-        let message = match errs.len() {
+        // The message lists each distinct error once (ErrorList.ToAggregate); causes keep all.
+        let mut messages: Vec<String> = vec![];
+        for e in errs {
+            let m = e.message();
+            if !messages.contains(&m) {
+                messages.push(m);
+            }
+        }
+        let message = match messages.len() {
             0 => format!("{qk} {name:?} is invalid"),
-            1 => format!("{qk} {name:?} is invalid: {}", errs[0].message()),
-            _ => format!("{qk} {name:?} is invalid: [{}]", errs.iter().map(|e| e.message()).collect::<Vec<_>>().join(", ")),
+            1 => format!("{qk} {name:?} is invalid: {}", messages[0]),
+            _ => format!("{qk} {name:?} is invalid: [{}]", messages.join(", ")),
         };
         let mut d = details(name, group, kind);
         d["causes"] = Value::Array(causes);
@@ -197,6 +210,11 @@ impl ApiError {
         let msg = if name.is_empty() { format!("{q} is forbidden: {why}") } else { format!("{q} {name:?} is forbidden: {why}") };
         Self::new(403, "Forbidden", msg, Some(details(name, group, resource)))
     }
+    /// What kube-apiserver passes on when etcd refuses a write over its request limit: a plain
+    /// error, so a 500 with no reason (kubernetes/kubernetes#74600).
+    pub fn etcd_request_too_large() -> Self {
+        Self::new(500, "", "etcdserver: request is too large", None)
+    }
     pub fn too_large(msg: impl Into<String>) -> Self {
         Self::new(413, "RequestEntityTooLarge", msg, None)
     }
@@ -209,8 +227,11 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         });
+        // StatusReasonUnknown is the empty string, omitted from the body.
+        if !self.reason.is_empty() {
+            s["reason"] = self.reason.clone().into();
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }

@@ -126,24 +126,6 @@ pub fn human_duration(d: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
-/// RFC 1123 subdomain check (metadata.name of most resources).
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label_chars)
-}
-
-/// RFC 1123 label check (namespace names).
-pub fn is_dns1123_label(s: &str) -> bool {
-    s.len() <= 63 && is_label_chars(s)
-}
-
-fn is_label_chars(l: &str) -> bool {
-    let b = l.as_bytes();
-    !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,8 +138,6 @@ mod tests {
         assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00"), Some(1_700_000_000));
         assert_eq!(human_duration(5), "5s");
         assert_eq!(human_duration(125), "2m5s");
-        assert!(is_dns1123_subdomain("a.b-c"));
-        assert!(!is_dns1123_subdomain("A"));
         assert_eq!(new_uid().len(), 36);
     }
 }

@@ -3,6 +3,7 @@
 
 mod binary;
 mod builtins;
+mod cel;
 mod common;
 mod crud;
 mod deletion;
@@ -10,6 +11,8 @@ mod discovery;
 mod faults;
 mod kube_rs;
 mod kubectl;
+mod managed_fields;
+mod metadata;
 mod patching;
 mod status_generation;
 mod validation;

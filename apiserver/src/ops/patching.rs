@@ -1,0 +1,68 @@
+//! PATCH: JSON merge patch, JSON patch and strategic merge patch (apply is in `apply`).
+
+use serde_json::Value;
+
+use super::apply::apply;
+use super::write::update_locked;
+use super::{Resp, Target, WriteOpts, external, meta_mut};
+use crate::patch;
+use crate::status::{ApiError, ApiResult};
+use crate::store::{State, Store, meta_str};
+
+pub const APPLY: &str = "application/apply-patch+yaml";
+pub const MERGE: &str = "application/merge-patch+json";
+pub const JSONPATCH: &str = "application/json-patch+json";
+pub const STRATEGIC: &str = "application/strategic-merge-patch+json";
+
+pub fn patch(store: &Store, t: &Target, content_type: &str, body: &[u8], opts: &WriteOpts) -> ApiResult<Resp> {
+    let ct = content_type.split(';').next().unwrap_or("").trim();
+    let accepted: &[&str] = if t.def.is_custom() { &[JSONPATCH, MERGE, APPLY] } else { &[JSONPATCH, MERGE, STRATEGIC, APPLY] };
+    if !accepted.contains(&ct) {
+        return Err(ApiError::unsupported_media_type(accepted));
+    }
+    if ct == APPLY {
+        return apply(store, t, body, opts);
+    }
+    let mut st = store.lock();
+    let existing = st.get(&t.def.storage, t.ns(), t.name()).cloned().ok_or_else(|| t.not_found(t.name()))?;
+    let mut obj = external(t, &existing);
+    match ct {
+        JSONPATCH => patch::json_patch(&mut obj, body)?,
+        _ => {
+            let p: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            if !p.is_object() {
+                return Err(ApiError::bad_request("json: cannot unmarshal into Go value of type map[string]interface {}"));
+            }
+            patch::merge_patch(&mut obj, &p);
+        }
+    }
+    let r = finish_patch(&mut st, t, obj, &existing, opts)?;
+    store.changed(st.rv);
+    Ok(r)
+}
+
+/// Runs a patched object through the update path.
+pub(super) fn finish_patch(st: &mut State, t: &Target, mut obj: Value, existing: &Value, opts: &WriteOpts) -> ApiResult<Resp> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the patched object is not an object"));
+    }
+    let want_av = t.def.api_version(&t.version);
+    if obj.get("apiVersion").and_then(Value::as_str) != Some(want_av.as_str()) || obj.get("kind").and_then(Value::as_str) != Some(t.def.kind.as_str()) {
+        return Err(ApiError::bad_request("the patch changed apiVersion or kind"));
+    }
+    if meta_str(&obj, "name") != t.name() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({})",
+            meta_str(&obj, "name"),
+            t.name()
+        )));
+    }
+    let rv = meta_str(&obj, "resourceVersion").to_string();
+    let cur = meta_str(existing, "resourceVersion").to_string();
+    if rv.is_empty() {
+        meta_mut(&mut obj).insert("resourceVersion".into(), cur.into());
+    } else if rv != cur {
+        return Err(ApiError::optimistic_lock(&t.def.group, &t.def.plural, t.name()));
+    }
+    update_locked(st, t, obj, existing, opts, 200)
+}
