@@ -13,7 +13,7 @@ use common::cluster::Cluster;
 use common::module_bytes;
 use common::running::eventually;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::Api;
 use zundoko_operator::controller::Settings;
 use zundoko_operator::crd::{Hikawa, HikawaSpec, Zundoko, ZundokoSpec};
@@ -51,18 +51,6 @@ impl Rules for Counting {
 
 fn settings() -> Settings {
     Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() }
-}
-
-async fn events_for(cluster: &Cluster, ns: &str, hikawa: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), ns);
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(hikawa))
-        .collect()
 }
 
 /// Writes the operator made for one Hikawa (its status, its children) in the request log.
@@ -128,7 +116,7 @@ async fn a_churning_status_and_a_zero_requeue_stay_within_the_stated_bounds_whil
     assert!(spinner_decisions <= bound, "spinner decided {spinner_decisions} times in {secs:.1} s (bound {bound})");
     assert!(spinner_decisions >= 1, "spinner is still called back");
     assert_eq!(spinner_writes, 0, "a plan with only a requeue writes nothing once its status is set");
-    let throttled: Vec<Event> = events_for(&cluster, "default", "spinner").await.into_iter().filter(|e| e.reason.as_deref() == Some("Throttled")).collect();
+    let throttled: Vec<Event> = cluster.events_for("default", "spinner").await.into_iter().filter(|e| e.reason.as_deref() == Some("Throttled")).collect();
     assert_eq!(throttled.len(), 1, "one Throttled Warning (repeats are counted on it): {throttled:?}");
     assert_eq!(throttled[0].type_.as_deref(), Some("Warning"));
     // The songs' decisions: one per word (and one per Kiyoshi), nothing wasted.
@@ -163,7 +151,7 @@ async fn a_child_name_held_by_someone_else_is_reported_never_counted_and_the_son
     let status = hikawa.status.unwrap();
     assert_eq!(status.num_zundokos_said, 0, "the taken word is not counted");
     assert_eq!(status.phase.as_deref(), Some("Failed"));
-    let events = events_for(&cluster, "default", "squat").await;
+    let events = cluster.events_for("default", "squat").await;
     assert!(events.iter().any(|e| e.reason.as_deref() == Some("ChildNameTaken") && e.type_.as_deref() == Some("Warning")), "{events:?}");
     assert!(!events.iter().any(|e| e.reason.as_deref() == Some("Said")), "nothing was said");
     // Backing off: a few tries a second at first, fewer and fewer (test backoff 50 ms..500 ms).

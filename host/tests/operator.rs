@@ -24,20 +24,6 @@ fn settings() -> Settings {
     Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() }
 }
 
-async fn events_for(cluster: &Cluster, ns: &str, hikawa: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), ns);
-    let mut list: Vec<Event> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(hikawa))
-        .collect();
-    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    list
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     let cluster = Cluster::start().await;
@@ -73,7 +59,7 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     assert_eq!(hikawa.spec.num_zundokos, None, "the operator never writes the spec");
 
     // One Normal Event per word, the song in order.
-    let events = events_for(&cluster, "default", "hikawa-sample").await;
+    let events = cluster.events_for("default", "hikawa-sample").await;
     let notes: Vec<String> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).map(|e| e.note.clone().unwrap()).collect();
     let mut expected = song.words.clone();
     expected.push("Ki-yo-shi!".into());
@@ -230,7 +216,7 @@ async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
     }
     cluster.assert_songs_complete("default", &good, &zundoko_rules::classic(), Duration::from_secs(120)).await;
     for name in &good {
-        let warnings = events_for(&cluster, "default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).count();
+        let warnings = cluster.events_for("default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).count();
         assert_eq!(warnings, 0, "{name} has no Warning Events");
     }
     for (name, reason, says) in [("trapper", "GuestTrapped", "hostile guest panics on purpose"), ("trespasser", "PlanRejected", "kube-system")] {
@@ -240,7 +226,7 @@ async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
         assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", reason), "{name}");
         assert!(ready.message.contains(says), "{name}: {}", ready.message);
         assert_eq!(status.phase.as_deref(), Some("Failed"));
-        let warnings: Vec<Event> = events_for(&cluster, "default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).collect();
+        let warnings: Vec<Event> = cluster.events_for("default", name).await.into_iter().filter(|e| e.type_.as_deref() == Some("Warning")).collect();
         assert!(!warnings.is_empty() && warnings.iter().all(|e| e.reason.as_deref() == Some(reason)), "{name}: {warnings:?}");
         // Nothing of a failed plan was applied.
         let song = cluster.song("default", name).await;

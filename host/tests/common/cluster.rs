@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::oneshot;
@@ -124,6 +125,21 @@ impl Cluster {
         for name in names {
             self.song(ns, name).await.assert_valid(rules, name);
         }
+    }
+
+    /// The Events regarding one Hikawa, oldest first.
+    pub async fn events_for(&self, ns: &str, hikawa: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        let mut list: Vec<Event> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(hikawa))
+            .collect();
+        list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+        list
     }
 
     /// The song of one Hikawa as the cluster holds it.
