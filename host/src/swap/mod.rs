@@ -238,7 +238,7 @@ impl Swapper {
 
     async fn publish(&self, type_: EventType, reason: &str, note: &str) {
         let Some(events) = &self.events else { return };
-        let event = Event { type_, reason: reason.into(), note: Some(note.chars().take(1024).collect()), action: "Swap".into(), secondary: None };
+        let event = Event { type_, reason: reason.into(), note: Some(crate::text::printable(note, 1024)), action: "Swap".into(), secondary: None };
         // A recorder per swap: one recorder would fold every swap Event after the first into
         // a count on it (its series key leaves the note out), hiding the digests.
         let recorder = Recorder::new(events.client.clone(), events.reporter.clone());
