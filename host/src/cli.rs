@@ -107,25 +107,25 @@ pub struct RunArgs {
     #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::controller::Settings::default().concurrency)]
     pub concurrency: u16,
     /// First retry delay after a failure, in ms; doubled per failure in a row.
-    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = crate::controller::Settings::default().backoff_base.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = crate::pace::PaceSettings::default().backoff_base.as_millis() as u64)]
     pub backoff_base_ms: u64,
     /// Longest retry delay, in ms.
-    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::controller::Settings::default().backoff_max.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::pace::PaceSettings::default().backoff_max.as_millis() as u64)]
     pub backoff_max_ms: u64,
     /// Shortest requeue after a plan that says no word, in ms: a module asking to be called
     /// back at once, again and again, is called at most this often.
-    #[arg(long, env = "ZUNDOKO_REQUEUE_FLOOR_MS", default_value_t = crate::controller::Settings::default().requeue_floor.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_REQUEUE_FLOOR_MS", default_value_t = crate::pace::PaceSettings::default().requeue_floor.as_millis() as u64)]
     pub requeue_floor_ms: u64,
     /// Decisions that say no word a Hikawa may make in a burst; past it, it is slowed to
     /// --idle-decisions-per-sec and a Warning Event says so.
-    #[arg(long, env = "ZUNDOKO_IDLE_BURST", default_value_t = crate::controller::Settings::default().idle_burst)]
+    #[arg(long, env = "ZUNDOKO_IDLE_BURST", default_value_t = crate::pace::PaceSettings::default().idle_burst)]
     pub idle_burst: u32,
     /// Decisions that say no word a Hikawa may make per second after the burst.
-    #[arg(long, env = "ZUNDOKO_IDLE_DECISIONS_PER_SEC", default_value_t = crate::controller::Settings::default().idle_per_sec)]
+    #[arg(long, env = "ZUNDOKO_IDLE_DECISIONS_PER_SEC", default_value_t = crate::pace::PaceSettings::default().idle_per_sec)]
     pub idle_decisions_per_sec: f64,
     /// Longest wait, in ms, for the caches to show the operator's own last writes for a
     /// Hikawa before it decides anyway.
-    #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::controller::Settings::default().cache_wait.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::pace::PaceSettings::default().cache_wait.as_millis() as u64)]
     pub cache_wait_ms: u64,
     /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
     #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
@@ -232,12 +232,14 @@ impl RunArgs {
             namespace: self.namespace.clone(),
             concurrency: self.concurrency,
             plan_limits: self.sandbox.plan_limits(),
-            backoff_base: Duration::from_millis(self.backoff_base_ms),
-            backoff_max: Duration::from_millis(self.backoff_max_ms),
-            requeue_floor: Duration::from_millis(self.requeue_floor_ms),
-            idle_burst: self.idle_burst.max(1),
-            idle_per_sec: self.idle_decisions_per_sec,
-            cache_wait: Duration::from_millis(self.cache_wait_ms),
+            pace: crate::pace::PaceSettings {
+                backoff_base: Duration::from_millis(self.backoff_base_ms),
+                backoff_max: Duration::from_millis(self.backoff_max_ms),
+                requeue_floor: Duration::from_millis(self.requeue_floor_ms),
+                idle_burst: self.idle_burst.max(1),
+                idle_per_sec: self.idle_decisions_per_sec,
+                cache_wait: Duration::from_millis(self.cache_wait_ms),
+            },
             instance: instance.clone(),
         };
         let http_addr = match self.http_addr.as_str() {

@@ -36,47 +36,20 @@ pub struct Settings {
     /// Hikawas reconciled at once.
     pub concurrency: u16,
     pub plan_limits: PlanLimits,
-    /// First retry delay after a failure, doubled per failure in a row up to `backoff_max`.
-    pub backoff_base: Duration,
-    pub backoff_max: Duration,
-    /// Shortest requeue after a plan that says no word.
-    pub requeue_floor: Duration,
-    /// Decisions that say no word allowed per Hikawa in a burst, and per second after it.
-    pub idle_burst: u32,
-    pub idle_per_sec: f64,
-    /// Longest wait for the caches to show this process's own writes before deciding anyway.
-    pub cache_wait: Duration,
+    /// When and how often each Hikawa may decide: backoff, idle budget, requeue floor.
+    pub pace: PaceSettings,
     /// Names this process in Events (`reportingInstance`).
     pub instance: String,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        let pace = PaceSettings::default();
         Settings {
             namespace: None,
             concurrency: 16,
             plan_limits: PlanLimits::default(),
-            backoff_base: pace.backoff_base,
-            backoff_max: pace.backoff_max,
-            requeue_floor: pace.requeue_floor,
-            idle_burst: pace.idle_burst,
-            idle_per_sec: pace.idle_per_sec,
-            cache_wait: pace.cache_wait,
+            pace: PaceSettings::default(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "zundoko-operator".into()),
-        }
-    }
-}
-
-impl Settings {
-    pub fn pace(&self) -> PaceSettings {
-        PaceSettings {
-            requeue_floor: self.requeue_floor,
-            idle_burst: self.idle_burst,
-            idle_per_sec: self.idle_per_sec,
-            cache_wait: self.cache_wait,
-            backoff_base: self.backoff_base,
-            backoff_max: self.backoff_max,
         }
     }
 }
@@ -102,7 +75,7 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
         metrics: shared.metrics.clone(),
         plan_limits: settings.plan_limits.clone(),
         children: Arc::new(ChildIndex::default()),
-        pace: Pace::new(settings.pace()),
+        pace: Pace::new(settings.pace.clone()),
     });
     let (hikawas, writer) = reflector::store();
     // managedFields and annotations (kubectl's last-applied-configuration among them: up to

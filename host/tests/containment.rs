@@ -9,13 +9,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
+use common::cluster::{Cluster, quick_settings};
 use common::module_bytes;
 use common::running::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::PostParams;
 use kube::Api;
-use zundoko_operator::controller::Settings;
 use zundoko_operator::crd::{Hikawa, HikawaSpec, Zundoko, ZundokoSpec};
 use zundoko_operator::rules::Rules;
 use zundoko_operator::sandbox::{GuestError, GuestOutcome, ModuleIdentity, SandboxEngine, SandboxLimits};
@@ -49,10 +48,6 @@ impl Rules for Counting {
     }
 }
 
-fn settings() -> Settings {
-    Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() }
-}
-
 /// Writes the operator made for one Hikawa (its status, its children) in the request log.
 fn writes_for(cluster: &Cluster, hikawa: &str) -> usize {
     let child = format!("{hikawa}-");
@@ -75,7 +70,7 @@ fn ready(hikawa: &Hikawa) -> Option<(String, String, String)> {
 async fn a_churning_status_and_a_zero_requeue_stay_within_the_stated_bounds_while_others_sing() {
     let cluster = Cluster::start().await;
     let rules = Counting::new("zundoko-hostile");
-    let settings = settings();
+    let settings = quick_settings();
     let operator = cluster.operator(rules.clone(), settings.clone());
     cluster.create_hikawa("default", "churner", 0, &[("hostile", "churn-status")]).await;
     cluster.create_hikawa("default", "spinner", 0, &[("hostile", "requeue-zero")]).await;
@@ -85,7 +80,7 @@ async fn a_churning_status_and_a_zero_requeue_stay_within_the_stated_bounds_whil
     }
     cluster.assert_songs_complete("default", &songs, &zundoko_rules::classic(), Duration::from_secs(120)).await;
     // Past the idle burst, whatever the timing of the start.
-    let burst = f64::from(settings.idle_burst) / settings.idle_per_sec;
+    let burst = f64::from(settings.pace.idle_burst) / settings.pace.idle_per_sec;
     tokio::time::sleep(Duration::from_secs_f64(burst.min(10.0))).await;
 
     // A window of 4 s: what each costs per second, at rest.
@@ -112,7 +107,7 @@ async fn a_churning_status_and_a_zero_requeue_stay_within_the_stated_bounds_whil
     assert!(churner.status.unwrap().message.unwrap().starts_with("it is now "), "its one status was written");
     // The zero requeue: at most idle_per_sec decisions a second (plus one at the window's
     // edge), and still called back: slowed, not abandoned. It writes nothing.
-    let bound = (settings.idle_per_sec * secs).ceil() as u64 + 1;
+    let bound = (settings.pace.idle_per_sec * secs).ceil() as u64 + 1;
     assert!(spinner_decisions <= bound, "spinner decided {spinner_decisions} times in {secs:.1} s (bound {bound})");
     assert!(spinner_decisions >= 1, "spinner is still called back");
     assert_eq!(spinner_writes, 0, "a plan with only a requeue writes nothing once its status is set");
@@ -137,7 +132,7 @@ async fn a_child_name_held_by_someone_else_is_reported_never_counted_and_the_son
     squatter.metadata.namespace = Some("default".into());
     zundokos.create(&PostParams::default(), &squatter).await.unwrap();
     let rules = Counting::new("zundoko-classic");
-    let operator = cluster.operator(rules.clone(), settings());
+    let operator = cluster.operator(rules.clone(), quick_settings());
     cluster.create_hikawa("default", "squat", 0, &[]).await;
 
     eventually("Ready=False ChildNameTaken", Duration::from_secs(30), async || {
@@ -171,7 +166,7 @@ async fn a_child_name_held_by_someone_else_is_reported_never_counted_and_the_son
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_names_sing_with_valid_labels_and_names_too_long_for_children_are_refused_at_admission() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(Counting::new("zundoko-classic"), settings());
+    let operator = cluster.operator(Counting::new("zundoko-classic"), quick_settings());
     let long = format!("long-{}", "n".repeat(65));
     let longest = "x".repeat(zundoko_operator::crd::MAX_HIKAWA_NAME);
     for name in [&long, &longest] {
@@ -206,7 +201,7 @@ async fn api_failures_that_persist_are_recorded_on_the_hikawa_then_it_recovers()
     cluster.create_hikawa("default", "flaky", 0, &[]).await;
     // Every create fails (the children, and the Events too).
     cluster.server.faults().set_error_rate("create", 1.0);
-    let operator = cluster.operator(Counting::new("zundoko-classic"), settings());
+    let operator = cluster.operator(Counting::new("zundoko-classic"), quick_settings());
     eventually("the failure recorded on the Hikawa", Duration::from_secs(30), async || {
         let hikawa = cluster.hikawas("default").get("flaky").await.unwrap();
         ready(&hikawa).is_some_and(|(status, reason, _)| status == "False" && reason == "ApiError")
@@ -226,7 +221,7 @@ async fn every_word_is_decided_once_even_when_the_caches_lag() {
     // Slow answers: the watch events of the operator's own writes come late.
     cluster.server.faults().set_latency(Duration::from_millis(15));
     let rules = Counting::new("zundoko-classic");
-    let operator = cluster.operator(rules.clone(), settings());
+    let operator = cluster.operator(rules.clone(), quick_settings());
     let names: Vec<String> = (0..12).map(|i| format!("lag{i:02}")).collect();
     for name in &names {
         cluster.create_hikawa("default", name, 0, &[]).await;

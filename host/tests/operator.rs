@@ -6,12 +6,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::cluster::Cluster;
+use common::cluster::{Cluster, quick_settings};
 use common::module_bytes;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use zundoko_operator::controller::Settings;
 use zundoko_operator::rules::{NativeRules, Rules};
 use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
 
@@ -20,14 +19,10 @@ fn wasm(name: &str) -> Arc<dyn Rules> {
     Arc::new(engine.load(&module_bytes(name)).unwrap())
 }
 
-fn settings() -> Settings {
-    Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
     // The seed's sample manifest, unchanged.
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/samples/hikawa-sample.yaml")).unwrap();
     let mut sample = zundoko_operator::crd::parse_hikawa("sample", &text).unwrap();
@@ -71,7 +66,7 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_hikawas_at_once_all_finish_valid() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
     let names: Vec<String> = (0..50).map(|i| format!("h{i:02}")).collect();
     for name in &names {
         cluster.create_hikawa("default", name, 0, &[]).await;
@@ -91,7 +86,7 @@ async fn killing_the_operator_at_random_points_loses_and_repeats_nothing() {
     let mut rng = 0x1234_5678u64;
     let mut kills = 0;
     loop {
-        let operator = cluster.operator(rules.clone(), settings());
+        let operator = cluster.operator(rules.clone(), quick_settings());
         rng = zundoko_rules::song::mix(rng);
         tokio::time::sleep(Duration::from_millis(30 + rng % 300)).await;
         operator.kill().await;
@@ -117,7 +112,7 @@ async fn killing_the_operator_at_random_points_loses_and_repeats_nothing() {
         cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
     }
     // Later, a fresh operator finds nothing more to say.
-    let operator = cluster.operator(rules, settings());
+    let operator = cluster.operator(rules, quick_settings());
     tokio::time::sleep(Duration::from_millis(500)).await;
     for name in &names {
         cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
@@ -129,7 +124,7 @@ async fn killing_the_operator_at_random_points_loses_and_repeats_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_mid_song_collects_children_and_editing_the_interval_takes_effect() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
     let doomed = cluster.create_hikawa("default", "doomed", 50, &[("zuns", "16")]).await;
     let edited = cluster.create_hikawa("default", "edited", 100, &[("zuns", "16")]).await;
     // Let both sing a few words.
@@ -182,7 +177,7 @@ async fn api_faults_do_not_break_any_song() {
     }
     faults.set_conflict_rate(0.1);
     faults.set_watch_drop_every(Some(Duration::from_secs(2)));
-    let operator = cluster.operator(wasm("zundoko-classic"), settings());
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
     let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
     for name in &names {
         // The test's own writes retry through the injected errors.
@@ -207,7 +202,7 @@ async fn api_faults_do_not_break_any_song() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(wasm("zundoko-hostile"), settings());
+    let operator = cluster.operator(wasm("zundoko-hostile"), quick_settings());
     cluster.create_hikawa("default", "trapper", 0, &[("hostile", "panic")]).await;
     cluster.create_hikawa("default", "trespasser", 0, &[("hostile", "foreign-namespace")]).await;
     let good: Vec<String> = (0..3).map(|i| format!("good{i}")).collect();
@@ -240,7 +235,7 @@ async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_and_wasm_rules_drive_the_same_operator() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(Arc::new(NativeRules::new(zundoko_rules::strict_japanese())), settings());
+    let operator = cluster.operator(Arc::new(NativeRules::new(zundoko_rules::strict_japanese())), quick_settings());
     let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
     for name in &names {
         cluster.create_hikawa("default", name, 0, &[]).await;

@@ -18,10 +18,17 @@ use zundoko_operator::apply::{HIKAWA_LABEL, label_value};
 use zundoko_operator::context::Shared;
 use zundoko_operator::controller::{self, Settings};
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
+use zundoko_operator::pace::PaceSettings;
 use zundoko_operator::children::SAID_AT;
 use zundoko_operator::rules::{Rules, RulesSlot};
 use zundoko_rules::RuleSet;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
+
+/// The controller's defaults with quick retries (50 ms doubling to 500 ms), for tests.
+pub fn quick_settings() -> Settings {
+    let pace = PaceSettings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..PaceSettings::default() };
+    Settings { pace, ..Settings::default() }
+}
 
 pub struct Cluster {
     pub server: ApiServer,

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use zundoko_operator::controller::Settings;
 use zundoko_operator::operator::{self, ModuleSources, OperatorConfig, Running};
 use zundoko_operator::sandbox::SandboxLimits;
 use zundoko_operator::swap::file::FileSource;
@@ -47,7 +46,7 @@ pub fn file(path: PathBuf) -> FileSource {
 /// In-process defaults: quick retries, no HTTP, no election.
 pub fn config(modules: ModuleSources) -> OperatorConfig {
     OperatorConfig {
-        controller: Settings { backoff_base: Duration::from_millis(50), backoff_max: Duration::from_millis(500), ..Settings::default() },
+        controller: super::cluster::quick_settings(),
         sandbox: SandboxLimits::default(),
         modules,
         http_addr: None,
