@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod conformance;
 pub mod context;
 pub mod controller;
 pub mod crd;

@@ -5,7 +5,9 @@ mod convert;
 mod error;
 mod host_state;
 mod limits;
+pub mod metadata;
 mod module;
+pub mod safe_text;
 
 pub use bindings::{RULES_EXPORT, WORLD};
 pub use error::GuestError;
