@@ -23,7 +23,11 @@ pub fn fixture_bytes(name: &str) -> Vec<u8> {
 }
 
 fn built(dir: &str, name: &str, how: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target").join(dir).join(format!("{name}.wasm"));
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let path = target.join(dir).join(format!("{name}.wasm"));
+    if !path.exists() && dir == "modules" && target.join("fixtures").join(format!("{name}.wasm")).exists() {
+        panic!("{name} is a test fixture, in target/fixtures/: load it with fixture_path/fixture_bytes");
+    }
     assert!(path.exists(), "{} is missing: run `{how}` (or `make test`, which builds it)", path.display());
     path
 }
