@@ -4,9 +4,16 @@ SHELL := /bin/bash
 
 CARGO   ?= cargo
 MODULES := target/modules
+# Test fixtures (misbehaving modules) are built apart from the shipped modules.
+FIXTURES := target/fixtures
+# Every rule set is a crate of its own in rules/<name>/ (dir name = crate name = module name);
+# `make new-rules` scaffolds one, `make rules NAME=` builds one, `make guest` builds them all.
+RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
+# The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
+FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
-GUEST_OUT := target/$(GUEST_TARGET)/guest/zundoko_guest.wasm
+GUEST_OUT_DIR := target/$(GUEST_TARGET)/guest
 COMPONENTIZE := target/debug/componentize
 # A component must stay well under a ConfigMap's 1 MiB; the product's budget is 64 KiB.
 GUEST_MAX_BYTES := 65536
@@ -18,6 +25,8 @@ GUEST_MAX_BYTES := 65536
 GUEST_RUSTFLAGS := -C link-arg=-zstack-size=65536 -C link-arg=--initial-memory=262144
 HIKAWA ?= deploy/samples/hikawa-sample.yaml
 SEED   ?=
+SEEDS  ?=
+NAME   ?=
 PORT   ?= 0
 KUBECONFIG_OUT ?=
 
@@ -27,26 +36,41 @@ help: ## List the verbs.
 
 .PHONY: setup
 setup: ## Install the wasm targets the guest needs (rustup).
-	rustup target add $(GUEST_TARGET)
+	@rustup target list --installed | grep -qx $(GUEST_TARGET) || rustup target add $(GUEST_TARGET)
 
 $(COMPONENTIZE): tools/componentize/src/main.rs tools/componentize/Cargo.toml
-	$(CARGO) build -q -p componentize
+	$(CARGO) build -p componentize
 
-# guest-build FEATURES OUTPUT: build the adapter with a rule set's feature, wrap it, check its size.
-define guest-build
-	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(GUEST_RUSTFLAGS)" \
-	  $(CARGO) build -q -p zundoko-guest --target $(GUEST_TARGET) --profile guest $(1)
-	$(COMPONENTIZE) $(GUEST_OUT) $(2)
-	@size=$$(stat -c %s $(2)); if [ $$size -gt $(GUEST_MAX_BYTES) ]; then \
-	  echo "$(2) is $$size bytes, over the $(GUEST_MAX_BYTES)-byte budget" >&2; exit 1; fi
-endef
+# wasm-build CARGO-ARGS: build crates for wasm32 with the guest profile (small, panic=abort).
+wasm-build = CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(GUEST_RUSTFLAGS)" \
+	$(CARGO) build $(1) --target $(GUEST_TARGET) --profile guest
+
+# componentize CORE OUTPUT (shell): wrap a built core module into a component, check its size.
+componentize = mkdir -p $$(dirname $(2)) && $(COMPONENTIZE) $(1) $(2) \
+	&& size=$$(stat -c %s $(2)) && { [ $$size -le $(GUEST_MAX_BYTES) ] \
+	|| { echo "$(2) is $$size bytes, over the $(GUEST_MAX_BYTES)-byte budget" >&2; exit 1; }; }
 
 .PHONY: guest
-guest: setup $(COMPONENTIZE) ## Build the rules components into target/modules/.
-	@mkdir -p $(MODULES)
-	$(call guest-build,,$(MODULES)/zundoko-classic.wasm)
-	$(call guest-build,--features strict-ja,$(MODULES)/zundoko-strict-ja.wasm)
-	$(call guest-build,--features hostile,$(MODULES)/zundoko-hostile.wasm)
+guest: setup $(COMPONENTIZE) ## Build every rule set in rules/ into target/modules/<name>.wasm.
+	$(call wasm-build,$(foreach r,$(RULE_SETS),-p $(r)))
+	@set -e; for r in $(RULE_SETS); do $(call componentize,$(GUEST_OUT_DIR)/$${r//-/_}.wasm,$(MODULES)/$$r.wasm); done
+
+.PHONY: rules
+rules: setup $(COMPONENTIZE) ## Build one rule set, rules/NAME/, into target/modules/NAME.wasm (NAME=).
+	@test -n "$(NAME)" || { echo "usage: make rules NAME=<a directory in rules/>" >&2; exit 1; }
+	@test -f rules/$(NAME)/Cargo.toml || { echo "no rule set rules/$(NAME)/ (make new-rules NAME=$(NAME) creates one)" >&2; exit 1; }
+	$(call wasm-build,-p $(NAME))
+	@$(call componentize,$(GUEST_OUT_DIR)/$(subst -,_,$(NAME)).wasm,$(MODULES)/$(NAME).wasm)
+
+.PHONY: new-rules
+new-rules: ## Scaffold a new rule set crate in rules/NAME/ with native tests (NAME=my-rules).
+	@scripts/new-rules.sh "$(NAME)"
+
+.PHONY: fixtures
+fixtures: setup $(COMPONENTIZE) ## Build the test fixtures (misbehaving modules) into target/fixtures/.
+	@set -e; for f in $(FIXTURE_BUILDS); do \
+	  $(call wasm-build,-q -p zundoko-fixtures --features $$f); \
+	  $(call componentize,$(GUEST_OUT_DIR)/zundoko_fixtures.wasm,$(FIXTURES)/zundoko-$$f.wasm); done
 
 .PHONY: build
 build: guest ## Build the guest components and the operator.
@@ -57,17 +81,21 @@ simulate: guest ## Sing the sample Hikawa locally on a virtual clock (MODULE=, H
 	$(CARGO) run -q -p zundoko-operator -- simulate \
 	  --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm) --hikawa $(HIKAWA) $(if $(SEED),--seed $(SEED))
 
+.PHONY: test-module
+test-module: guest ## Run the conformance suite on a module (MODULE=, SEEDS=).
+	$(CARGO) run -q -p zundoko-operator -- test --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm) $(if $(SEEDS),--seeds $(SEEDS))
+
 .PHONY: check-module
 check-module: guest ## Validate a module and print its metadata (MODULE=).
 	$(CARGO) run -q -p zundoko-operator -- check --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)
 
 .PHONY: demo
 demo: guest ## The main job, no cluster needed: local API server + operator + the sample Hikawa, sung word by word.
-	$(CARGO) build -q -p zundoko-operator -p zundoko-apiserver
+	$(CARGO) build -p zundoko-operator -p zundoko-apiserver
 	MODULE=$(or $(MODULE),$(MODULES)/zundoko-classic.wasm) HIKAWA=$(HIKAWA) scripts/demo.sh
 
 .PHONY: test
-test: guest ## Run the whole test suite (native rules, sandbox with the built components, API server).
+test: guest fixtures ## Run the whole test suite (native rules, sandbox with the built components, API server).
 	$(CARGO) test --workspace --no-fail-fast
 
 .PHONY: bench
@@ -116,11 +144,13 @@ image: ## Build the operator image with docker (IMG=registry/name:tag).
 	@test -n "$(IMG)" || { echo "usage: make image IMG=registry/name:tag" >&2; exit 1; }
 	docker build -t $(IMG) .
 
+# RULES= names a rule set in rules/ (my-rules, zundoko-strict-ja) or a shipped one by its
+# short name (classic, strict-ja).
 .PHONY: deploy-module
-deploy-module: guest ## Copy a rules component to deploy/module/ for kustomize (RULES=classic|strict-ja).
-	@test -f $(MODULES)/zundoko-$(or $(RULES),classic).wasm \
-	  || { echo "no rules '$(RULES)' in $(MODULES)/: RULES=classic or strict-ja" >&2; exit 1; }
-	cp $(MODULES)/zundoko-$(or $(RULES),classic).wasm $(DEPLOY_MODULE)
+deploy-module: guest ## Copy a rules component to deploy/module/ for kustomize (RULES=classic|strict-ja|<name in rules/>).
+	@r=$(or $(RULES),classic); for f in $(MODULES)/$$r.wasm $(MODULES)/zundoko-$$r.wasm; do \
+	  if [ -f $$f ]; then cp $$f $(DEPLOY_MODULE); echo "$(DEPLOY_MODULE) <- $$f"; exit 0; fi; done; \
+	  echo "no rules '$$r' in $(MODULES)/: RULES=classic, strict-ja or a rule set in rules/ ($(RULE_SETS))" >&2; exit 1
 
 $(DEPLOY_MODULE):
 	$(MAKE) --no-print-directory deploy-module
@@ -141,8 +171,8 @@ undeploy: $(DEPLOY_MODULE) ## Remove what `make deploy` installed, CRDs included
 # Only the ConfigMap changes: no rollout, the running operator hot-swaps the module.
 # --force-conflicts: a swap is an explicit request, it wins over any other writer.
 .PHONY: swap
-swap: ## Switch the cluster's rules: rebuild, replace the module ConfigMap server-side (RULES=classic|strict-ja).
-	@test -n "$(RULES)" || { echo "usage: make swap RULES=classic|strict-ja" >&2; exit 1; }
+swap: ## Switch the cluster's rules: rebuild, replace the module ConfigMap server-side (RULES=classic|strict-ja|<name in rules/>).
+	@test -n "$(RULES)" || { echo "usage: make swap RULES=classic|strict-ja|<a rule set in rules/>" >&2; exit 1; }
 	$(MAKE) --no-print-directory deploy-module RULES=$(RULES)
 	$(KUBECTL) apply --server-side --field-manager=$(FIELD_MANAGER) --force-conflicts -k deploy/module/
 

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The no-cluster demo: start the local API server, install the CRDs and the module ConfigMap
 # (as `make deploy` does), run the operator watching that ConfigMap, apply the sample Hikawa
-# unchanged, and print the song as it is sung. After SWAP_AFTER words it runs
-# `make swap RULES=strict-ja`: the running operator checks the new module and the song goes on
-# under the other rule set (ズン/ドコ, キ・ヨ・シ！), no restart. SWAP_AFTER=0 skips the swap.
+# unchanged, and print the song as it is sung. After SWAP_AFTER words (default 1, so the swap
+# can land before the earliest possible end of the song, Zun Zun Zun Zun Doko Kiyoshi) it runs
+# `make swap RULES=strict-ja` in the background: the running operator checks the new module
+# and the song goes on under the other rule set (ズン/ドコ, キ・ヨ・シ！), no restart. The demo
+# says when the swap landed, or that the song ended first. SWAP_AFTER=0 skips the swap.
+# Both modules are built by `make demo` before the song starts (`make guest`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODULE=${MODULE:-target/modules/zundoko-classic.wasm}
 HIKAWA=${HIKAWA:-deploy/samples/hikawa-sample.yaml}
 TIMEOUT=${TIMEOUT:-300}
-SWAP_AFTER=${SWAP_AFTER:-4}
+SWAP_AFTER=${SWAP_AFTER:-1}
 work=$(mktemp -d)
 export KUBECONFIG=$work/kubeconfig
 pids=()
@@ -40,28 +43,63 @@ echo "== operator running with $MODULE from ConfigMap zundoko-system/zundoko-rul
 name=$(kubectl apply --server-side -f "$HIKAWA" -o jsonpath='{.metadata.name}')
 echo "== applied $HIKAWA: hikawa/$name; the song:"
 said=0
+printed=()
+swap_pid=
+swap_started=
+landed=
 deadline=$((SECONDS + TIMEOUT))
+module_now() { kubectl get hikawa "$name" -o jsonpath='{.status.module.name}' 2>/dev/null || true; }
 while :; do
+  # The Kiyoshi first, then the words: every word said before the Kiyoshi is in the list.
+  kiyoshi=$(kubectl get kiyoshi "$name-kiyoshi" -o jsonpath='{.spec.say}' 2>/dev/null || true)
   words=$(kubectl get zundokos -l "zundokokiyoshi.kaitoy.github.com/hikawa=$name" \
-            -o jsonpath='{range .items[*]}{.metadata.name} {.spec.say}{"\n"}{end}' | sort)
+            -o jsonpath='{range .items[*]}{.metadata.name} {.spec.say}{"\n"}{end}' | sort -V)
   count=$(printf '%s' "$words" | grep -c . || true)
   if [ "$count" -gt "$said" ]; then
-    printf '%s\n' "$words" | tail -n +"$((said + 1))" | while read -r child word; do printf '  %-28s %s\n' "$child" "$word"; done
+    while read -r child word; do
+      printf '  %-28s %s\n' "$child" "$word"; printed+=("$child $word")
+    done < <(printf '%s\n' "$words" | tail -n +"$((said + 1))")
     said=$count
-    if [ "$SWAP_AFTER" -gt 0 ] && [ "$said" -ge "$SWAP_AFTER" ] && [ -z "${swapped:-}" ]; then
-      swapped=1
-      echo "== make swap RULES=strict-ja: the running operator checks the new module and sings on with it"
-      make --no-print-directory -s swap RULES=strict-ja > "$work/swap.log" 2>&1 || { cat "$work/swap.log" >&2; exit 1; }
+    if [ "$SWAP_AFTER" -gt 0 ] && [ "$said" -ge "$SWAP_AFTER" ] && [ -z "$swap_started" ]; then
+      swap_started=$SECONDS
+      echo "== make swap RULES=strict-ja (in the background; the song goes on meanwhile)"
+      make --no-print-directory -s swap RULES=strict-ja > "$work/swap.log" 2>&1 &
+      swap_pid=$!
     fi
   fi
-  if kiyoshi=$(kubectl get kiyoshi "$name-kiyoshi" -o jsonpath='{.spec.say}' 2>/dev/null); then
-    printf '  %-28s %s\n' "$name-kiyoshi" "$kiyoshi"
+  if [ -n "$swap_pid" ] && ! kill -0 "$swap_pid" 2>/dev/null; then
+    wait "$swap_pid" || { echo "make swap failed:" >&2; cat "$work/swap.log" >&2; exit 1; }
+    swap_pid=
+    echo "== make swap done in $((SECONDS - swap_started)) s: the operator checks the new module"
+  fi
+  if [ -n "$swap_started" ] && [ -z "$landed" ] && [ "$(module_now)" = zundoko-strict-ja ]; then
+    landed=$said
+    echo "== the swap landed: zundoko-strict-ja now decides ($said words printed so far)"
+  fi
+  if [ -n "$kiyoshi" ]; then
+    printf '  %-28s %s\n' "$name-kiyoshi" "$kiyoshi"; printed+=("$name-kiyoshi $kiyoshi")
     break
   fi
   if ! kill -0 "${pids[1]}" 2>/dev/null; then echo "the operator exited:" >&2; cat "$work/operator.log" >&2; exit 1; fi
   [ $SECONDS -lt $deadline ] || { echo "no Kiyoshi after ${TIMEOUT}s" >&2; tail -20 "$work/operator.log" >&2; exit 1; }
   sleep 0.2
 done
+if [ -n "$swap_started" ] && [ -z "$landed" ]; then
+  [ -z "$swap_pid" ] || wait "$swap_pid" || true
+  echo "== the song ended before the swap landed (it was started after word $SWAP_AFTER,"
+  echo "   $((SECONDS - swap_started)) s ago): the whole song was sung by $(kubectl get hikawa "$name" -o jsonpath='{.status.module.name}')"
+fi
+# The printed song must be exactly the children in the API server: nothing lost, nothing extra.
+actual=$( { kubectl get zundokos -l "zundokokiyoshi.kaitoy.github.com/hikawa=$name" \
+              -o jsonpath='{range .items[*]}{.metadata.name} {.spec.say}{"\n"}{end}' | sort -V
+            printf '%s %s\n' "$name-kiyoshi" "$(kubectl get kiyoshi "$name-kiyoshi" -o jsonpath='{.spec.say}')"; } )
+if [ "$(printf '%s\n' "${printed[@]}")" = "$actual" ]; then
+  echo "== the printed song is exactly the ${#printed[@]} children in the API server"
+else
+  echo "== the printed song differs from the API server's children:" >&2
+  diff <(printf '%s\n' "${printed[@]}") <(printf '%s\n' "$actual") >&2 || true
+  exit 1
+fi
 echo "== kubectl get hikawa"
 sleep 0.5
 kubectl get hikawa "$name"

@@ -41,6 +41,10 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the CustomResourceDefinitions (Hikawa, Zundoko, Kiyoshi) as YAML.
     Crd,
+    /// The conformance suite for any module: whole songs over many seeds on a virtual clock,
+    /// every plan through the host's plan check, each input decided twice, fuel and size
+    /// within budget, metadata within bounds. One line per check; exits non-zero on failure.
+    Test(TestArgs),
 }
 
 /// Limits on each guest call and on each plan.
@@ -181,6 +185,29 @@ pub struct CheckArgs {
     pub sandbox: SandboxArgs,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One line per check, PASS/FAIL, for a person.
+    Text,
+    /// One JSON object, for CI.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// The rules module (a wasm component).
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    /// Songs to play, one per seed (0, 1, ...); the same seeds replay the same songs.
+    #[arg(long, env = "ZUNDOKO_TEST_SEEDS", default_value_t = 200)]
+    pub seeds: u64,
+    /// How to print the report.
+    #[arg(long, env = "ZUNDOKO_TEST_FORMAT", value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
 /// Read and load a module file, naming the file in any error.
 pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
@@ -189,7 +216,8 @@ pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
 
 /// The one wording of a refused module: the file, the reason, the detail.
 fn rejected(path: &Path, error: crate::sandbox::GuestError) -> anyhow::Error {
-    anyhow::anyhow!("module {} rejected ({}): {error}", path.display(), error.reason())
+    let detail = crate::text::printable(&error.to_string(), 1024);
+    anyhow::anyhow!("module {} rejected ({}): {detail}", path.display(), error.reason())
 }
 
 pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<crate::simulate::Song> {
@@ -202,14 +230,30 @@ pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<cra
     crate::simulate::simulate(&module, &hikawa, seed, &args.sandbox.plan_limits(), args.max_decisions, out)
 }
 
+/// `test`: run the conformance suite and print its report; an error when a check failed.
+pub fn test(args: &TestArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let report = crate::conformance::run(&engine, &bytes, &args.module.display().to_string(), args.seeds, &args.sandbox.plan_limits());
+    match args.format {
+        ReportFormat::Text => report.write_text(out)?,
+        ReportFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    anyhow::ensure!(report.passed, "module {} failed {} conformance checks", report.module, report.failures());
+    Ok(())
+}
+
 pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
     let module = load_module(&engine, &args.module)?;
     let id = module.identity();
-    writeln!(out, "module:      {}", args.module.display())?;
-    writeln!(out, "name:        {}", id.info.name)?;
-    writeln!(out, "version:     {}", id.info.version)?;
-    writeln!(out, "description: {}", id.info.description)?;
+    // Within bounds since `load` checked them; escaped all the same, as all module text is.
+    let safe = |s: &str| crate::text::printable(s, 512);
+    writeln!(out, "module:      {}", safe(&args.module.display().to_string()))?;
+    writeln!(out, "name:        {}", safe(&id.info.name))?;
+    writeln!(out, "version:     {}", safe(&id.info.version))?;
+    writeln!(out, "description: {}", safe(&id.info.description))?;
     writeln!(out, "world:       {WORLD}")?;
     writeln!(out, "digest:      {}", id.digest)?;
     writeln!(out, "size:        {} bytes", id.size)?;
@@ -217,7 +261,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     writeln!(
         out,
         "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
-        decision.outcome.as_ref().expect("smoke test passed"),
+        safe(&decision.outcome.as_ref().expect("smoke test passed").to_string()),
         decision.fuel_used.unwrap_or(0),
         decision.elapsed
     )?;

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod children;
 pub mod cli;
+pub mod conformance;
 pub mod context;
 pub mod controller;
 pub mod crd;

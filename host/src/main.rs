@@ -10,6 +10,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => cli::run(args).await,
         Command::Simulate(args) => cli::simulate(args, &mut stdout).map(drop),
         Command::Check(args) => cli::check(args, &mut stdout),
+        Command::Test(args) => cli::test(args, &mut stdout),
         Command::Crd => {
             print!("{}", zundoko_operator::crd::all_yaml()?);
             Ok(())

@@ -10,6 +10,10 @@ use crate::crd::Hikawa;
 use crate::observe::hikawa_view;
 use crate::plan_check::PlanLimits;
 use crate::rules::{Rules, decide};
+use crate::text::printable;
+
+/// Longest line of module-made text (an error, a name) printed; longer is cut.
+const MAX_PRINTED_BYTES: usize = 512;
 
 /// Where the virtual clock starts when the manifest has no creationTimestamp.
 const DEFAULT_START_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -42,8 +46,8 @@ pub fn simulate(
     writeln!(
         out,
         "module {} {} ({}), hikawa {}/{}, intervalMillis {}, seed {seed}",
-        module.info.name,
-        module.info.version,
+        printable(&module.info.name, MAX_PRINTED_BYTES),
+        printable(&module.info.version, MAX_PRINTED_BYTES),
         module.digest,
         if view.namespace.is_empty() { "default" } else { &view.namespace },
         view.name,
@@ -67,15 +71,17 @@ pub fn simulate(
         let plan = match decision.outcome {
             Ok(plan) => plan,
             Err(error) => {
+                let (reason, error) = (error.reason(), printable(&error.to_string(), MAX_PRINTED_BYTES));
                 writeln!(out, "{:>8} ms  entropy {:#018x}  FAILED: {error}", at, observed.entropy)?;
-                anyhow::bail!("decision {} at +{at} ms failed ({}): {error}", song.decisions, error.reason());
+                anyhow::bail!("decision {} at +{at} ms failed ({reason}): {error}", song.decisions);
             }
         };
         writeln!(
             out,
-            "{:>8} ms  entropy {:#018x}  {plan}  [fuel {}]",
+            "{:>8} ms  entropy {:#018x}  {}  [fuel {}]",
             at,
             observed.entropy,
+            printable(&plan.to_string(), MAX_PRINTED_BYTES),
             decision.fuel_used.unwrap_or(0)
         )?;
         for say in plan.says() {
@@ -90,9 +96,9 @@ pub fn simulate(
             None => break,
         }
     }
-    writeln!(out, "song: {}", song.words.join(" "))?;
+    writeln!(out, "song: {}", printable(&song.words.join(" "), 64 << 10))?;
     if song.kiyoshied {
-        writeln!(out, "{} words, then {} at +{} ms, in {} decisions", song.words.len() - 1, song.words.last().unwrap(), song.times.last().unwrap(), song.decisions)?;
+        writeln!(out, "{} words, then {} at +{} ms, in {} decisions", song.words.len() - 1, printable(song.words.last().unwrap(), MAX_PRINTED_BYTES), song.times.last().unwrap(), song.decisions)?;
     } else {
         writeln!(out, "{} words, no Kiyoshi after {} decisions", song.words.len(), song.decisions)?;
     }

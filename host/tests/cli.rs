@@ -5,12 +5,19 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::module_path;
+use common::{fixture_path, module_path};
 
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/samples/hikawa-sample.yaml");
 
 fn operator(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(args).env("RUST_LOG", "off").output().unwrap()
+    // No backtraces: stderr is what a user sees.
+    Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        .args(args)
+        .env("RUST_LOG", "off")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .unwrap()
 }
 
 fn stdout(o: &Output) -> String {
@@ -46,6 +53,24 @@ fn check_rejects_a_bad_module_naming_the_file_and_the_reason() {
     let out = operator(&["check", "--module", dir.join("missing.wasm").to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("cannot read module"), "{}", stderr(&out));
+}
+
+#[test]
+fn check_refuses_bad_metadata_with_a_short_escaped_reason() {
+    for (fixture, needle) in [
+        ("zundoko-huge-name", "info() name is refused: 8388608 bytes, more than 64"),
+        ("zundoko-escape-name", "info() name is refused: has a control character (U+001B) at byte 4"),
+    ] {
+        let out = operator(&["check", "--module", fixture_path(fixture).to_str().unwrap()]);
+        assert!(!out.status.success(), "{fixture} accepted:\n{}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains("rejected (BadModuleMetadata)") && err.contains(needle), "{fixture}: {err}");
+        // Short, and not one raw control character from the module.
+        assert!(err.len() < 600, "{fixture}: {} bytes on stderr", err.len());
+        assert!(!err.contains('\x1b') && !stdout(&out).contains('\x1b'), "{fixture}: {err:?}");
+    }
+    let err = stderr(&operator(&["check", "--module", fixture_path("zundoko-escape-name").to_str().unwrap()]));
+    assert!(err.contains(r#"it starts "evil\u{1b}[31mred\u{1b}[0m""#), "{err}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, quick_settings};
-use common::module_bytes;
+use common::{fixture_bytes, module_bytes};
 use common::running::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::PostParams;
@@ -28,8 +28,17 @@ struct Counting {
 
 impl Counting {
     fn new(module: &str) -> Arc<Counting> {
+        Self::loaded(&module_bytes(module))
+    }
+
+    /// A test fixture from target/fixtures/.
+    fn fixture(name: &str) -> Arc<Counting> {
+        Self::loaded(&fixture_bytes(name))
+    }
+
+    fn loaded(bytes: &[u8]) -> Arc<Counting> {
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
-        Arc::new(Counting { inner: Arc::new(engine.load(&module_bytes(module)).unwrap()), calls: Mutex::default() })
+        Arc::new(Counting { inner: Arc::new(engine.load(bytes).unwrap()), calls: Mutex::default() })
     }
 
     fn decisions(&self, hikawa: &str) -> u64 {
@@ -69,7 +78,7 @@ fn ready(hikawa: &Hikawa) -> Option<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_churning_status_and_a_zero_requeue_stay_within_the_stated_bounds_while_others_sing() {
     let cluster = Cluster::start().await;
-    let rules = Counting::new("zundoko-hostile");
+    let rules = Counting::fixture("zundoko-hostile");
     let settings = quick_settings();
     let operator = cluster.operator(rules.clone(), settings.clone());
     cluster.create_hikawa("default", "churner", 0, &[("hostile", "churn-status")]).await;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, quick_settings};
-use common::module_bytes;
+use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -15,8 +15,17 @@ use zundoko_operator::rules::{NativeRules, Rules};
 use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
 
 fn wasm(name: &str) -> Arc<dyn Rules> {
+    load(&module_bytes(name))
+}
+
+/// A test fixture from target/fixtures/ (`zundoko-hostile`).
+fn fixture(name: &str) -> Arc<dyn Rules> {
+    load(&fixture_bytes(name))
+}
+
+fn load(bytes: &[u8]) -> Arc<dyn Rules> {
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
-    Arc::new(engine.load(&module_bytes(name)).unwrap())
+    Arc::new(engine.load(bytes).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,7 +211,7 @@ async fn api_faults_do_not_break_any_song() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
     let cluster = Cluster::start().await;
-    let operator = cluster.operator(wasm("zundoko-hostile"), quick_settings());
+    let operator = cluster.operator(fixture("zundoko-hostile"), quick_settings());
     cluster.create_hikawa("default", "trapper", 0, &[("hostile", "panic")]).await;
     cluster.create_hikawa("default", "trespasser", 0, &[("hostile", "foreign-namespace")]).await;
     let good: Vec<String> = (0..3).map(|i| format!("good{i}")).collect();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::module_bytes;
+use common::{fixture_bytes, module_bytes};
 use sha2::{Digest, Sha256};
 use zundoko_operator::plan_check::{PlanLimits, PlanRejection};
 use zundoko_operator::rules::{NativeRules, Rules, decide};
@@ -113,7 +113,7 @@ fn hostile(module: &RulesModule, what: &str) -> GuestError {
 #[test]
 fn hostile_guests_fail_with_typed_errors_and_the_host_carries_on() {
     let engine = engine();
-    let module = engine.load(&module_bytes("zundoko-hostile")).unwrap();
+    let module = engine.load(&fixture_bytes("zundoko-hostile")).unwrap();
     let limits = engine.limits().clone();
 
     let e = hostile(&module, "loop");
@@ -138,7 +138,7 @@ fn hostile_guests_fail_with_typed_errors_and_the_host_carries_on() {
     assert!(matches!(e, GuestError::OutOfCpuBudget { .. } | GuestError::MemoryCap { .. }), "{e}");
     // ... and with room to build it, the plan check refuses it whole.
     let roomy = SandboxEngine::new(SandboxLimits { memory_bytes: 512 << 20, fuel: 2_000_000_000, ..SandboxLimits::default() }).unwrap();
-    let big = roomy.load(&module_bytes("zundoko-hostile")).unwrap();
+    let big = roomy.load(&fixture_bytes("zundoko-hostile")).unwrap();
     let e = hostile(&big, "huge-plan");
     assert!(matches!(e, GuestError::InvalidPlan(PlanRejection::TooManyActions { actions: 1_000_000, .. })), "{e}");
 
@@ -155,7 +155,7 @@ fn hostile_guests_fail_with_typed_errors_and_the_host_carries_on() {
 #[test]
 fn a_trapped_call_leaves_other_concurrent_calls_alone() {
     let engine = engine();
-    let module = std::sync::Arc::new(engine.load(&module_bytes("zundoko-hostile")).unwrap());
+    let module = std::sync::Arc::new(engine.load(&fixture_bytes("zundoko-hostile")).unwrap());
     let handles: Vec<_> = (0..8)
         .map(|i| {
             let module = module.clone();
@@ -240,7 +240,7 @@ fn each_call_starts_from_a_fresh_instance() {
     // The classic rules keep nothing, so same input, same output, across many calls on one
     // module: and a trap in between changes nothing.
     let engine = engine();
-    let module = engine.load(&module_bytes("zundoko-hostile")).unwrap();
+    let module = engine.load(&fixture_bytes("zundoko-hostile")).unwrap();
     let first = module.reconcile(&hikawa(&[])).unwrap().value;
     for _ in 0..50 {
         assert!(module.reconcile(&hikawa(&[("hostile", "panic")])).is_err());

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Song};
 use common::kubelet::{ConfigMapVolume, temp_dir};
-use common::module_bytes;
+use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
@@ -137,18 +137,24 @@ async fn bad_modules_are_rejected_with_their_reason_and_the_old_one_keeps_servin
     // A song that will not end during the test (16 Zun before the Doko), to show who sings.
     cluster.create_hikawa("default", "steady", 30, &[("zuns", "16")]).await;
 
-    let bad: [(&str, Vec<u8>, &str); 3] = [
+    let bad: [(&str, Vec<u8>, &str); 5] = [
         ("garbage bytes", b"this is not a wasm module at all".to_vec(), "NotAComponent"),
         ("the wrong world", other_world_component(), "WorldMismatch"),
-        ("a module that traps in its smoke test", module_bytes("zundoko-hostile"), "SmokeTestFailed"),
+        ("a module that traps in its smoke test", fixture_bytes("zundoko-hostile"), "SmokeTestFailed"),
+        ("a module whose info() name is 8 MiB", fixture_bytes("zundoko-huge-name"), "BadModuleMetadata"),
+        ("a module whose info() name has terminal escapes", fixture_bytes("zundoko-escape-name"), "BadModuleMetadata"),
     ];
+    let mut rejected = std::collections::HashMap::new();
     for (what, bytes, reason) in bad {
         let before = cluster.song("default", "steady").await.words.len();
+        let expected = *rejected.entry(reason).and_modify(|n| *n += 1).or_insert(1);
         write_by_rename(&path, &bytes);
-        eventually(&format!("{what} rejected as {reason}"), Duration::from_secs(10), async || operator.rejections(reason) == 1).await;
+        eventually(&format!("{what} rejected as {reason}"), Duration::from_secs(10), async || operator.rejections(reason) == expected).await;
         assert_eq!(operator.serving().as_deref(), Some(classic_digest.as_str()), "{what}: the old module keeps serving");
         let notes = swap_events(&cluster, "ModuleRejected").await;
         assert!(notes.iter().any(|n| n.contains(reason) && n.contains(&classic_digest)), "{what}: a Warning Event with the reason: {notes:?}");
+        // What the module said reaches the Event bounded and escaped.
+        assert!(notes.iter().all(|n| n.len() < 1024 && !n.contains('\x1b')), "{what}: {:?}", notes.iter().map(|n| &n[..n.len().min(200)]).collect::<Vec<_>>());
         eventually(&format!("the song going on after {what}"), Duration::from_secs(10), async || {
             cluster.song("default", "steady").await.words.len() > before + 1
         })

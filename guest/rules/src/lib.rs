@@ -1,12 +1,18 @@
-//! The Zundoko Kiyoshi rules, as pure Rust.
-//!
-//! This crate has no I/O, no clock and no randomness of its own: everything comes in an
-//! [`Observed`] and everything goes out as a [`Plan`]. The wasm guest (`guest/component`)
-//! wraps it behind the WIT contract; the host links it natively for tests and benchmarks.
+//! The rules as the host links them natively: the contract's model and the shipped rule
+//! sets. The rules themselves live in their own crates (`rules/zundoko-classic`,
+//! `rules/zundoko-strict-ja`), built to components the same way as any scaffolded rule set;
+//! this crate only gathers them for the host's tests and the native benchmark baseline.
 
-pub mod model;
-pub mod naming;
-pub mod song;
+pub use zundoko_guest_sdk::model::*;
+pub use zundoko_guest_sdk::song::RuleSet;
+pub use zundoko_guest_sdk::{naming, song};
 
-pub use model::*;
-pub use song::{RuleSet, classic, strict_japanese};
+/// The default rules of the product (`rules/zundoko-classic`).
+pub fn classic() -> RuleSet {
+    zundoko_classic::rules()
+}
+
+/// The shipped variant (`rules/zundoko-strict-ja`).
+pub fn strict_japanese() -> RuleSet {
+    zundoko_strict_ja::rules()
+}

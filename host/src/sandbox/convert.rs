@@ -1,6 +1,8 @@
-//! `zundoko_rules` types <-> the host's WIT bindings. Field for field; no logic.
+//! `zundoko_rules` types <-> the host's WIT bindings. Field for field; the one rule is that
+//! a rule error's message, which reaches logs, conditions and Events, is bounded and escaped.
 
 use super::bindings::zundokokiyoshi::rules::types as wit;
+use crate::text::printable;
 use zundoko_rules as rules;
 
 pub fn observed(o: &rules::Observed) -> wit::Observed {
@@ -64,11 +66,15 @@ fn action(a: wit::Action) -> rules::Action {
     }
 }
 
+/// Longest rule-error message kept, in bytes (as long as a status message may be).
+pub const MAX_RULE_ERROR_BYTES: usize = 256;
+
 pub fn rule_error(e: wit::RuleError) -> rules::RuleError {
+    let safe = |m: String| printable(&m, MAX_RULE_ERROR_BYTES);
     match e {
-        wit::RuleError::InvalidParams(m) => rules::RuleError::InvalidParams(m),
-        wit::RuleError::InconsistentSong(m) => rules::RuleError::InconsistentSong(m),
-        wit::RuleError::Internal(m) => rules::RuleError::Internal(m),
+        wit::RuleError::InvalidParams(m) => rules::RuleError::InvalidParams(safe(m)),
+        wit::RuleError::InconsistentSong(m) => rules::RuleError::InconsistentSong(safe(m)),
+        wit::RuleError::Internal(m) => rules::RuleError::Internal(safe(m)),
     }
 }
 

@@ -18,6 +18,13 @@ pub enum GuestError {
     WorldMismatch { expected: String, found: String },
     #[error("the module needs capabilities the sandbox does not give: it imports {0} (a rules module may import only zundokokiyoshi:rules/log)")]
     ForbiddenImport(String),
+    #[error("the module's info() {field} is refused: {why} (it starts \"{value}\")")]
+    BadModuleMetadata {
+        field: &'static str,
+        why: String,
+        /// A short, escaped prefix of the refused value.
+        value: String,
+    },
     #[error("the module failed its smoke test: {0}")]
     SmokeTestFailed(String),
 
@@ -49,6 +56,7 @@ impl GuestError {
             GuestError::NotAComponent(_) => "NotAComponent",
             GuestError::WorldMismatch { .. } => "WorldMismatch",
             GuestError::ForbiddenImport(_) => "ForbiddenImport",
+            GuestError::BadModuleMetadata { .. } => "BadModuleMetadata",
             GuestError::SmokeTestFailed(_) => "SmokeTestFailed",
             GuestError::OutOfCpuBudget { .. } => "OutOfCpuBudget",
             GuestError::MemoryCap { .. } => "MemoryCapExceeded",

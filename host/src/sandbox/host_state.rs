@@ -2,6 +2,10 @@
 
 use super::bindings::zundokokiyoshi::rules::log;
 use super::limits::SandboxLimits;
+use crate::text::printable;
+
+/// Longest panic message kept for an error (it reaches the Hikawa's condition and Events).
+const MAX_PANIC_MESSAGE_BYTES: usize = 256;
 
 /// One guest call's host-side state.
 pub struct HostState {
@@ -74,30 +78,26 @@ pub struct GuestLogs {
 }
 
 impl GuestLogs {
-    /// The message of the guest's panic, if it reported one before trapping.
-    pub fn panic_message(&self) -> Option<&str> {
+    /// The message of the guest's panic, if it reported one before trapping: bounded, and
+    /// (like every kept line) escaped.
+    pub fn panic_message(&self) -> Option<String> {
         self.lines
             .iter()
             .rev()
             .find_map(|line| line.message.strip_prefix("panic: "))
+            .map(|m| printable(m, MAX_PANIC_MESSAGE_BYTES))
     }
 }
 
 impl log::Host for HostState {
-    fn log(&mut self, level: log::Level, mut message: String) {
+    fn log(&mut self, level: log::Level, message: String) {
         let logs = &mut self.logs;
         if logs.lines.len() >= logs.max_lines {
             logs.dropped += 1;
             return;
         }
-        if message.len() > logs.max_line_bytes {
-            let mut cut = logs.max_line_bytes;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        // Cut and escaped here, so no control character from a guest reaches a terminal.
+        let message = printable(&message, logs.max_line_bytes);
         match level {
             log::Level::Trace => tracing::trace!(target: "guest", "{message}"),
             log::Level::Debug => tracing::debug!(target: "guest", "{message}"),

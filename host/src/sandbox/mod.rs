@@ -5,6 +5,7 @@ mod convert;
 mod error;
 mod host_state;
 mod limits;
+pub mod metadata;
 mod module;
 
 pub use bindings::{RULES_EXPORT, WORLD};

@@ -83,7 +83,7 @@ impl SandboxEngine {
     }
 
     /// Compile and check a module: a component, of the right world, asking for nothing but
-    /// the log import, that answers `info` within the limits.
+    /// the log import, that answers `info` within the limits with metadata within bounds.
     pub fn load(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
         precheck_bytes(bytes)?;
         let component = Component::new(&self.engine, bytes)
@@ -107,6 +107,7 @@ impl SandboxEngine {
             }),
         };
         let info = module.info()?;
+        super::metadata::check(&info)?;
         Arc::make_mut(&mut module.identity).info = info;
         Ok(module)
     }
@@ -195,7 +196,7 @@ impl RulesModule {
         if let Some(requested) = state.memory.refused {
             return GuestError::MemoryCap { limit: state.memory.limit, requested };
         }
-        let guest_message = state.logs.panic_message().map(str::to_string);
+        let guest_message = state.logs.panic_message();
         match error.downcast_ref::<Trap>() {
             Some(Trap::OutOfFuel) => GuestError::OutOfCpuBudget { budget: self.limits.fuel },
             Some(Trap::StackOverflow) => GuestError::StackOverflow,

@@ -1,16 +1,35 @@
-//! Shared by the host's integration tests: the components `make guest` builds.
+//! Shared by the host's integration tests: the shipped components `make guest` builds into
+//! target/modules/, and the test fixtures `make fixtures` builds into target/fixtures/.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 
+/// A shipped module, `target/modules/<name>.wasm` (`zundoko-classic`, `zundoko-strict-ja`).
 pub fn module_path(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/modules").join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run `make guest` (or `make test`, which builds it)", path.display());
-    path
+    built("modules", name, "make guest")
 }
 
 pub fn module_bytes(name: &str) -> Vec<u8> {
     std::fs::read(module_path(name)).unwrap()
+}
+
+/// A test fixture, `target/fixtures/<name>.wasm` (`zundoko-hostile`, `zundoko-huge-name`, ...).
+pub fn fixture_path(name: &str) -> PathBuf {
+    built("fixtures", name, "make fixtures")
+}
+
+pub fn fixture_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(fixture_path(name)).unwrap()
+}
+
+fn built(dir: &str, name: &str, how: &str) -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let path = target.join(dir).join(format!("{name}.wasm"));
+    if !path.exists() && dir == "modules" && target.join("fixtures").join(format!("{name}.wasm")).exists() {
+        panic!("{name} is a test fixture, in target/fixtures/: load it with fixture_path/fixture_bytes");
+    }
+    assert!(path.exists(), "{} is missing: run `{how}` (or `make test`, which builds it)", path.display());
+    path
 }
 
 pub mod cluster;

@@ -1,7 +1,7 @@
-//! WIT bindings <-> `zundoko_rules` types. Field for field; no logic.
+//! WIT bindings <-> the model's plain types. Field for field; no logic.
 
-use crate::wit;
-use zundoko_rules as rules;
+use crate as rules;
+use crate::component::zundokokiyoshi::rules::types as wit;
 
 pub fn observed(o: wit::Observed) -> rules::Observed {
     rules::Observed {

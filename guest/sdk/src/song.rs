@@ -1,4 +1,7 @@
-//! The song: when to say the next word, which word, and when to say Kiyoshi.
+//! A configurable song engine: when to say the next word, which word, and when to say
+//! Kiyoshi. Both shipped rule sets (`rules/zundoko-classic`, `rules/zundoko-strict-ja`) are
+//! this engine with their own words and strictness; a new rule set may use it or write its
+//! own `reconcile` from scratch (the scaffold does, see `tools/rules-template`).
 
 use crate::model::{Action, ChildKind, ModuleInfo, Observed, Plan, RuleError, Say, StatusUpdate};
 use crate::naming::{kiyoshi_name, zundoko_name};
@@ -32,50 +35,22 @@ pub struct Words {
     pub kiyoshi: String,
 }
 
-/// The default rules of the product: Zun or Doko with equal chance, Kiyoshi after
-/// Zun Zun Zun Zun Doko.
-pub fn classic() -> RuleSet {
-    RuleSet {
-        info: ModuleInfoStatic {
-            name: "zundoko-classic",
-            version: env!("CARGO_PKG_VERSION"),
-            description: "Zun or Doko at random; Ki-yo-shi! after Zun Zun Zun Zun Doko",
-        },
-        words: Words {
-            zun: "Zun".into(),
-            doko: "Doko".into(),
-            kiyoshi: "Ki-yo-shi!".into(),
-        },
-        zuns: 4,
-        strict: false,
-    }
-}
-
-/// The variant shipped to show a swap: the original operator's stricter rule (exactly four
-/// Zun before the Doko), sung in Japanese.
-pub fn strict_japanese() -> RuleSet {
-    RuleSet {
-        info: ModuleInfoStatic {
-            name: "zundoko-strict-ja",
-            version: env!("CARGO_PKG_VERSION"),
-            description: "ズン or ドコ at random; キ・ヨ・シ！ only after exactly four ズン then ドコ",
-        },
-        words: Words {
-            zun: "ズン".into(),
-            doko: "ドコ".into(),
-            kiyoshi: "キ・ヨ・シ！".into(),
-        },
-        zuns: 4,
-        strict: true,
-    }
-}
-
 /// Parameters a Hikawa may set in `spec.params`; unknown keys are left for other rule sets.
 pub const PARAM_ZUN: &str = "zun";
 pub const PARAM_DOKO: &str = "doko";
 pub const PARAM_KIYOSHI: &str = "kiyoshi";
 pub const PARAM_ZUNS: &str = "zuns";
 pub const MAX_ZUNS: usize = 16;
+
+impl crate::Rules for RuleSet {
+    fn info(&self) -> ModuleInfo {
+        self.module_info()
+    }
+
+    fn reconcile(&self, observed: &Observed) -> Result<Plan, RuleError> {
+        RuleSet::reconcile(self, observed)
+    }
+}
 
 impl RuleSet {
     pub fn module_info(&self) -> ModuleInfo {
