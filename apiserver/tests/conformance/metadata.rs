@@ -12,7 +12,10 @@ const QUALIFIED_NAME: &str = "must consist of alphanumeric characters, '-', '_' 
 const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
-fn causes(st: &Value) -> Vec<(String, String, String)> {
+/// (reason, field, message) of one cause.
+type Cause = (String, String, String);
+
+fn causes(st: &Value) -> Vec<Cause> {
     st["details"]["causes"]
         .as_array()
         .unwrap_or_else(|| panic!("no causes in {st}"))
@@ -84,7 +87,7 @@ async fn label_keys_and_values() {
     let s = server().await;
     let raw = Raw::new(&s);
     raw.install_widgets().await;
-    let cases: Vec<(Value, Vec<(String, String, String)>)> = vec![
+    let cases: Vec<(Value, Vec<Cause>)> = vec![
         (json!({"bad key": "v"}), vec![cause("FieldValueInvalid", "metadata.labels", &format!("Invalid value: \"bad key\": name part {QUALIFIED_NAME}"))]),
         (json!({"k": "v".repeat(64)}), vec![cause("FieldValueInvalid", "metadata.labels", &format!("Invalid value: \"{}\": must be no more than 63 characters", "v".repeat(64)))]),
         (json!({"k": "-v"}), vec![cause("FieldValueInvalid", "metadata.labels", &format!("Invalid value: \"-v\": {LABEL_VALUE}"))]),
@@ -220,7 +223,7 @@ async fn events_k8s_io_v1_rules() {
     let (code, o) = raw.post(EVENTS_V1, &event_v1("ok")).await;
     assert_eq!(code, 201, "{o}");
     // Field paths are those of the internal (core) Event: `note` is `message`.
-    let cases: Vec<(Value, Vec<(String, String, String)>)> = vec![
+    let cases: Vec<(Value, Vec<Cause>)> = vec![
         (json!({"note": "n".repeat(1025)}), vec![cause("FieldValueInvalid", "message", "Invalid value: \"\": can have at most 1024 characters")]),
         (json!({"type": "Info"}), vec![cause("FieldValueInvalid", "type", "Invalid value: \"\": has invalid value: Info")]),
         (json!({"eventTime": null}), vec![cause("FieldValueRequired", "eventTime", "Required value")]),
