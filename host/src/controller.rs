@@ -81,6 +81,9 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
     // managedFields and annotations (kubectl's last-applied-configuration among them: up to
     // 256 KiB) are never read here and are most of a small object: not cached. A Hikawa
     // that is gone is forgotten by the pacing too (after a relist: any not listed).
+    // Whether the Hikawas have been listed once, for readiness. (Not the store's own
+    // `wait_until_ready`: kube wakes only one of its waiters, and the Controller is one.)
+    let (listed, mut hikawas_listed) = tokio::sync::watch::channel(false);
     let hikawa_events = {
         let (ctx, hikawas) = (ctx.clone(), hikawas.clone());
         reflector(
@@ -97,6 +100,7 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
             Event::InitDone => {
                 let alive: std::collections::HashSet<String> = hikawas.state().iter().filter_map(|h| h.uid()).collect();
                 ctx.pace.retain(|uid| alive.contains(uid));
+                listed.send_replace(true);
             }
             _ => {}
         })
@@ -107,9 +111,10 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
 
     shared.health.set_reconciling(true);
     let synced = {
-        let (children, health, hikawas) = (ctx.children.clone(), shared.health.clone(), hikawas.clone());
+        let (children, health) = (ctx.children.clone(), shared.health.clone());
         tokio::spawn(async move {
-            let _ = futures::join!(children.synced(), hikawas.wait_until_ready());
+            let listed = async move { hikawas_listed.wait_for(|listed| *listed).await.is_ok() };
+            let _ = futures::join!(children.synced(), listed);
             health.set_caches_synced();
         })
     };
