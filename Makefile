@@ -10,7 +10,7 @@ FIXTURES := target/fixtures
 # `make new-rules` scaffolds one, `make rules NAME=` builds one, `make guest` builds them all.
 RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
 # The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
-FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi
+FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
 GUEST_OUT_DIR := target/$(GUEST_TARGET)/guest

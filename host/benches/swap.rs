@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use common::kubelet::ConfigMapVolume;
-use common::module_bytes;
+use common::{module_bytes, with_custom_section};
 use common::running::{Operator, start};
 use futures::StreamExt;
 use kube::Api;
@@ -28,18 +28,6 @@ use zundoko_operator::swap::file::FileSource;
 
 const SWAPS: usize = 20;
 const SONGS: usize = 20;
-
-/// The module with a custom section appended: same rules, new bytes, new digest.
-fn unique(mut bytes: Vec<u8>, n: usize) -> Vec<u8> {
-    let name = b"bench-swap";
-    let payload = n.to_le_bytes();
-    let size = 1 + name.len() + payload.len();
-    assert!(size < 128 && name.len() < 128, "one-byte LEB128 lengths");
-    bytes.extend([0u8, size as u8, name.len() as u8]);
-    bytes.extend(name);
-    bytes.extend(payload);
-    bytes
-}
 
 /// Songs that go on for the whole run (sixteen Zun before the Doko), a word every 100 ms each.
 async fn sing(cluster: &Cluster) {
@@ -100,7 +88,7 @@ async fn file_path(rule_sets: &[Vec<u8>; 2]) {
     sing(&cluster).await;
     let mut fresh = Vec::new();
     for n in 1..=SWAPS {
-        let bytes = unique(rule_sets[n % 2].clone(), n);
+        let bytes = with_custom_section(rule_sets[n % 2].clone(), n as u64);
         fresh.push(time_swap(&cluster, &digest(&bytes), async || volume.update(&[("rules.wasm", &bytes)])).await);
     }
     summary("file (..data swap), new module each time", fresh, operator.failed_reconciles());
@@ -122,7 +110,7 @@ async fn api_path(rule_sets: &[Vec<u8>; 2]) {
     sing(&cluster).await;
     let mut fresh = Vec::new();
     for n in 1..=SWAPS {
-        let bytes = unique(rule_sets[n % 2].clone(), n);
+        let bytes = with_custom_section(rule_sets[n % 2].clone(), n as u64);
         fresh.push(time_swap(&cluster, &digest(&bytes), async || cluster.put_module_configmap("default", &bytes).await).await);
     }
     summary("ConfigMap via the API, new module each time", fresh, operator.failed_reconciles());

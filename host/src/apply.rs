@@ -130,13 +130,13 @@ pub async fn write_status(ctx: &Context, hikawa: &Hikawa, desired: HikawaStatus)
         return Ok(desired);
     }
     let api: Api<Hikawa> = Api::namespaced(ctx.client.clone(), &hikawa.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "status": status_patch(hikawa.status.as_ref(), &desired) });
+    let patch = serde_json::json!({ "status": replacing_patch(hikawa.status.as_ref(), &desired) });
     let written = api.patch_status(&hikawa.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(written.status.unwrap_or(desired))
 }
 
 /// `desired` as a merge patch over `current`: fields `current` has and `desired` lacks become null.
-fn status_patch(current: Option<&HikawaStatus>, desired: &HikawaStatus) -> serde_json::Value {
+pub fn replacing_patch<T: Serialize>(current: Option<&T>, desired: &T) -> serde_json::Value {
     let mut patch = serde_json::to_value(desired).expect("a status serializes");
     if let (Some(current), Some(fields)) = (current.map(serde_json::to_value), patch.as_object_mut())
         && let Ok(serde_json::Value::Object(current)) = current
@@ -170,9 +170,9 @@ mod tests {
     fn a_dropped_status_field_is_patched_to_null() {
         let current = HikawaStatus { message: Some("failed".into()), phase: Some("Failed".into()), ..HikawaStatus::default() };
         let desired = HikawaStatus { phase: Some("Singing".into()), ..HikawaStatus::default() };
-        let patch = status_patch(Some(&current), &desired);
+        let patch = replacing_patch(Some(&current), &desired);
         assert_eq!(patch["message"], serde_json::Value::Null);
         assert_eq!(patch["phase"], "Singing");
-        assert_eq!(status_patch(None, &desired).get("message"), None);
+        assert_eq!(replacing_patch(None, &desired).get("message"), None);
     }
 }

@@ -29,6 +29,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// `run` has many flags; the command is parsed once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the operator: watch Hikawas and sing, from a kubeconfig (out of cluster) or the
@@ -107,6 +109,12 @@ pub struct RunArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "ZUNDOKO_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Namespaces whose ConfigMaps ZundokoRules may name as module sources, comma-separated
+    /// (default: --operator-namespace, else zundoko-system). The operator watches those
+    /// namespaces' ConfigMaps by metadata and reads the data of the ones a rule set names: grant
+    /// it get, list and watch on configmaps there.
+    #[arg(long, env = "ZUNDOKO_RULES_NAMESPACES", value_delimiter = ',')]
+    pub rules_namespaces: Vec<String>,
     /// Hikawas reconciled at once.
     #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::controller::Settings::default().concurrency)]
     pub concurrency: u16,
@@ -285,6 +293,10 @@ impl RunArgs {
                 cache_wait: Duration::from_millis(self.cache_wait_ms),
             },
             instance: instance.clone(),
+            rules_namespaces: match &self.rules_namespaces {
+                given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
+                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::controller::DEFAULT_RULES_NAMESPACE.into())],
+            },
         };
         let http_addr = match self.http_addr.as_str() {
             "off" | "" => None,

@@ -246,10 +246,10 @@ fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, tally: &mut Tally)
         let at = format!("decision {decision} after {} words", observed.zundokos.len());
         let plan = decide_twice(module, &observed, tally).map_err(|f| (at.clone(), f))?;
         // Before the plan check, which refuses it too: the song's own fault, named as such.
-        if observed.kiyoshi.is_some() {
-            if let Some(say) = plan.says().next() {
-                return Err((at, SongFault::AfterKiyoshi(format!("said {} after its Kiyoshi", quote(&say.word)))));
-            }
+        if observed.kiyoshi.is_some()
+            && let Some(say) = plan.says().next()
+        {
+            return Err((at, SongFault::AfterKiyoshi(format!("said {} after its Kiyoshi", quote(&say.word)))));
         }
         tally.plans += 1;
         plan_check::check(&plan, &observed, limits).map_err(|e| (at.clone(), SongFault::Plan(quote(&e.to_string()))))?;

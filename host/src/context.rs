@@ -1,5 +1,5 @@
-//! What every reconcile is handed: the API client, the index of children, the current
-//! rules, the metrics, the limits, the per-Hikawa pacing and the Event sink.
+//! What every reconcile is handed: the API client, the index of children, the default rules
+//! and the rule sets, the metrics, the limits, the per-Hikawa pacing and the Event sink.
 
 use std::sync::Arc;
 
@@ -9,23 +9,27 @@ use crate::children::ChildIndex;
 use crate::events::EventSink;
 use crate::health::Health;
 use crate::metrics::Metrics;
+use crate::modules::ModuleLoader;
 use crate::pace::Pace;
 use crate::plan_check::PlanLimits;
 use crate::rules::RulesSlot;
+use crate::rulesets::RuleSets;
 
-/// What lives as long as the process, whichever replica leads: the rules, the metrics, and
-/// what readiness is made of.
+/// What lives as long as the process, whichever replica leads: the default rules, the
+/// compiled modules, the metrics, and what readiness is made of.
 #[derive(Clone)]
 pub struct Shared {
+    /// The operator's default module: it decides for Hikawas that name no rules.
     pub rules: Arc<RulesSlot>,
+    pub modules: Arc<ModuleLoader>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
 }
 
 impl Shared {
-    pub fn new(rules: Arc<RulesSlot>) -> Self {
+    pub fn new(rules: Arc<RulesSlot>, modules: Arc<ModuleLoader>) -> Self {
         let health = Arc::new(Health::new(rules.clone()));
-        Shared { rules, metrics: Arc::new(Metrics::new()), health }
+        Shared { rules, modules, metrics: Arc::new(Metrics::new()), health }
     }
 }
 
@@ -33,6 +37,8 @@ pub struct Context {
     pub client: Client,
     pub events: EventSink,
     pub rules: Arc<RulesSlot>,
+    /// The ZundokoRules and what each serves.
+    pub rulesets: Arc<RuleSets>,
     pub metrics: Arc<Metrics>,
     pub plan_limits: PlanLimits,
     pub children: Arc<ChildIndex>,

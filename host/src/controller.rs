@@ -1,15 +1,17 @@
-//! The controller: kube-runtime's `Controller` on Hikawa, owning Zundoko and Kiyoshi.
-//! Each reconcile: observe (the Hikawa, its children from the compact index), pace (decide
-//! only when something but this process's own writes changed, or when the rules asked to be
-//! called back; see `pace.rs`), decide (the guest, then the plan check), apply, requeue.
+//! The controller: kube-runtime's `Controller` on Hikawa, owning Zundoko and Kiyoshi, and
+//! beside it the ZundokoRules controller (`rulesets::controller`). Each reconcile: observe
+//! (the Hikawa, its children from the compact index), choose the rules (the default module, or
+//! the rule set it names, or that rule set's candidate for its share), pace (decide only when
+//! something but this process's own writes changed, or when the rules asked to be called back;
+//! see `pace.rs`), decide (the guest, then the plan check), apply, requeue.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{self, reflector};
+use kube::runtime::reflector::{self, ObjectRef, reflector};
 use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -25,8 +27,13 @@ use crate::observe::observe;
 use crate::pace::{Footprint, Gate, Pace, PaceSettings};
 use crate::plan_check::PlanLimits;
 use crate::rules::decide_async;
+use crate::rulesets::{self, Choice, RuleSets};
 use crate::sandbox::ModuleIdentity;
 use crate::status;
+
+/// Where rule sets' ConfigMaps are read from when nothing else is said: the namespace
+/// `make deploy` installs the operator in.
+pub const DEFAULT_RULES_NAMESPACE: &str = "zundoko-system";
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -40,6 +47,8 @@ pub struct Settings {
     pub pace: PaceSettings,
     /// Names this process in Events (`reportingInstance`).
     pub instance: String,
+    /// Namespaces whose ConfigMaps ZundokoRules may name as sources.
+    pub rules_namespaces: Vec<String>,
 }
 
 impl Default for Settings {
@@ -50,6 +59,7 @@ impl Default for Settings {
             plan_limits: PlanLimits::default(),
             pace: PaceSettings::default(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "zundoko-operator".into()),
+            rules_namespaces: vec![DEFAULT_RULES_NAMESPACE.into()],
         }
     }
 }
@@ -64,14 +74,19 @@ where
     }
 }
 
-/// Run until `shutdown` completes, then let reconciles in flight finish.
-/// Every Hikawa is reconciled again after each module swap.
+/// Run until `shutdown` completes, then let reconciles in flight finish. The Hikawas a
+/// module swap concerns (those without `spec.rules` for the default module, a rule set's own
+/// for a rule set) are reconciled again after it.
 pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let ns = settings.namespace.as_deref();
+    let shutdown = shutdown.shared();
+    let (rulesets, signals) = RuleSets::new();
+    let rulesets = Arc::new(rulesets);
     let ctx = Arc::new(Context {
         client: client.clone(),
         events: EventSink::new(client.clone(), "zundoko-operator", &settings.instance),
         rules: shared.rules.clone(),
+        rulesets: rulesets.clone(),
         metrics: shared.metrics.clone(),
         plan_limits: settings.plan_limits.clone(),
         children: Arc::new(ChildIndex::default()),
@@ -96,10 +111,15 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
                 }),
         )
         .inspect_ok(move |event| match event {
-            Event::Delete(hikawa) => ctx.pace.forget(&hikawa.uid().unwrap_or_default()),
+            Event::Delete(hikawa) => {
+                let uid = hikawa.uid().unwrap_or_default();
+                ctx.pace.forget(&uid);
+                ctx.rulesets.forget_member(&uid);
+            }
             Event::InitDone => {
                 let alive: std::collections::HashSet<String> = hikawas.state().iter().filter_map(|h| h.uid()).collect();
                 ctx.pace.retain(|uid| alive.contains(uid));
+                ctx.rulesets.retain_members(|uid| alive.contains(uid));
                 listed.send_replace(true);
             }
             _ => {}
@@ -118,11 +138,33 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
             health.set_caches_synced();
         })
     };
+    // A swap of the default module concerns the Hikawas that name no rules; a change in what
+    // a rule set serves, those that name it.
+    let swapped = {
+        let hikawas = hikawas.clone();
+        let default_swaps = shared.rules.swaps().map(|()| None);
+        let rule_sets = futures::stream::unfold(signals.changed, |mut rx| async move { rx.recv().await.map(|name| (Some(name), rx)) });
+        futures::stream::select(default_swaps, rule_sets).flat_map(move |rules: Option<String>| {
+            let concerned: Vec<ObjectRef<Hikawa>> =
+                hikawas.state().iter().filter(|h| h.spec.rules == rules).map(|h| ObjectRef::from_obj(h.as_ref())).collect();
+            futures::stream::iter(concerned)
+        })
+    };
+    let rules_controller = rulesets::controller::run(
+        client.clone(),
+        rulesets,
+        signals.wake,
+        hikawas.clone(),
+        shared.modules.clone(),
+        shared.metrics.clone(),
+        rulesets::controller::Settings { namespaces: settings.rules_namespaces.clone(), instance: settings.instance.clone() },
+        shutdown.clone(),
+    );
     info!(namespace = ns.unwrap_or("(all)"), concurrency = settings.concurrency, "starting the Hikawa controller");
-    Controller::for_stream(hikawa_events, hikawas)
+    let hikawa_controller = Controller::for_stream(hikawa_events, hikawas)
         .owns_stream(zundokos)
         .owns_stream(kiyoshis)
-        .reconcile_all_on(shared.rules.swaps())
+        .reconcile_on(swapped)
         .with_config(controller::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -130,8 +172,8 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
             if let Err(error) = result {
                 tracing::debug!(%error, "reconcile failed");
             }
-        })
-        .await;
+        });
+    futures::join!(hikawa_controller, rules_controller);
     synced.abort();
     shared.health.set_reconciling(false);
     info!("the Hikawa controller stopped");
@@ -160,11 +202,25 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         ctx.metrics.not_decided("catching-up");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    let Some(rules) = ctx.rules.current() else {
-        // Only reachable if the controller is started before a module: nothing to decide with.
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    };
     let uid = hikawa.uid().ok_or_else(|| Error::MissingField(format!("Hikawa {} has no uid", key(&hikawa))))?;
+    ctx.rulesets.member(&uid, hikawa.spec.rules.as_deref());
+    // The rules that decide: the default module, or the rule set named (its candidate for
+    // the Hikawas in the candidate's share).
+    let chosen = match hikawa.spec.rules.as_deref() {
+        None => match ctx.rules.current() {
+            Some(rules) => Ok((rules, None)),
+            // Only reachable if the controller is started before a module: nothing to decide with.
+            None => return Ok(Action::requeue(Duration::from_secs(1))),
+        },
+        Some(name) => match ctx.rulesets.choose(name, &uid) {
+            Choice::Decide { rules, candidate } => Ok((rules, candidate)),
+            Choice::CatchingUp => {
+                ctx.metrics.not_decided("catching-up");
+                return Ok(Action::requeue(Duration::from_millis(200)));
+            }
+            Choice::Unavailable(error) => Err(error),
+        },
+    };
     let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
     let children = ctx.children.owned(&hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &uid, claimed);
     let seen = Footprint {
@@ -172,7 +228,10 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         zundokos: children.zundokos.len() as u32,
         kiyoshi: children.kiyoshi.is_some(),
         status: hikawa.status.clone(),
-        module: rules.identity().digest.clone(),
+        module: match &chosen {
+            Ok((rules, _)) => rules.identity().digest.clone(),
+            Err(unavailable) => format!("unavailable: {}", unavailable.reason()),
+        },
     };
     let started = Instant::now();
     match ctx.pace.gate(&uid, &seen, started) {
@@ -200,10 +259,18 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         }
     }
 
+    // Rules that serve nothing are recorded like a failure, and paced like one.
+    let (rules, candidate) = match chosen {
+        Ok(chosen) => chosen,
+        Err(unavailable) => return Err(failed(&ctx, &hikawa, &uid, seen, unavailable, None, started).await),
+    };
     let entropy: u64 = rand::random();
     let observed = Arc::new(observe(&hikawa, children, now_ms(), entropy));
     let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
     ctx.metrics.decided(&decision);
+    if let Some(candidate) = &candidate {
+        ctx.rulesets.record(candidate, decision.outcome.is_ok());
+    }
     let module = decision.module.clone();
     let plan = match decision.outcome {
         Ok(plan) => plan,

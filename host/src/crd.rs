@@ -26,6 +26,7 @@ pub const VERSION: &str = "v1beta1";
     printcolumn = r#"{"name":"Kiyoshied","type":"boolean","jsonPath":".status.kiyoshied"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Module","type":"string","jsonPath":".status.module.name"}"#,
+    printcolumn = r#"{"name":"Rules","type":"string","jsonPath":".spec.rules","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -41,6 +42,11 @@ pub struct HikawaSpec {
     /// Handed to the rules module verbatim (for example `zuns: "3"` for the default rules).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
+    /// The `ZundokoRules` that decide for this Hikawa; without it, the operator's default
+    /// module does. Rules that do not exist or serve no module leave it waiting (Ready=False).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub rules: Option<String>,
 }
 
 /// What the operator has observed and decided. Written only through the status subresource.
@@ -119,6 +125,176 @@ pub struct KiyoshiSpec {
     pub say: String,
 }
 
+/// A rule set: a rules module from a ConfigMap, chosen by Hikawas with `spec.rules: NAME`,
+/// optionally with a candidate module rolled out to a share of them. Cluster-scoped.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "zundokokiyoshi.kaitoy.github.com",
+    version = "v1beta1",
+    kind = "ZundokoRules",
+    plural = "zundokorules",
+    singular = "zundokorules",
+    shortname = "zr",
+    status = "ZundokoRulesStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Module","type":"string","jsonPath":".status.module.name"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.module.version"}"#,
+    printcolumn = r#"{"name":"Candidate","type":"string","jsonPath":".status.candidate.version"}"#,
+    printcolumn = r#"{"name":"Percent","type":"integer","jsonPath":".spec.candidate.rollout.percent"}"#,
+    printcolumn = r#"{"name":"Hikawas","type":"integer","jsonPath":".status.hikawas"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.reason"}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.module.digest","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ZundokoRulesSpec {
+    /// Where the module comes from.
+    pub source: ModuleSource,
+    /// Serve only the module with this sha256 (64 hex digits, optionally `sha256:`-prefixed);
+    /// any other is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(sha256:)?[0-9a-fA-F]{64}$"))]
+    pub sha256: Option<String>,
+    /// A second module, rolled out to a share of this rule set's Hikawas, then promoted or
+    /// rolled back by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateSpec>,
+}
+
+/// A module source.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleSource {
+    /// A ConfigMap holding the module under a `binaryData` key, read through the API.
+    pub config_map: ConfigMapSource,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapSource {
+    /// The ConfigMap's namespace: one the operator reads rules from (`--rules-namespaces`).
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The `binaryData` key holding the module (default `rules.wasm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: Option<String>,
+}
+
+/// A candidate module and how it is rolled out.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateSpec {
+    pub source: ModuleSource,
+    /// Roll out only the module with this sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(sha256:)?[0-9a-fA-F]{64}$"))]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub rollout: RolloutSpec,
+}
+
+/// How a candidate is rolled out: to which share of the Hikawas, when it is promoted, when it
+/// is rolled back.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// The percentage of this rule set's Hikawas the candidate decides for, chosen by uid
+    /// (stable across restarts and replicas).
+    #[serde(default = "default_percent")]
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: u8,
+    /// Promote once the candidate has decided this long (seconds since the rollout started)
+    /// with its failure rate within `maxFailurePercent`. Default 300 when neither this nor
+    /// `promoteAfterDecisions` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub promote_after_seconds: Option<u64>,
+    /// Promote once the candidate has made this many decisions with its failure rate within
+    /// `maxFailurePercent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub promote_after_decisions: Option<u64>,
+    /// Roll back as soon as the candidate's failed decisions pass this percentage of its
+    /// decisions (default 0: the first failure rolls it back).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_failure_percent: u8,
+}
+
+fn default_percent() -> u8 {
+    10
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        RolloutSpec { percent: default_percent(), promote_after_seconds: None, promote_after_decisions: None, max_failure_percent: 0 }
+    }
+}
+
+/// What the operator found and serves for a rule set. Written only through the status subresource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ZundokoRulesStatus {
+    /// `Pending` (no module yet), `Active` (serving), `Rejected` (the source's module was
+    /// refused and none serves), `RollingOut` (a candidate decides for a share of the
+    /// Hikawas), `RolledBack` (the candidate failed and was stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The module serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<ModuleStatus>,
+    /// The candidate module, once checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<ModuleStatus>,
+    /// The candidate's rollout: kept here, so a restarted operator resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    /// Why a module was rejected or a candidate rolled back (`ModulePinMismatch`,
+    /// `SourceNotFound`, `FailureRateExceeded`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the sources were last checked (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
+    /// Hikawas naming these rules.
+    #[serde(default)]
+    pub hikawas: u32,
+    /// Of those, the ones the candidate decides for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_hikawas: Option<u32>,
+    /// `Ready`: a module serves. `CandidateReady`: the candidate's state, while there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A candidate's rollout, as far as it has come.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The candidate module's `sha256:<hex>`: a rollout is of these bytes only.
+    pub digest: String,
+    /// `Progressing`, `Promoted` or `RolledBack`.
+    pub state: String,
+    /// When the candidate first served (RFC 3339).
+    pub started_at: String,
+    /// When it was promoted or rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Decisions the candidate made, and how many of them failed.
+    #[serde(default)]
+    pub decisions: u64,
+    #[serde(default)]
+    pub failures: u64,
+}
+
 /// Conditions as a list map keyed by type, the way built-in types declare them.
 fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = generator.subschema_for::<Vec<Condition>>();
@@ -131,10 +307,10 @@ fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
 /// words, see `plan_check::MAX_CHILDREN_LIMIT`), and an object name may have at most 253 characters.
 pub const MAX_HIKAWA_NAME: usize = 253 - "-zundoko-".len() - 4;
 
-/// The three CRDs, in the order they are applied.
+/// The CRDs, in the order they are applied.
 pub fn all() -> Vec<CustomResourceDefinition> {
     use kube::CustomResourceExt;
-    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd()]
+    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd(), ZundokoRules::crd()]
 }
 
 /// Hikawa's CRD, refusing at admission a name too long for its children (CEL on the root,

@@ -18,6 +18,10 @@ pub enum Error {
     /// An object lacks something the operator needs (say, a namespace).
     #[error("{0}")]
     MissingField(String),
+    /// The Hikawa names rules (`spec.rules`) that do not exist or serve no module: it waits
+    /// until they do.
+    #[error("{message}")]
+    RulesUnavailable { rules: String, reason: &'static str, message: String },
 }
 
 impl Error {
@@ -36,6 +40,7 @@ impl Error {
             },
             Error::Kube(_) => "ApiUnreachable",
             Error::MissingField(_) => "MissingField",
+            Error::RulesUnavailable { reason, .. } => reason,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Events on Hikawas (events.k8s.io/v1), published directly. kube's `Recorder` keeps every
+//! Events on Hikawas and rule sets (events.k8s.io/v1), published directly. kube's `Recorder` keeps every
 //! Event it sends for six minutes to count repeats; at hundreds of words a second that is
 //! most of the operator's memory, and a word's Event never repeats. Here nothing is kept for
 //! Normal Events, and for Warnings only the last one per Hikawa (in [`Pace`]), so a failure
@@ -42,16 +42,21 @@ impl EventSink {
         }
     }
 
-    /// Publish an Event on `hikawa`. Best effort: a lost Event must not fail the reconcile.
-    pub async fn publish(&self, hikawa: &Hikawa, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>) {
-        let ns = hikawa.namespace().unwrap_or_default();
+    /// Publish an Event on `object` (in its namespace; a cluster-scoped object's go to
+    /// `default`, as kube-apiserver's own do). Best effort: a lost Event must not fail the
+    /// reconcile.
+    pub async fn publish<K>(&self, object: &K, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let ns = object.namespace().unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
         let now = jiff::Timestamp::now();
         let note = truncate_bytes(note, MAX_NOTE_BYTES);
         let reason = truncate_bytes(reason, MAX_FIELD_BYTES);
-        let event = self.event(hikawa, type_, reason, note, action, related, now);
+        let event = self.event(object, type_, reason, note, action, related, now);
         if let Err(error) = api.create(&PostParams::default(), &event).await {
-            tracing::warn!(hikawa = %hikawa.name_any(), %error, reason, "could not publish an Event");
+            tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event");
         }
     }
 
@@ -81,17 +86,20 @@ impl EventSink {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn event(&self, hikawa: &Hikawa, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>, now: jiff::Timestamp) -> Event {
+    fn event<K>(&self, object: &K, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>, now: jiff::Timestamp) -> Event
+    where
+        K: Resource<DynamicType = ()>,
+    {
         let suffix = format!(".{:x}", now.as_nanosecond());
-        // `<hikawa>.<nanoseconds>`, as kube-runtime names them, cut so it stays a valid name.
-        let prefix = truncate_bytes(&hikawa.name_any(), MAX_NAME_CHARS - suffix.len()).trim_end_matches(['.', '-']).to_string();
+        // `<object>.<nanoseconds>`, as kube-runtime names them, cut so it stays a valid name.
+        let prefix = truncate_bytes(&object.name_any(), MAX_NAME_CHARS - suffix.len()).trim_end_matches(['.', '-']).to_string();
         Event {
-            metadata: ObjectMeta { name: Some(prefix + &suffix), namespace: hikawa.namespace(), ..ObjectMeta::default() },
+            metadata: ObjectMeta { name: Some(prefix + &suffix), namespace: Some(object.namespace().unwrap_or_else(|| "default".into())), ..ObjectMeta::default() },
             action: Some(truncate_bytes(action, MAX_FIELD_BYTES).into()),
             reason: Some(reason.into()),
             note: Some(note.into()),
             event_time: Some(MicroTime(now)),
-            regarding: Some(hikawa.object_ref(&())),
+            regarding: Some(object.object_ref(&())),
             related,
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),

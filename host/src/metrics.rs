@@ -1,5 +1,8 @@
 //! Prometheus metrics (prometheus-client), served as text on `/metrics`.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -34,6 +37,22 @@ pub struct ModuleLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleSetLabels {
+    /// The ZundokoRules' name.
+    pub rules: String,
+    /// `stable` (serving outside the candidate's share) or `candidate`.
+    pub role: String,
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     /// `accepted` or `rejected`.
     pub result: String,
@@ -54,6 +73,12 @@ pub struct Metrics {
     swaps: Family<SwapLabels, Counter>,
     module_check_seconds: Histogram,
     leader: Gauge,
+    ruleset_info: Family<RuleSetLabels, Gauge>,
+    rollouts: Family<ResultLabels, Counter>,
+    modules_compiled: Gauge,
+    modules_compiled_bytes: Gauge,
+    /// The labels each rule set has in `ruleset_info` (a family cannot list its own).
+    ruleset_shown: Mutex<HashMap<String, Vec<RuleSetLabels>>>,
 }
 
 impl Default for Metrics {
@@ -80,6 +105,11 @@ impl Metrics {
             // 1 ms .. 4 s: compiling a ~32 KiB component takes tens of milliseconds.
             module_check_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 13)),
             leader: Gauge::default(),
+            ruleset_info: Family::default(),
+            rollouts: Family::default(),
+            modules_compiled: Gauge::default(),
+            modules_compiled_bytes: Gauge::default(),
+            ruleset_shown: Mutex::default(),
         };
         metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
         metrics.registry.register("reconcile_errors", "Failed reconciles, by reason", metrics.reconcile_errors.clone());
@@ -104,6 +134,18 @@ impl Metrics {
             metrics.module_check_seconds.clone(),
         );
         metrics.registry.register("leader", "1 while this replica holds the leader Lease (or runs without election)", metrics.leader.clone());
+        metrics.registry.register(
+            "ruleset_info",
+            "The modules each ZundokoRules serves (value 1): role stable, and candidate during a rollout",
+            metrics.ruleset_info.clone(),
+        );
+        metrics.registry.register("rollouts", "Candidate rollouts ended, by result (promoted, rolled-back)", metrics.rollouts.clone());
+        metrics.registry.register("modules_compiled", "Rules modules compiled and in memory (each shared by all who serve it)", metrics.modules_compiled.clone());
+        metrics.registry.register(
+            "modules_compiled_bytes",
+            "Bytes of compiled code and metadata the compiled rules modules keep in memory",
+            metrics.modules_compiled_bytes.clone(),
+        );
         metrics
     }
 
@@ -184,6 +226,46 @@ impl Metrics {
 
     pub fn swap_rejected(&self, reason: &str) {
         self.swaps.get_or_create(&SwapLabels { result: "rejected".into(), reason: reason.into() }).inc();
+    }
+
+    /// What rule set `rules` serves now (replacing what it served before).
+    pub fn ruleset_serving(&self, rules: &str, stable: Option<&ModuleIdentity>, candidate: Option<&ModuleIdentity>) {
+        let labels = |role: &str, m: &ModuleIdentity| RuleSetLabels {
+            rules: rules.into(),
+            role: role.into(),
+            name: m.info.name.clone(),
+            version: m.info.version.clone(),
+            digest: m.digest.clone(),
+        };
+        let now: Vec<RuleSetLabels> = [stable.map(|m| labels("stable", m)), candidate.map(|m| labels("candidate", m))].into_iter().flatten().collect();
+        self.ruleset_gone_except(rules, &now);
+        for l in &now {
+            self.ruleset_info.get_or_create(l).set(1);
+        }
+    }
+
+    pub fn ruleset_gone(&self, rules: &str) {
+        self.ruleset_gone_except(rules, &[]);
+    }
+
+    fn ruleset_gone_except(&self, rules: &str, keep: &[RuleSetLabels]) {
+        let mut shown = self.ruleset_shown.lock().unwrap_or_else(|p| p.into_inner());
+        for stale in shown.remove(rules).unwrap_or_default().iter().filter(|l| !keep.contains(l)) {
+            self.ruleset_info.remove(stale);
+        }
+        if !keep.is_empty() {
+            shown.insert(rules.into(), keep.to_vec());
+        }
+    }
+
+    pub fn rollout_ended(&self, result: &str) {
+        self.rollouts.get_or_create(&ResultLabels { result: result.into() }).inc();
+    }
+
+    /// Modules compiled and alive, and their bytes in memory.
+    pub fn modules_compiled(&self, (count, bytes): (usize, usize)) {
+        self.modules_compiled.set(count as i64);
+        self.modules_compiled_bytes.set(bytes as i64);
     }
 
     pub fn set_leader(&self, leading: bool) {

@@ -16,6 +16,7 @@ use zundoko_rules::RuleSet;
 use crate::context::Shared;
 use crate::controller::{self, Settings};
 use crate::leader::{Election, LeaderSettings};
+use crate::modules::ModuleLoader;
 use crate::rules::{NativeRules, RulesSlot};
 use crate::sandbox::{SandboxEngine, SandboxLimits};
 use crate::swap::configmap::ConfigMapRef;
@@ -67,7 +68,10 @@ pub async fn start(
         Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
         None => RulesSlot::empty(),
     });
-    let shared = Shared::new(slot.clone());
+    // One engine and one set of compiled modules for the default module and every rule set.
+    let engine = SandboxEngine::new(config.sandbox.clone())?;
+    let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
+    let shared = Shared::new(slot.clone(), modules);
     let http_addr = match config.http_addr {
         Some(addr) => {
             let (bound, server) = crate::http::bind(addr, shared.health.clone(), shared.metrics.clone())
@@ -102,10 +106,8 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
         sources.file.is_some() || sources.configmap.is_some(),
         "no rules module source: give --module PATH or --module-configmap NAMESPACE/NAME[:KEY]"
     );
-    let engine = SandboxEngine::new(config.sandbox.clone())?;
     let swapper = Arc::new(Swapper::new(
-        engine,
-        config.controller.plan_limits.clone(),
+        shared.modules.clone(),
         sources.pin.clone(),
         shared.rules.clone(),
         shared.metrics.clone(),

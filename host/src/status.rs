@@ -52,7 +52,7 @@ pub fn after_plan(
     status.observed_generation = Some(generation);
     status.module = Some(module_status(module));
     let message = format!("{} {} decided", module.info.name, module.info.version);
-    set_condition(&mut status.conditions, "True", "Decided", &message, generation, now);
+    set_condition(&mut status.conditions, CONDITION_READY, "True", "Decided", &message, generation, now);
     status
 }
 
@@ -75,26 +75,30 @@ pub fn after_failure(
     if let Some(module) = module {
         status.module = Some(module_status(module));
     }
-    set_condition(&mut status.conditions, "False", reason, &message, generation, now);
+    set_condition(&mut status.conditions, CONDITION_READY, "False", reason, &message, generation, now);
     status
 }
 
-/// Set the Ready condition; its lastTransitionTime moves only when its status does.
-fn set_condition(conditions: &mut Vec<Condition>, value: &str, reason: &str, message: &str, generation: i64, now: TimestampMs) {
+/// Set a condition, in its place in the list; its lastTransitionTime moves only when its
+/// status does.
+pub fn set_condition(conditions: &mut Vec<Condition>, type_: &str, value: &str, reason: &str, message: &str, generation: i64, now: TimestampMs) {
     let transition = conditions
         .iter()
-        .find(|c| c.type_ == CONDITION_READY && c.status == value)
+        .find(|c| c.type_ == type_ && c.status == value)
         .map(|c| c.last_transition_time.clone())
         .unwrap_or(Time(timestamp(now - now.rem_euclid(1000))));
-    conditions.retain(|c| c.type_ != CONDITION_READY);
-    conditions.push(Condition {
-        type_: CONDITION_READY.into(),
+    let condition = Condition {
+        type_: type_.into(),
         status: value.into(),
         reason: reason.into(),
         message: message.into(),
         observed_generation: Some(generation),
         last_transition_time: transition,
-    });
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
 }
 
 #[cfg(test)]

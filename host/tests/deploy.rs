@@ -90,7 +90,7 @@ fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
         ("ClusterRole", 1),
         ("ClusterRoleBinding", 1),
         ("ConfigMap", 1),
-        ("CustomResourceDefinition", 3),
+        ("CustomResourceDefinition", 4),
         ("Deployment", 1),
         ("Namespace", 1),
         ("Role", 1),
@@ -130,7 +130,7 @@ fn rbac_has_no_wildcards_no_url_rules_and_only_request_verbs() {
     let operator = Subject { kind: "ServiceAccount".into(), name: ACCOUNT.into(), namespace: Some(NAMESPACE.into()), api_group: None };
     for doc in DOCS.iter().filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding") {
         let subjects: Vec<Subject> = serde_json::from_value(doc["subjects"].clone()).unwrap();
-        assert_eq!(subjects, [operator.clone()], "{} {}", doc["kind"], doc["metadata"]["name"]);
+        assert_eq!(subjects, std::slice::from_ref(&operator), "{} {}", doc["kind"], doc["metadata"]["name"]);
     }
 }
 
@@ -161,6 +161,14 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("get", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     ("list", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     ("watch", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
+    // Rule sets: cached cluster-wide, their status patched; their ConfigMaps in the
+    // operator's namespace watched by metadata, and the ones they name read.
+    ("list", GROUP, "zundokorules", "", "", ""),
+    ("watch", GROUP, "zundokorules", "", "", ""),
+    ("patch", GROUP, "zundokorules", "status", "", "classic"),
+    ("list", "", "configmaps", "", NAMESPACE, ""),
+    ("watch", "", "configmaps", "", NAMESPACE, ""),
+    ("get", "", "configmaps", "", NAMESPACE, "rules-candidate"),
 ];
 
 /// What least privilege leaves out.
@@ -188,10 +196,16 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("create", "coordination.k8s.io", "leases", "", "default", ""),
     ("list", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
     ("delete", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
-    // ConfigMaps: only the module's, only read; a list without a name is every ConfigMap.
-    ("list", "", "configmaps", "", NAMESPACE, ""),
-    ("watch", "", "configmaps", "", NAMESPACE, ""),
-    ("get", "", "configmaps", "", NAMESPACE, "kube-root-ca.crt"),
+    // Rule sets belong to their users: no spec writes, no create or delete.
+    ("get", GROUP, "zundokorules", "", "", "classic"),
+    ("patch", GROUP, "zundokorules", "", "", "classic"),
+    ("update", GROUP, "zundokorules", "", "", "classic"),
+    ("delete", GROUP, "zundokorules", "", "", "classic"),
+    ("update", GROUP, "zundokorules", "status", "", "classic"),
+    // ConfigMaps: only read, only in the operator's namespace.
+    ("list", "", "configmaps", "", "", ""),
+    ("list", "", "configmaps", "", "default", ""),
+    ("get", "", "configmaps", "", "kube-system", "kube-root-ca.crt"),
     ("get", "", "configmaps", "", "default", MODULE_CONFIGMAP),
     ("create", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     ("update", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),

@@ -23,7 +23,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::Value;
-use zundoko_rules::classic;
+use zundoko_operator::crd::{ConfigMapSource, Hikawa, HikawaSpec, ModuleSource, ZundokoRules, ZundokoRulesSpec};
+use zundoko_rules::{classic, strict_japanese};
 
 const NS: &str = "zundoko-system";
 
@@ -137,8 +138,9 @@ async fn put_module(cluster: &Cluster, module: &str) {
     cluster.put_module_configmap(NS, &module_bytes(module)).await;
 }
 
-/// Every request a `zundoko-operator` process made must be allowed by the rendered RBAC.
-fn assert_requests_allowed(setup: &Setup) {
+/// Every request a `zundoko-operator` process made must be allowed by the rendered RBAC, and
+/// the song's own requests (and `also`) are among them.
+fn assert_requests_allowed(setup: &Setup, also: &[&str]) {
     let requests: Vec<_> = setup.cluster.server.requests().into_iter().filter(|r| r.user_agent.starts_with("zundoko-operator/")).collect();
     let mut denied: Vec<String> = requests
         .iter()
@@ -161,7 +163,11 @@ fn assert_requests_allowed(setup: &Setup) {
         "create events.k8s.io/events".to_string(),
         "watch /configmaps".to_string(),
         "patch coordination.k8s.io/leases".to_string(),
-    ] {
+        format!("watch {g}/zundokorules"),
+    ]
+    .into_iter()
+    .chain(also.iter().map(|a| a.to_string()))
+    {
         assert!(used.contains(&expected), "{expected:?} is in the operator's requests: {used:?}");
     }
     assert!(denied.is_empty(), "requests the Role would deny:\n{}\nrules:\n{}", denied.join("\n"), setup.rbac.describe());
@@ -179,6 +185,14 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     let setup = setup("replicas", true).await;
     let cluster = &setup.cluster;
     let missing = setup.dir.join("no-module-file-here.wasm");
+    // A rule set too, its module in a ConfigMap of the operator's namespace.
+    cluster.put_configmap(NS, "rules-japanese", &module_bytes("zundoko-strict-ja")).await;
+    let spec = ZundokoRulesSpec {
+        source: ModuleSource { config_map: ConfigMapSource { namespace: NS.into(), name: "rules-japanese".into(), key: None } },
+        sha256: None,
+        candidate: None,
+    };
+    Api::<ZundokoRules>::all(cluster.client.clone()).create(&PostParams::default(), &ZundokoRules::new("japanese", spec)).await.unwrap();
     let a = Replica::spawn("operator-a", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
     let b = Replica::spawn("operator-b", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
 
@@ -186,6 +200,9 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     for name in &names {
         cluster.create_hikawa("default", name, 150, &[]).await;
     }
+    let mut japanese = Hikawa::new("ha-ja", HikawaSpec { interval_millis: 150, rules: Some("japanese".into()), ..HikawaSpec::default() });
+    japanese.metadata.namespace = Some("default".into());
+    cluster.hikawas("default").create(&PostParams::default(), &japanese).await.unwrap();
     cluster.wait_words("default", &names, 3, Duration::from_secs(60)).await;
 
     // Exactly one sings: the Lease holder; the other is a ready standby.
@@ -220,6 +237,7 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     assert!(said_events(cluster).await.len() > said_before);
 
     cluster.assert_songs_complete("default", &names, &classic(), Duration::from_secs(120)).await;
+    cluster.assert_songs_complete("default", &["ha-ja".to_string()], &strict_japanese(), Duration::from_secs(120)).await;
     // No word twice: one child per index (assert_songs_complete) and one Event per child.
     let mut words: Vec<String> = said_events(cluster).await.iter().filter_map(|e| e.related.as_ref()?.name.clone()).collect();
     let total = words.len();
@@ -228,7 +246,8 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     assert_eq!(words.len(), total, "a word was said twice");
     assert_eq!(standby.metric("zundoko_leader "), Some(1.0));
     assert_eq!(standby.metric("zundoko_reconcile_errors_total"), None, "no failed reconcile:\n{}", standby.log());
-    assert_requests_allowed(&setup);
+    let g = "zundokokiyoshi.kaitoy.github.com";
+    assert_requests_allowed(&setup, &[&format!("patch {g}/zundokorules/status"), "get /configmaps", "list /configmaps"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,7 +303,7 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
     let lease = Api::<Lease>::namespaced(cluster.client.clone(), NS).get("zundoko-operator").await.unwrap();
     let holder = lease.spec.and_then(|s| s.holder_identity);
     assert!(holder.is_none() || holder.as_deref() == Some(""), "released: {holder:?}");
-    assert_requests_allowed(&setup);
+    assert_requests_allowed(&setup, &[]);
     let _ = cluster.hikawas("default").get("measured").await.unwrap().name_any();
 }
 

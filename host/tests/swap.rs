@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, Song};
+use common::cluster::Cluster;
 use common::kubelet::{ConfigMapVolume, temp_dir};
 use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,7 +17,7 @@ use common::running::{Operator, eventually, file, start};
 use zundoko_operator::operator::ModuleSources;
 use zundoko_operator::swap::configmap::ConfigMapRef;
 use zundoko_operator::swap::digest;
-use zundoko_rules::{RuleSet, classic, strict_japanese};
+use zundoko_rules::{classic, strict_japanese};
 
 async fn swap_events(cluster: &Cluster, reason: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
@@ -25,23 +25,6 @@ async fn swap_events(cluster: &Cluster, reason: &str) -> Vec<String> {
     list.retain(|e| e.reason.as_deref() == Some(reason));
     list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     list.into_iter().filter_map(|e| e.note).collect()
-}
-
-/// A song sung by `old` then, after the swap, by `new`: never an old word after a new one
-/// (the swap is atomic per Hikawa), and the Kiyoshi by the rules serving at the end.
-/// Returns whether the new rules said anything.
-fn assert_swapped_song(song: &Song, old: &RuleSet, new: &RuleSet, who: &str) -> bool {
-    let expected: Vec<u32> = (1..=song.words.len() as u32).collect();
-    assert_eq!(song.indexes, expected, "{who}: indexes");
-    assert_eq!(song.kiyoshis.len(), 1, "{who}: one Kiyoshi");
-    let is = |rules: &RuleSet, w: &str| w == rules.words.zun || w == rules.words.doko;
-    let split = song.words.iter().position(|w| is(new, w)).unwrap_or(song.words.len());
-    assert!(song.words[..split].iter().all(|w| is(old, w)), "{who}: {:?}", song.words);
-    assert!(song.words[split..].iter().all(|w| is(new, w)), "{who}: an old word after a new one: {:?}", song.words);
-    let last = if split < song.words.len() || song.kiyoshis[0].0 == new.words.kiyoshi { new } else { old };
-    assert_eq!(song.kiyoshis[0].0, last.words.kiyoshi, "{who}: {:?}", song.words);
-    assert!(last.song_complete(song.words.iter().map(String::as_str)), "{who}: Kiyoshi without the call: {:?}", song.words);
-    split < song.words.len()
 }
 
 /// Songs in progress, then `swap`; every song finishes valid, the new rules sing the rest,
@@ -66,7 +49,7 @@ async fn swap_under_songs(cluster: &Cluster, operator: &Operator, swap: impl Asy
     cluster.wait_kiyoshied("default", &names, Duration::from_secs(90)).await;
     let mut sung_by_new = 0;
     for name in &names {
-        sung_by_new += assert_swapped_song(&cluster.song("default", name).await, &old, &new, name) as usize;
+        sung_by_new += cluster.song("default", name).await.assert_swapped(&old, &new, name) as usize;
         let hikawa = cluster.hikawas("default").get(name).await.unwrap();
         assert_eq!(hikawa.status.unwrap().module.unwrap().digest, new_digest, "{name}: the last decision names the new module");
     }

@@ -160,6 +160,12 @@ impl RulesModule {
         &self.identity
     }
 
+    /// Bytes of compiled machine code and metadata this module keeps in memory.
+    pub fn code_bytes(&self) -> usize {
+        let range = self.pre.instance_pre().component().image_range();
+        range.end as usize - range.start as usize
+    }
+
     /// The module's `info`, from a fresh instance (so, in effect, the cost of one instance).
     pub fn info(&self) -> Result<ModuleInfo, GuestError> {
         let outcome = self.call(|store, rules| rules.zundokokiyoshi_rules_rules().call_info(store))?;

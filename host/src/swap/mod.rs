@@ -6,7 +6,6 @@
 pub mod configmap;
 pub mod file;
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -17,11 +16,10 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::rules::RulesSlot;
 use crate::metrics::Metrics;
-use crate::plan_check::PlanLimits;
-use crate::rules::smoke_test;
-use crate::sandbox::{GuestError, RulesModule, SandboxEngine};
+use crate::modules::ModuleLoader;
+use crate::rules::RulesSlot;
+use crate::sandbox::{GuestError, RulesModule};
 
 /// Where a candidate came from, for logs and Events.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,13 +71,28 @@ pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
+/// A pin as given (`<hex>` or `sha256:<hex>`, any case) in the form digests take.
+pub fn normalize_pin(pin: &str) -> String {
+    let pin = pin.trim().to_ascii_lowercase();
+    if pin.starts_with("sha256:") { pin } else { format!("sha256:{pin}") }
+}
+
+/// Refuse a module whose digest is not the (normalized) pin, if there is one. `by` names
+/// what set the pin, for the message.
+pub fn check_pin(pin: Option<&str>, actual: &str, by: &'static str) -> Result<(), Rejection> {
+    match pin {
+        Some(pinned) if pinned != actual => Err(Rejection::PinMismatch { pinned: pinned.into(), actual: actual.into(), by }),
+        _ => Ok(()),
+    }
+}
+
 /// Why a candidate may not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejection {
     #[error("{0}")]
     Guest(#[from] GuestError),
-    #[error("the module's digest {actual} is not the pinned {pinned} (--module-sha256)")]
-    PinMismatch { pinned: String, actual: String },
+    #[error("the module's digest {actual} is not the pinned {pinned} ({by})")]
+    PinMismatch { pinned: String, actual: String, by: &'static str },
     #[error("{0}")]
     Unreadable(String),
 }
@@ -112,35 +125,20 @@ pub struct SwapEvents {
 }
 
 pub struct Swapper {
-    engine: SandboxEngine,
-    plan_limits: PlanLimits,
+    /// Compiles and checks candidates; swapping back to a recent module does not recompile.
+    modules: Arc<ModuleLoader>,
     /// `sha256:<hex>`, lowercase.
     pin: Option<String>,
     slot: Arc<RulesSlot>,
     metrics: Arc<Metrics>,
     events: Option<SwapEvents>,
-    /// Recently served modules by digest, so swapping back and forth does not recompile.
-    recent: Mutex<VecDeque<Arc<RulesModule>>>,
     last_rejected: Mutex<Option<String>>,
 }
 
-/// Modules kept compiled after they stop serving.
-const RECENT_MODULES: usize = 4;
-
 impl Swapper {
-    pub fn new(
-        engine: SandboxEngine,
-        plan_limits: PlanLimits,
-        pin: Option<String>,
-        slot: Arc<RulesSlot>,
-        metrics: Arc<Metrics>,
-        events: Option<SwapEvents>,
-    ) -> Self {
-        let pin = pin.map(|p| {
-            let p = p.trim().to_ascii_lowercase();
-            if p.starts_with("sha256:") { p } else { format!("sha256:{p}") }
-        });
-        Swapper { engine, plan_limits, pin, slot, metrics, events, recent: Mutex::default(), last_rejected: Mutex::default() }
+    pub fn new(modules: Arc<ModuleLoader>, pin: Option<String>, slot: Arc<RulesSlot>, metrics: Arc<Metrics>, events: Option<SwapEvents>) -> Self {
+        let pin = pin.as_deref().map(normalize_pin);
+        Swapper { modules, pin, slot, metrics, events, last_rejected: Mutex::default() }
     }
 
     pub fn slot(&self) -> &Arc<RulesSlot> {
@@ -149,17 +147,8 @@ impl Swapper {
 
     /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
     fn validate(&self, bytes: &[u8], actual: String) -> Result<Arc<RulesModule>, Rejection> {
-        if let Some(pinned) = &self.pin
-            && *pinned != actual
-        {
-            return Err(Rejection::PinMismatch { pinned: pinned.clone(), actual });
-        }
-        if let Some(module) = self.recent.lock().unwrap().iter().find(|m| m.identity().digest == actual) {
-            return Ok(module.clone());
-        }
-        let module = self.engine.load(bytes)?;
-        smoke_test(&module, &self.plan_limits)?;
-        Ok(Arc::new(module))
+        check_pin(self.pin.as_deref(), &actual, "--module-sha256")?;
+        Ok(self.modules.load(bytes, &actual)?)
     }
 
     /// Check a candidate and, if it passes, make it the module serving.
@@ -190,7 +179,7 @@ impl Swapper {
             Ok(module) => {
                 *self.last_rejected.lock().unwrap() = None;
                 let new = module.identity().clone();
-                self.remember(module.clone());
+                self.metrics.modules_compiled(self.modules.footprint());
                 let old = self.slot.swap(module).map(|r| r.identity().clone());
                 self.metrics.swap_accepted();
                 self.metrics.module_serving(&new);
@@ -227,13 +216,6 @@ impl Swapper {
         while let Some(candidate) = candidates.recv().await {
             self.offer(candidate).await;
         }
-    }
-
-    fn remember(&self, module: Arc<RulesModule>) {
-        let mut recent = self.recent.lock().unwrap();
-        recent.retain(|m| m.identity().digest != module.identity().digest);
-        recent.push_front(module);
-        recent.truncate(RECENT_MODULES);
     }
 
     async fn publish(&self, type_: EventType, reason: &str, note: &str) {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -20,7 +20,9 @@ use zundoko_operator::controller::{self, Settings};
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
 use zundoko_operator::pace::PaceSettings;
 use zundoko_operator::children::SAID_AT;
+use zundoko_operator::modules::ModuleLoader;
 use zundoko_operator::rules::{Rules, RulesSlot};
+use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_rules::RuleSet;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
 
@@ -51,13 +53,17 @@ impl Cluster {
         Cluster { server, client }
     }
 
+    /// The controller in-process, `rules` as its default module (rule sets get their modules
+    /// from a default sandbox).
     pub fn operator(&self, rules: Arc<dyn Rules>, settings: Settings) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
+        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+        let shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(self.client.clone(), Shared::new(slot.clone()), settings, async move {
+        let task = tokio::spawn(controller::run(self.client.clone(), shared.clone(), settings, async move {
             let _ = stopped.await;
         }));
-        Operator { task, stop, slot }
+        Operator { task, stop, slot, shared }
     }
 
     pub fn hikawas(&self, ns: &str) -> Api<Hikawa> {
@@ -116,14 +122,25 @@ impl Cluster {
     /// Create or replace the module ConfigMap `ns/zundoko-rules` (key `rules.wasm`,
     /// binaryData) by server-side apply, as `make deploy` and `make swap` do.
     pub async fn put_module_configmap(&self, ns: &str, module: &[u8]) {
+        self.put_configmap(ns, "zundoko-rules", module).await;
+    }
+
+    /// Create or replace ConfigMap `ns/name` holding `module` under `rules.wasm` (binaryData).
+    pub async fn put_configmap(&self, ns: &str, name: &str, module: &[u8]) {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
         let cm = ConfigMap {
-            metadata: ObjectMeta { name: Some("zundoko-rules".into()), ..ObjectMeta::default() },
+            metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
             binary_data: Some([("rules.wasm".to_string(), ByteString(module.to_vec()))].into()),
             ..ConfigMap::default()
         };
         let params = PatchParams::apply("zundoko-test").force();
-        api.patch("zundoko-rules", &params, &Patch::Apply(&cm)).await.unwrap();
+        api.patch(name, &params, &Patch::Apply(&cm)).await.unwrap();
+    }
+
+    pub async fn create_namespace(&self, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let namespace = Namespace { metadata: ObjectMeta { name: Some(ns.into()), ..ObjectMeta::default() }, ..Namespace::default() };
+        api.create(&PostParams::default(), &namespace).await.unwrap();
     }
 
     /// Wait until every named Hikawa has kiyoshied, then check each song under `rules`.
@@ -182,6 +199,7 @@ pub struct Operator {
     task: JoinHandle<()>,
     stop: oneshot::Sender<()>,
     pub slot: Arc<RulesSlot>,
+    pub shared: Shared,
 }
 
 impl Operator {
@@ -223,6 +241,23 @@ impl Song {
             );
         }
         assert!(self.kiyoshis[0].1 >= *self.times.last().unwrap(), "{who}: Kiyoshi after the last word");
+    }
+
+    /// A song sung by `old` then, after a swap, by `new`: never an old word after a new one
+    /// (a swap is atomic per Hikawa), and the Kiyoshi by the rules serving at the end.
+    /// Returns whether the new rules said anything.
+    pub fn assert_swapped(&self, old: &RuleSet, new: &RuleSet, who: &str) -> bool {
+        let expected: Vec<u32> = (1..=self.words.len() as u32).collect();
+        assert_eq!(self.indexes, expected, "{who}: indexes");
+        assert_eq!(self.kiyoshis.len(), 1, "{who}: one Kiyoshi");
+        let is = |rules: &RuleSet, w: &str| w == rules.words.zun || w == rules.words.doko;
+        let split = self.words.iter().position(|w| is(new, w)).unwrap_or(self.words.len());
+        assert!(self.words[..split].iter().all(|w| is(old, w)), "{who}: {:?}", self.words);
+        assert!(self.words[split..].iter().all(|w| is(new, w)), "{who}: an old word after a new one: {:?}", self.words);
+        let last = if split < self.words.len() || self.kiyoshis[0].0 == new.words.kiyoshi { new } else { old };
+        assert_eq!(self.kiyoshis[0].0, last.words.kiyoshi, "{who}: {:?}", self.words);
+        assert!(last.song_complete(self.words.iter().map(String::as_str)), "{who}: Kiyoshi without the call: {:?}", self.words);
+        split < self.words.len()
     }
 
     /// Gaps between consecutive words (and before the Kiyoshi), in ms.

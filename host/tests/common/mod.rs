@@ -22,6 +22,18 @@ pub fn fixture_bytes(name: &str) -> Vec<u8> {
     std::fs::read(fixture_path(name)).unwrap()
 }
 
+/// The module with a custom section appended: the same rules, other bytes, another digest.
+pub fn with_custom_section(mut bytes: Vec<u8>, n: u64) -> Vec<u8> {
+    let name = b"zundoko-test";
+    let payload = n.to_le_bytes();
+    let size = 1 + name.len() + payload.len();
+    assert!(size < 128 && name.len() < 128, "one-byte LEB128 lengths");
+    bytes.extend([0u8, size as u8, name.len() as u8]);
+    bytes.extend(name);
+    bytes.extend(payload);
+    bytes
+}
+
 fn built(dir: &str, name: &str, how: &str) -> PathBuf {
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
     let path = target.join(dir).join(format!("{name}.wasm"));
