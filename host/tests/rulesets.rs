@@ -373,3 +373,30 @@ async fn a_restarted_operator_resumes_a_rollout_from_the_resource() {
     cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_rewritten_in_a_loop_is_read_at_most_once_a_second() {
+    let (cluster, operator) = start().await;
+    let base = module_bytes("zundoko-classic");
+    cluster.put_configmap(RULES_NS, "churn", &base).await;
+    create_rules(&cluster, "r", plain("churn")).await;
+    wait_rules(&cluster, "r", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    // 40 new modules, each with other bytes, one every 75 ms for 3 s.
+    let started = std::time::Instant::now();
+    let mut last = base;
+    for n in 0..40 {
+        last = with_custom_section(module_bytes("zundoko-classic"), 1_000 + n);
+        cluster.put_configmap(RULES_NS, "churn", &last).await;
+        tokio::time::sleep(Duration::from_millis(75)).await;
+    }
+    let took = started.elapsed();
+    let status = wait_rules(&cluster, "r", "the last module serving", |s| s.module.as_ref().is_some_and(|m| m.digest == digest(&last))).await;
+    assert_eq!(status.phase.as_deref(), Some("Active"));
+    // Each read of the ConfigMap's data is a get (its changes are watched by metadata).
+    let reads = cluster.server.requests().iter().filter(|r| r.verb == "get" && r.resource == "configmaps" && r.name == "churn").count();
+    // The first module, then at most one a second while the rewrites went on, and the last.
+    let bound = 2 + took.as_secs_f64().ceil() as usize;
+    println!("40 rewrites in {took:?}: the ConfigMap read {reads} times");
+    assert!(reads <= bound, "{reads} reads for 40 rewrites in {took:?} (bound {bound})");
+    operator.stop().await;
+}

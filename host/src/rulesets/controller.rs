@@ -36,6 +36,9 @@ use crate::sandbox::RulesModule;
 const STATUS_EVERY: Duration = Duration::from_secs(1);
 /// Without a rollout in progress, how often the count of Hikawas is refreshed.
 const REFRESH_EVERY: Duration = Duration::from_secs(10);
+/// A source's ConfigMap is read (and a new module compiled) at most this often per rule set:
+/// a ConfigMap rewritten in a loop costs at most one compile a second.
+const READ_EVERY: Duration = Duration::from_secs(1);
 
 /// What this process remembers of a rule set between reconciles: never an input to what
 /// serves beyond the module that served last (kept while a newer source is refused).
@@ -48,6 +51,8 @@ struct Memo {
     checked_at: Option<String>,
     /// The status as last written (the cache may not show it yet), and when.
     written: Option<(ZundokoRulesStatus, Instant)>,
+    /// When each source's ConfigMap (the source's, the candidate's) was last read.
+    read_at: [Option<Instant>; 2],
     failures: u32,
 }
 
@@ -174,14 +179,19 @@ impl Context {
         f(memo.entry(uid.to_string()).or_default())
     }
 
-    /// Check a source, remembering what was found; `None` until its namespace is listed.
-    async fn check(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Option<Checked>, Error> {
-        let last = self.with_memo(uid, |m| if candidate { m.candidate.clone() } else { m.stable.clone() });
-        let Some(checked) = self.sources.check(spec, last.as_ref(), pinned_by).await? else { return Ok(None) };
+    /// Check a source, remembering what was found. `Err(retry_in)` until its namespace is
+    /// listed, or while it was read less than `READ_EVERY` ago and must be read again.
+    async fn check(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Result<Checked, Duration>, Error> {
+        let (last, read_at) = self.with_memo(uid, |m| (if candidate { m.candidate.clone() } else { m.stable.clone() }, m.read_at[usize::from(candidate)]));
+        let wait = read_at.map(|at| READ_EVERY.saturating_sub(at.elapsed())).filter(|d| !d.is_zero());
+        let Some(checked) = self.sources.check(spec, last.as_ref(), pinned_by, wait.is_some()).await? else {
+            return Ok(Err(wait.unwrap_or(Duration::from_millis(200))));
+        };
         let fresh = last.as_ref().is_none_or(|l| l.spec != checked.spec || l.resource_version != checked.resource_version);
         self.with_memo(uid, |m| {
             if fresh {
                 m.checked_at = Some(crate::status::rfc3339_millis(now_ms()));
+                m.read_at[usize::from(candidate)] = Some(Instant::now());
             }
             if candidate {
                 m.candidate = Some(checked.clone());
@@ -195,7 +205,7 @@ impl Context {
         if fresh {
             self.metrics.modules_compiled(self.modules.footprint());
         }
-        Ok(Some(checked))
+        Ok(Ok(checked))
     }
 }
 
@@ -206,15 +216,19 @@ async fn reconcile(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, E
 
 async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
     let (name, uid) = (zr.name_any(), zr.uid().unwrap_or_default());
-    let not_yet = Ok(Action::requeue(Duration::from_millis(200)));
     // The sources: the module of each, or why there is none.
     let spec = SourceSpec::new(&zr.spec.source.config_map, zr.spec.sha256.as_deref());
-    let Some(stable) = ctx.check(&uid, &spec, false, "spec.sha256").await? else { return not_yet };
+    let stable = match ctx.check(&uid, &spec, false, "spec.sha256").await? {
+        Ok(checked) => checked,
+        Err(retry_in) => return Ok(Action::requeue(retry_in)),
+    };
     let candidate = match &zr.spec.candidate {
         Some(c) => {
             let spec = SourceSpec::new(&c.source.config_map, c.sha256.as_deref());
-            let Some(checked) = ctx.check(&uid, &spec, true, "spec.candidate.sha256").await? else { return not_yet };
-            Some(checked)
+            match ctx.check(&uid, &spec, true, "spec.candidate.sha256").await? {
+                Ok(checked) => Some(checked),
+                Err(retry_in) => return Ok(Action::requeue(retry_in)),
+            }
         }
         None => {
             // No candidate: one added later (even the same bytes again) starts afresh.

@@ -117,8 +117,9 @@ impl Sources {
     }
 
     /// Check `spec`'s module, unless `last` already did for the same ConfigMap version.
-    /// `None` while the namespace's ConfigMaps have not been listed yet.
-    pub async fn check(&self, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str) -> Result<Option<Checked>, kube::Error> {
+    /// `None` while the namespace's ConfigMaps have not been listed yet, or if the ConfigMap
+    /// must be read again but `defer` says not now.
+    pub async fn check(&self, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool) -> Result<Option<Checked>, kube::Error> {
         let cm = &spec.configmap;
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
             let mut allowed: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
@@ -152,6 +153,9 @@ impl Sources {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
             return Ok(Some(Checked { spec: spec.clone(), resource_version: None, outcome: Err(problem) }));
         };
+        if defer {
+            return Ok(None);
+        }
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &cm.namespace);
         let Some(object) = api.get_opt(&cm.name).await? else {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
