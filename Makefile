@@ -76,6 +76,11 @@ fixtures: setup $(COMPONENTIZE) ## Build the test fixtures (misbehaving modules)
 build: guest ## Build the guest components and the operator.
 	$(CARGO) build -p zundoko-operator
 
+.PHONY: demo-rollout
+demo-rollout: guest fixtures ## Rule sets, no cluster needed: two ZundokoRules at once, and a staged rollout that rolls back on its own.
+	$(CARGO) build -p zundoko-operator -p zundoko-apiserver
+	scripts/demo-rollout.sh
+
 .PHONY: simulate
 simulate: guest ## Sing the sample Hikawa locally on a virtual clock (MODULE=, HIKAWA=, SEED=).
 	$(CARGO) run -q -p zundoko-operator -- simulate \

@@ -139,7 +139,7 @@ pub struct KiyoshiSpec {
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Module","type":"string","jsonPath":".status.module.name"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.module.version"}"#,
-    printcolumn = r#"{"name":"Candidate","type":"string","jsonPath":".status.candidate.version"}"#,
+    printcolumn = r#"{"name":"Candidate","type":"string","jsonPath":".status.candidate.name"}"#,
     printcolumn = r#"{"name":"Percent","type":"integer","jsonPath":".spec.candidate.rollout.percent"}"#,
     printcolumn = r#"{"name":"Hikawas","type":"integer","jsonPath":".status.hikawas"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.reason"}"#,

@@ -54,3 +54,31 @@ fn the_original_sample_manifest_parses_unchanged() {
     let err = crd::parse_hikawa("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap_err();
     assert!(err.to_string().contains("found apiVersion \"v1\" and kind \"ConfigMap\""), "{err}");
 }
+
+#[test]
+fn zundoko_rules_is_cluster_scoped_with_its_columns_and_the_samples_parse() {
+    let crds = crd::all();
+    let rules = crds.iter().find(|c| c.spec.names.kind == "ZundokoRules").expect("the ZundokoRules CRD");
+    assert_eq!(rules.spec.scope, "Cluster");
+    assert_eq!(rules.spec.names.plural, "zundokorules");
+    assert_eq!(rules.spec.names.short_names.as_deref(), Some(&["zr".to_string()][..]));
+    let version = &rules.spec.versions[0];
+    assert!(version.subresources.as_ref().unwrap().status.is_some(), "status subresource");
+    let columns: Vec<&str> = version.additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect();
+    for column in ["Phase", "Module", "Version", "Candidate", "Percent", "Hikawas", "Reason", "Age"] {
+        assert!(columns.contains(&column), "{column} in {columns:?}");
+    }
+    let schema = serde_json::to_value(version.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap()).unwrap();
+    let rollout = &schema["properties"]["spec"]["properties"]["candidate"]["properties"]["rollout"]["properties"];
+    assert_eq!((rollout["percent"]["minimum"].as_f64(), rollout["percent"]["maximum"].as_f64()), (Some(0.0), Some(100.0)));
+    assert_eq!(schema["properties"]["spec"]["properties"]["sha256"]["pattern"], "^(sha256:)?[0-9a-fA-F]{64}$");
+    // The Hikawa names its rules in spec.rules.
+    let hikawa = crds.iter().find(|c| c.spec.names.kind == "Hikawa").unwrap();
+    let schema = serde_json::to_value(hikawa.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap()).unwrap();
+    assert_eq!(schema["properties"]["spec"]["properties"]["rules"]["type"], "string");
+    for sample in ["zundokorules-sample.yaml", "zundokorules-rollout.yaml"] {
+        let path = format!("{}/../deploy/samples/{sample}", env!("CARGO_MANIFEST_DIR"));
+        let parsed: crd::ZundokoRules = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{sample}: {e}"));
+        assert_eq!(parsed.spec.source.config_map.namespace, "zundoko-system", "{sample}");
+    }
+}

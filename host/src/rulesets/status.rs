@@ -151,11 +151,17 @@ pub fn events(before: Option<&ZundokoRulesStatus>, after: &ZundokoRulesStatus) -
     {
         let r = after.rollout.as_ref().expect("checked");
         let name = after.candidate.as_ref().map_or_else(|| digest.clone(), |c| format!("{} {} ({})", c.name, c.version, c.digest));
-        notes.push(match state.as_str() {
-            PROGRESSING => ("Normal", "RolloutStarted".into(), format!("candidate {name} now decides for its share of the Hikawas ({} of {})", after.candidate_hikawas.unwrap_or(0), after.hikawas)),
-            PROMOTED => ("Normal", "Promoted".into(), format!("candidate {name} promoted after {} decisions without too many failures ({} failed): it decides for every Hikawa", r.decisions, r.failures)),
-            _ => ("Warning", "RolledBack".into(), after.message.clone().unwrap_or_else(|| format!("candidate {name} rolled back"))),
-        });
+        // A rollout that began and ended between two status writes still gets its start told.
+        let started = was(before, |s| s.rollout.as_ref().map(|r| r.digest.clone())).as_ref() == Some(&digest);
+        if !started || state == PROGRESSING {
+            let share = after.candidate_hikawas.map_or_else(String::new, |n| format!(" ({n} of {})", after.hikawas));
+            notes.push(("Normal", "RolloutStarted".into(), format!("candidate {name} decides for its share of the Hikawas{share}")));
+        }
+        match state.as_str() {
+            PROGRESSING => {}
+            PROMOTED => notes.push(("Normal", "Promoted".into(), format!("candidate {name} promoted after {} decisions ({} failed): it decides for every Hikawa", r.decisions, r.failures))),
+            _ => notes.push(("Warning", "RolledBack".into(), after.message.clone().unwrap_or_else(|| format!("candidate {name} rolled back")))),
+        }
     }
     notes
 }
@@ -230,6 +236,8 @@ mod tests {
         assert_eq!((s3.phase.as_deref(), s3.reason.as_deref()), (Some(ROLLED_BACK), Some("FailureRateExceeded")));
         assert!(s3.message.as_deref().unwrap().contains("failed 1 of its 2 decisions"), "{:?}", s3.message);
         assert_eq!(events(Some(&s2), &s3).iter().map(|e| (e.0, e.1.as_str())).collect::<Vec<_>>(), [("Warning", "RolledBack")]);
+        // Started and rolled back between two writes: both told.
+        assert_eq!(events(Some(&s1), &s3).iter().map(|e| e.1.as_str()).collect::<Vec<_>>(), ["RolloutStarted", "RolledBack"]);
         let rollout_condition = s3.conditions.iter().find(|c| c.type_ == "Rollout").unwrap();
         assert_eq!((rollout_condition.status.as_str(), rollout_condition.reason.as_str()), ("False", "RolledBack"));
         // A refused new source while the old module serves: Active, and the reason shown.
