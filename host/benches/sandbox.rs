@@ -6,8 +6,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use zundoko_operator::modules::ModuleLoader;
+use zundoko_operator::plan_check::PlanLimits;
 use zundoko_operator::rules::{NativeRules, Rules};
 use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::swap::digest;
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::{Observed, Said};
 
@@ -94,4 +97,43 @@ fn main() {
             wasm_plan.fuel_used
         );
     }
+    extra_modules(&engine, &bytes);
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+}
+
+/// What each further module costs the operator (several rule sets, a rollout's candidate):
+/// N modules with distinct bytes, each compiled, checked and kept, as rule sets keep them.
+fn extra_modules(engine: &SandboxEngine, bytes: &[u8]) {
+    const N: u64 = 32;
+    let loader = ModuleLoader::new(engine.clone(), PlanLimits::default());
+    let before = rss_kib();
+    let started = Instant::now();
+    let kept: Vec<_> = (0..N)
+        .map(|n| {
+            // The same rules with a custom section appended: other bytes, another digest.
+            let mut distinct = bytes.to_vec();
+            let payload = n.to_le_bytes();
+            distinct.extend([0u8, (1 + 5 + payload.len()) as u8, 5]);
+            distinct.extend(b"bench");
+            distinct.extend(payload);
+            loader.load(&distinct, &digest(&distinct)).unwrap()
+        })
+        .collect();
+    let took = started.elapsed();
+    let grown = rss_kib().saturating_sub(before);
+    let (count, code) = loader.footprint();
+    assert_eq!(count as u64, N);
+    println!();
+    println!(
+        "{N} further modules compiled and kept: RSS +{:.0} KiB each ({:.1} MiB in all), of which compiled code and metadata {:.0} KiB each; {:.1} ms each to check",
+        grown as f64 / N as f64,
+        grown as f64 / 1024.0,
+        code as f64 / 1024.0 / N as f64,
+        took.as_secs_f64() * 1e3 / N as f64
+    );
+    drop(kept);
 }

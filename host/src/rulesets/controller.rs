@@ -245,8 +245,10 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
     let thresholds = zr.spec.candidate.as_ref().map(|c| Thresholds::from(&c.rollout));
     let now = now_ms();
 
+    // The status as last written: this process's last write if the cache does not show it yet.
+    let before = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.0.clone())).or_else(|| zr.status.clone());
     // The rollout: from the status (so a restart resumes it) and what was counted here.
-    let recorded = zr.status.as_ref().and_then(|s| s.rollout.as_ref());
+    let recorded = before.as_ref().and_then(|s| s.rollout.as_ref());
     let rollout = match (&candidate_module, &thresholds) {
         (Some(module), Some(thresholds)) => {
             let digest = &module.identity().digest;
@@ -290,7 +292,6 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         candidate_hikawas: progressing.then_some(in_share),
         now,
     };
-    let before = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.0.clone())).or_else(|| zr.status.clone());
     let desired = status::desired(before.as_ref(), &findings);
 
     // What serves, at once; the status follows.
