@@ -300,6 +300,8 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
     };
     assert!(status.success(), "exit status {status}:\n{}", op.log());
     assert!(op.log().contains("released the leader Lease"), "{}", op.log());
+    // Written to a file, not a terminal: no colour codes.
+    assert!(op.log().contains(" INFO ") && !op.log().contains('\x1b'), "{}", op.log());
     let lease = Api::<Lease>::namespaced(cluster.client.clone(), NS).get("zundoko-operator").await.unwrap();
     let holder = lease.spec.and_then(|s| s.holder_identity);
     assert!(holder.is_none() || holder.as_deref() == Some(""), "released: {holder:?}");
