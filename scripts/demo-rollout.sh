@@ -11,25 +11,11 @@ cd "$(dirname "$0")/.."
 TIMEOUT=${TIMEOUT:-300}
 INTERVAL=${INTERVAL:-400}
 NS=zundoko-system
-work=$(mktemp -d)
-export KUBECONFIG=$work/kubeconfig
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib/local-apiserver.sh
 deadline=$((SECONDS + TIMEOUT))
 fail() { echo "== FAILED: $*" >&2; tail -20 "$work/operator.log" >&2 || true; exit 1; }
 within() { [ $SECONDS -lt $deadline ] || fail "$1 after ${TIMEOUT}s"; }
 phase() { kubectl get zr "$1" -o jsonpath='{.status.phase}' 2>/dev/null || true; }
-
-target/debug/zundoko-apiserver --port 0 --kubeconfig-out "$KUBECONFIG" > "$work/apiserver.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
-[ -s "$KUBECONFIG" ] || { echo "the local API server did not start:" >&2; cat "$work/apiserver.log" >&2; exit 1; }
-echo "== local API server: $(head -1 "$work/apiserver.log")"
 kubectl apply --server-side -f deploy/crds/zundokokiyoshi.yaml > /dev/null
 kubectl create namespace "$NS" > /dev/null
 

@@ -126,7 +126,7 @@ impl Metrics {
             "Reconciles that did not call the rules: catching-up (the caches lag this process's own writes), unchanged (nothing changed but its own writes), throttled (idle-decision budget spent)",
             metrics.not_decided.clone(),
         );
-        metrics.registry.register("module_info", "The rules module serving (value 1)", metrics.module_info.clone());
+        metrics.registry.register("module_info", "The default rules module serving: for Hikawas that name no rules (value 1)", metrics.module_info.clone());
         metrics.registry.register("module_swaps", "Candidate rules modules, by result and rejection reason", metrics.swaps.clone());
         metrics.registry.register(
             "module_check_duration_seconds",

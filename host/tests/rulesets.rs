@@ -11,8 +11,7 @@ use std::time::Duration;
 use common::cluster::{Cluster, Operator, quick_settings};
 use common::running::eventually;
 use common::{fixture_bytes, module_bytes, with_custom_section};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use sha2::{Digest, Sha256};
 use zundoko_operator::crd::{
@@ -88,16 +87,7 @@ async fn ready(cluster: &Cluster, hikawa: &str) -> Option<(String, String, Strin
 
 /// Events on a rule set (cluster-scoped: its Events are in `default`), oldest first.
 async fn rules_events(cluster: &Cluster, name: &str) -> Vec<(String, String)> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-    let mut list: Vec<Event> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().is_some_and(|r| r.kind.as_deref() == Some("ZundokoRules") && r.name.as_deref() == Some(name)))
-        .collect();
-    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    let list = cluster.events_regarding("default", "ZundokoRules", name).await;
     list.into_iter().map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default())).collect()
 }
 

@@ -153,6 +153,11 @@ impl Cluster {
 
     /// The Events regarding one Hikawa, oldest first.
     pub async fn events_for(&self, ns: &str, hikawa: &str) -> Vec<Event> {
+        self.events_regarding(ns, "Hikawa", hikawa).await
+    }
+
+    /// The Events in `ns` regarding the object of this kind and name, oldest first.
+    pub async fn events_regarding(&self, ns: &str, kind: &str, name: &str) -> Vec<Event> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
         let mut list: Vec<Event> = events
             .list(&ListParams::default())
@@ -160,7 +165,7 @@ impl Cluster {
             .unwrap()
             .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(hikawa))
+            .filter(|e| e.regarding.as_ref().is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)))
             .collect();
         list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
         list
