@@ -261,6 +261,7 @@ async fn a_failing_candidate_is_rolled_back_at_its_threshold_and_every_song_stay
     assert_eq!(rollout.state, "RolledBack");
     // Stopped by the failure that took the rate past 20 %, not later.
     let (d, f) = (rollout.decisions, rollout.failures);
+    println!("rolled back after {f} failures in {d} decisions (threshold 20 %)");
     assert!(f * 100 > 20 * d, "{f} failures of {d} are past 20 %");
     assert!((f - 1) * 100 <= 20 * (d - 1), "{} failures of {} were within 20 %: it was stopped later than needed", f - 1, d - 1);
     assert_eq!(status.reason.as_deref(), Some("FailureRateExceeded"));
@@ -356,6 +357,7 @@ async fn a_restarted_operator_resumes_a_rollout_from_the_resource() {
     let status = wait_rules(&cluster, "r", "promotion", |s| s.rollout.as_ref().is_some_and(|r| r.state == "Promoted")).await;
     let promoted = status.rollout.unwrap();
     assert_eq!(promoted.started_at, before.rollout.unwrap().started_at, "the same rollout, not a new one");
+    println!("stopped at {} decisions written down; promoted at {} in all (threshold {PROMOTE_AFTER})", stopped.decisions, promoted.decisions);
     // Counting went on from the status: promoted at 150 in all, not 150 more after the restart.
     assert!(promoted.decisions >= PROMOTE_AFTER, "{promoted:?}");
     assert!(promoted.decisions < stopped.decisions + PROMOTE_AFTER, "counted afresh after the restart: {promoted:?}, {} before", stopped.decisions);
