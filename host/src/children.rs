@@ -20,6 +20,7 @@ use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
 use zundoko_rules::{Said, TimestampMs};
 
 use crate::crd::{Kiyoshi, Zundoko};
+use crate::lean::LeanChild;
 
 /// Annotation the host puts on every child: when it was said, to the millisecond.
 /// (`creationTimestamp` has one-second resolution: too coarse for `intervalMillis`.)
@@ -228,14 +229,14 @@ impl ChildIndex {
         }
     }
 
-    fn apply_zundoko(&self, event: &Event<Zundoko>) {
+    fn apply_zundoko(&self, event: &Event<LeanChild<Zundoko>>) {
         self.apply(&self.zundokos, event, zundoko_owner_name, |z| &z.spec.say);
         if matches!(event, Event::InitDone) {
             self.synced.send_modify(|(z, _)| *z = true);
         }
     }
 
-    fn apply_kiyoshi(&self, event: &Event<Kiyoshi>) {
+    fn apply_kiyoshi(&self, event: &Event<LeanChild<Kiyoshi>>) {
         self.apply(&self.kiyoshis, event, |name| kiyoshi_owner_name(name).map(|h| (h, 0)), |k| &k.spec.say);
         if matches!(event, Event::InitDone) {
             self.synced.send_modify(|(_, k)| *k = true);
@@ -245,8 +246,13 @@ impl ChildIndex {
 
 /// The watch of one kind of child: keeps the index current and yields each changed child, so
 /// the controller reconciles its owner. Only children carrying the operator's label are
-/// watched: the operator needs no others.
-pub fn zundoko_stream(api: Api<Zundoko>, label: &str, index: Arc<ChildIndex>) -> impl Stream<Item = Result<Zundoko, watcher::Error>> + Send {
+/// watched: the operator needs no others. Children are decoded leanly (`lean::LeanChild`):
+/// their managedFields, labels and other annotations are never allocated.
+pub fn zundoko_stream(
+    api: Api<LeanChild<Zundoko>>,
+    label: &str,
+    index: Arc<ChildIndex>,
+) -> impl Stream<Item = Result<LeanChild<Zundoko>, watcher::Error>> + Send {
     watcher(api, watcher::Config::default().labels(label))
         .default_backoff()
         .inspect_ok(move |event| index.apply_zundoko(event))
@@ -254,7 +260,11 @@ pub fn zundoko_stream(api: Api<Zundoko>, label: &str, index: Arc<ChildIndex>) ->
         .map_ok(strip)
 }
 
-pub fn kiyoshi_stream(api: Api<Kiyoshi>, label: &str, index: Arc<ChildIndex>) -> impl Stream<Item = Result<Kiyoshi, watcher::Error>> + Send {
+pub fn kiyoshi_stream(
+    api: Api<LeanChild<Kiyoshi>>,
+    label: &str,
+    index: Arc<ChildIndex>,
+) -> impl Stream<Item = Result<LeanChild<Kiyoshi>, watcher::Error>> + Send {
     watcher(api, watcher::Config::default().labels(label))
         .default_backoff()
         .inspect_ok(move |event| index.apply_kiyoshi(event))
@@ -277,14 +287,15 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-    fn zundoko(ns: &str, name: &str, word: &str, owner: Option<&str>) -> Zundoko {
+    /// A Zundoko as its watch delivers it: serialized as the API server sends it, decoded leanly.
+    fn zundoko(ns: &str, name: &str, word: &str, owner: Option<&str>) -> LeanChild<Zundoko> {
         let mut z = Zundoko::new(name, crate::crd::ZundokoSpec { say: word.into() });
         z.metadata.namespace = Some(ns.into());
         z.metadata.annotations = Some([(SAID_AT.to_string(), "2026-01-01T00:00:00.250Z".to_string())].into());
         z.metadata.owner_references = owner.map(|uid| {
             vec![OwnerReference { controller: Some(true), uid: uid.into(), name: "h".into(), kind: "Hikawa".into(), api_version: "v".into(), ..Default::default() }]
         });
-        z
+        serde_json::from_value(serde_json::to_value(&z).unwrap()).unwrap()
     }
 
     #[test]

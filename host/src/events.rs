@@ -45,12 +45,12 @@ impl EventSink {
     /// Publish an Event on `hikawa`. Best effort: a lost Event must not fail the reconcile.
     pub async fn publish(&self, hikawa: &Hikawa, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>) {
         let ns = hikawa.namespace().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
         let now = jiff::Timestamp::now();
         let note = truncate_bytes(note, MAX_NOTE_BYTES);
         let reason = truncate_bytes(reason, MAX_FIELD_BYTES);
         let event = self.event(hikawa, type_, reason, note, action, related, now);
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
+        // Nothing of the answer is needed: it is not decoded.
+        if let Err(error) = crate::lean::create::<Event, serde::de::IgnoredAny>(&self.client, &ns, &event).await {
             tracing::warn!(hikawa = %hikawa.name_any(), %error, reason, "could not publish an Event");
         }
     }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod http;
+pub mod lean;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
