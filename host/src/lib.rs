@@ -14,6 +14,7 @@ pub mod health;
 pub mod http;
 pub mod lean;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod observe;
 pub mod operator;

@@ -57,6 +57,10 @@ impl SandboxEngine {
         config.wasm_component_model(true);
         config.consume_fuel(true);
         config.max_wasm_stack(limits.wasm_stack_bytes);
+        // Compile on the calling thread: a module is tens of KiB and compiles in tens of
+        // milliseconds, and a compile thread pool would stay alive with a malloc arena of its
+        // own for every thread (a few MiB of the operator's idle memory).
+        config.parallel_compilation(false);
         // Pooling: instance slots are mapped once and reused, so a fresh instance per call
         // costs microseconds instead of an mmap/munmap round trip per memory. The pool
         // bounds how many calls run at once; a call beyond it fails and is retried.
@@ -86,6 +90,13 @@ impl SandboxEngine {
     /// the log import, that answers `info` within the limits with metadata within bounds.
     pub fn load(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
         precheck_bytes(bytes)?;
+        let loaded = self.compile_and_check(bytes);
+        // Whether the module passed or not, the compiler is done: give back what it used.
+        crate::memory::release_after_compile();
+        loaded
+    }
+
+    fn compile_and_check(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| GuestError::NotAComponent(format!("{e:#}")))?;
         self.check_world(&component)?;
