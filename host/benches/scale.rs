@@ -161,6 +161,7 @@ struct Run {
     threads_end: u64,
     breakdown_idle: String,
     breakdown_end: String,
+    sizes: String,
     client_cpu_s: f64,
     server_cpu_s: f64,
     reconciles: u64,
@@ -577,6 +578,7 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, rules_args: &[&str
     operator.kill().expect("stopping the operator");
     operator.wait().expect("the operator stopped");
     check_songs(&server.client, n, Some(run.words)).await;
+    run.sizes = object_sizes(&server.client).await;
     server.finish(&mut run).await;
     run
 }
@@ -591,6 +593,33 @@ async fn check_songs(client: &Client, n: usize, words: Option<u64>) {
     if let Some(words) = words {
         assert_eq!(said, words, "the words counted are the words in the statuses (Zundokos and the Kiyoshi)");
     }
+}
+
+/// The JSON sizes of what the operator wrote, as the API server returns them: a Zundoko, its
+/// Event (events.k8s.io/v1) and a kiyoshied Hikawa, managedFields and all.
+async fn object_sizes(client: &Client) -> String {
+    let get = |path: String| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(path).body(Vec::new()).unwrap();
+            client.request_text(request).await.map(|t| t.len()).unwrap_or(0)
+        }
+    };
+    let group = "/apis/zundokokiyoshi.kaitoy.github.com/v1beta1/namespaces/default";
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let event_name = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.items.into_iter().next())
+        .and_then(|e| e.metadata.name)
+        .unwrap_or_default();
+    format!(
+        "object sizes (JSON as served): Zundoko {} B, Event {} B, Hikawa (kiyoshied) {} B",
+        get(format!("{group}/zundokos/bench-00000-zundoko-001")).await,
+        get(format!("{events}/{event_name}")).await,
+        get(format!("{group}/hikawas/bench-00000")).await
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -646,6 +675,9 @@ fn print_runs(n: usize, concurrency: u16, runs: &[Run]) {
     for r in runs.iter().filter(|r| !r.breakdown_end.is_empty()) {
         println!("{:<8} RSS idle: {}", r.name, r.breakdown_idle);
         println!("{:<8} RSS end:  {}", r.name, r.breakdown_end);
+    }
+    if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
+        println!("{}", r.sizes);
     }
     // Against the mean of the ceiling runs (measured before and after the operator's, so the
     // machine's other load weighs on both alike).
