@@ -111,9 +111,9 @@ bench: guest ## Print sandbox cost per reconcile against native rules, at 5 and 
 bench-swap: guest ## Print hot-swap latency (file ..data swap and API ConfigMap, median and worst of 20) and failed reconciles (release).
 	$(CARGO) bench -p zundoko-operator --bench swap
 
-.PHONY: bench-throughput
-bench-throughput: guest ## Print 1,000 Hikawas' time to Kiyoshi, wasm against native rules, and operator RSS (release).
-	$(CARGO) bench -p zundoko-operator --bench throughput
+.PHONY: bench-scale
+bench-scale: guest ## Print operator RSS and words/s at 1,000 and 10,000 Hikawas beside the API server's own ceiling, wasm and native (release; ZUNDOKO_BENCH_SIZES=1000 for a quick run).
+	$(CARGO) bench -p zundoko-operator --bench scale
 
 .PHONY: crds
 crds: ## Regenerate deploy/crds/ from the Rust types.

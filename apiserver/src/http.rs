@@ -52,6 +52,8 @@ pub struct Inner {
     pub store: Arc<Store>,
     pub faults: Faults,
     pub log: Mutex<Vec<RequestRecord>>,
+    /// Requests so far by (verb, resource, subresource): unlike the log, never cut.
+    pub counts: Mutex<HashMap<(String, String, String), u64>>,
     pub addr: SocketAddr,
     pub bookmark_every: Duration,
     conns: Mutex<HashMap<u64, AbortHandle>>,
@@ -64,6 +66,7 @@ impl Inner {
             store,
             faults: Faults::default(),
             log: Mutex::new(vec![]),
+            counts: Mutex::new(HashMap::new()),
             addr,
             bookmark_every,
             conns: Mutex::new(HashMap::new()),
@@ -262,6 +265,11 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
 }
 
 fn push_log(inner: &Inner, r: RequestRecord) {
+    {
+        let mut counts = inner.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (r.verb.clone(), r.resource.clone(), r.subresource.clone());
+        *counts.entry(key).or_default() += 1;
+    }
     let mut log = inner.log.lock().unwrap_or_else(|e| e.into_inner());
     if log.len() >= 200_000 {
         log.drain(..100_000);

@@ -124,6 +124,21 @@ impl ApiServer {
         self.inner.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Requests handled so far, by (verb, resource, subresource), sorted; never cut (the log
+    /// keeps only the newest 100,000 to 200,000).
+    pub fn request_counts(&self) -> Vec<((String, String, String), u64)> {
+        let counts = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts: Vec<_> = counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        counts.sort();
+        counts
+    }
+
+    /// Watch events sent to all watchers so far (bookmarks included) and their bytes.
+    pub fn watch_events_sent(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.inner.store.watch_events_sent.load(Relaxed), self.inner.store.watch_bytes_sent.load(Relaxed))
+    }
+
     /// Empties the request log.
     pub fn clear_requests(&self) {
         self.inner.log.lock().unwrap_or_else(|e| e.into_inner()).clear();

@@ -3,6 +3,7 @@
 //! history of change events for watch resume.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
@@ -113,12 +114,28 @@ pub struct Store {
     pub rv_tx: watch::Sender<u64>,
     /// Wakes the garbage collector and other controllers.
     pub controllers: Notify,
+    /// Watch events sent to every watcher so far (bookmarks and errors included), and their
+    /// bytes: what the clients had to decode (for benchmarks).
+    pub watch_events_sent: AtomicU64,
+    pub watch_bytes_sent: AtomicU64,
 }
 
 impl Store {
     pub fn new(history_cap: usize) -> Self {
         let (rv_tx, _) = watch::channel(1);
-        Store { state: Mutex::new(State::new(history_cap)), rv_tx, controllers: Notify::new() }
+        Store {
+            state: Mutex::new(State::new(history_cap)),
+            rv_tx,
+            controllers: Notify::new(),
+            watch_events_sent: AtomicU64::new(0),
+            watch_bytes_sent: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one watch event line sent to a watcher.
+    pub fn watch_sent(&self, bytes: usize) {
+        self.watch_events_sent.fetch_add(1, Ordering::Relaxed);
+        self.watch_bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     pub fn lock(&self) -> MutexGuard<'_, State> {

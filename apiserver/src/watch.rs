@@ -166,6 +166,7 @@ pub fn start(
     drops.borrow_and_update();
     tokio::spawn(async move {
         for b in initial {
+            store.watch_sent(b.len());
             if tx.send(b).await.is_err() {
                 return;
             }
@@ -221,6 +222,7 @@ pub fn start(
                 }
                 Ok(lines) => {
                     for l in lines {
+                        store.watch_sent(l.len());
                         if tx.send(l).await.is_err() {
                             return;
                         }
@@ -233,7 +235,9 @@ pub fn start(
                     let rv = store.lock().rv;
                     // Only report progress that has been delivered.
                     let rv = rv.min(last);
-                    if tx.send(em.bookmark(rv, false)).await.is_err() { return; }
+                    let bookmark = em.bookmark(rv, false);
+                    store.watch_sent(bookmark.len());
+                    if tx.send(bookmark).await.is_err() { return; }
                 }
                 _ = &mut deadline => { return; }
                 _ = drops.changed() => { return; }

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::api::{ObjectMeta, Patch};
+use kube::core::NamespaceResourceScope;
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -17,6 +18,7 @@ use crate::context::Context;
 use crate::crd::{Hikawa, HikawaStatus, Kiyoshi, KiyoshiSpec, Zundoko, ZundokoSpec};
 use crate::error::{Error, Result};
 use crate::events::EventType;
+use crate::lean;
 use crate::sandbox::ModuleIdentity;
 use crate::status;
 
@@ -67,11 +69,11 @@ pub async fn apply(ctx: &Context, hikawa: &Hikawa, observed: &Observed, plan: &P
         let created = match say.kind {
             ChildKind::Zundoko => {
                 let child = Zundoko { metadata: meta, spec: ZundokoSpec { say: say.word.clone() } };
-                create(&Api::namespaced(ctx.client.clone(), ns), &child, &owner.uid).await?
+                create(&ctx.client, ns, &child, &owner.uid).await?
             }
             ChildKind::Kiyoshi => {
                 let child = Kiyoshi { metadata: meta, spec: KiyoshiSpec { say: say.word.clone() } };
-                create(&Api::namespaced(ctx.client.clone(), ns), &child, &owner.uid).await?
+                create(&ctx.client, ns, &child, &owner.uid).await?
             }
         };
         match say.kind {
@@ -99,17 +101,18 @@ pub async fn apply(ctx: &Context, hikawa: &Hikawa, observed: &Observed, plan: &P
 /// Create a child. Already there and controlled by this Hikawa (a retried or restarted
 /// reconcile, or a cache that lags) is done; held by anything else is [`Error::ChildNameTaken`].
 /// Returns a reference to the child if this call created it.
-async fn create<K>(api: &Api<K>, object: &K, owner_uid: &str) -> Result<Option<ObjectReference>>
+async fn create<K>(client: &Client, ns: &str, object: &K, owner_uid: &str) -> Result<Option<ObjectReference>>
 where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    let error = match api.create(&PostParams::default(), object).await {
-        Ok(created) => return Ok(Some(created.object_ref(&()))),
+    // Of the answer only what a reference to the child needs is decoded.
+    let error = match lean::create::<K, lean::Created>(client, ns, object).await {
+        Ok(created) => return Ok(Some(created.object_ref::<K>())),
         Err(kube::Error::Api(status)) if status.is_already_exists() => status,
         Err(e) => return Err(e.into()),
     };
     let name = object.name_any();
-    let existing = api.get(&name).await?;
+    let existing = Api::<K>::namespaced(client.clone(), ns).get(&name).await?;
     let controller = existing.owner_references().iter().find(|r| r.controller == Some(true));
     if controller.is_some_and(|r| r.uid == owner_uid) {
         return Ok(None);
@@ -129,9 +132,10 @@ pub async fn write_status(ctx: &Context, hikawa: &Hikawa, desired: HikawaStatus)
     if hikawa.status.as_ref() == Some(&desired) {
         return Ok(desired);
     }
-    let api: Api<Hikawa> = Api::namespaced(ctx.client.clone(), &hikawa.namespace().unwrap_or_default());
     let patch = serde_json::json!({ "status": replacing_patch(hikawa.status.as_ref(), &desired) });
-    let written = api.patch_status(&hikawa.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    // Of the answer (the whole Hikawa) only the status is decoded.
+    let written: lean::StatusOnly =
+        lean::patch_status::<Hikawa, _, _>(&ctx.client, &hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &Patch::Merge(&patch)).await?;
     Ok(written.status.unwrap_or(desired))
 }
 

@@ -1,7 +1,7 @@
 //! The children the operator knows of, kept small: per child only what a decision reads (its
 //! index, word, millisecond time and controlling owner), fed by a watch. A full object is
-//! kilobytes with its metadata; this is tens of bytes, so a cluster with 10,000 Hikawas and
-//! their songs fits in a few tens of MiB.
+//! kilobytes with its metadata; this is 32 bytes (the word shared, the owner's uid held once
+//! per song), so a cluster with 10,000 Hikawas and their songs fits in a few tens of MiB.
 //!
 //! Children are found by name, never by label: `<hikawa>-zundoko-NNN` and `<hikawa>-kiyoshi`
 //! say which Hikawa and which index, whatever else the object carries. Whether a child
@@ -20,6 +20,7 @@ use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
 use zundoko_rules::{Said, TimestampMs};
 
 use crate::crd::{Kiyoshi, Zundoko};
+use crate::lean::LeanChild;
 
 /// Annotation the host puts on every child: when it was said, to the millisecond.
 /// (`creationTimestamp` has one-second resolution: too coarse for `intervalMillis`.)
@@ -32,17 +33,56 @@ struct SongKey {
     hikawa: Box<str>,
 }
 
-/// One child, as little as a decision needs.
+/// One child, as little as a decision needs: 32 bytes (the word is shared, the owner is held
+/// once per song).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Word {
     word: Arc<str>,
-    said_at: Option<TimestampMs>,
-    /// The uid of the controller owner reference, if any.
-    owner: Option<Arc<str>>,
+    /// Milliseconds, or [`NO_TIME`].
+    said_at: TimestampMs,
+    /// The controller owner reference's uid as an index into [`Song::owners`], or [`NO_OWNER`].
+    owner: u32,
 }
 
-/// Zundokos by index, or the Kiyoshi at index 0.
-type Songs = HashMap<SongKey, BTreeMap<u32, Word>>;
+const NO_TIME: TimestampMs = TimestampMs::MIN;
+const NO_OWNER: u32 = u32::MAX;
+
+/// The children named after one Hikawa: Zundokos by index, or the Kiyoshi at index 0.
+#[derive(Clone, Debug, Default)]
+struct Song {
+    /// The controllers' uids these children name (one, nearly always).
+    owners: Vec<Arc<str>>,
+    words: BTreeMap<u32, Word>,
+}
+
+impl Song {
+    fn insert(&mut self, index: u32, word: Arc<str>, said_at: Option<TimestampMs>, owner: Option<&str>) {
+        let owner = match owner {
+            None => NO_OWNER,
+            Some(uid) => match self.owners.iter().position(|o| &**o == uid) {
+                Some(i) => i as u32,
+                None => {
+                    self.owners.push(Arc::from(uid));
+                    (self.owners.len() - 1) as u32
+                }
+            },
+        };
+        self.words.insert(index, Word { word, said_at: said_at.unwrap_or(NO_TIME), owner });
+    }
+
+    /// The index in `owners` of `uid`, if any child names it.
+    fn owner_index(&self, uid: &str) -> Option<u32> {
+        self.owners.iter().position(|o| &**o == uid).map(|i| i as u32)
+    }
+}
+
+impl Word {
+    fn said_at(&self) -> Option<TimestampMs> {
+        (self.said_at != NO_TIME).then_some(self.said_at)
+    }
+}
+
+type Songs = HashMap<SongKey, Song>;
 
 /// One kind of child, mirrored from its watch the way kube-runtime's reflector does it:
 /// a relist (`Init` .. `InitDone`) is built aside and replaces the whole state at once.
@@ -52,7 +92,7 @@ struct KindIndex {
     relisting: std::sync::Mutex<Option<Songs>>,
 }
 
-/// Small strings seen over and over (words, namespaces, owner uids) shared, not copied.
+/// Small strings seen over and over (words, namespaces) shared, not copied.
 /// Bounded: past the bound a string is simply allocated.
 #[derive(Default)]
 struct Interner(std::sync::Mutex<HashSet<Arc<str>>>);
@@ -131,19 +171,19 @@ impl ChildIndex {
     /// `claimed` (so a gap left by a deleted child is seen, not skipped), and its Kiyoshi.
     pub fn owned(&self, namespace: &str, hikawa: &str, uid: &str, claimed: u32) -> Owned {
         let key = SongKey { namespace: Arc::from(namespace), hikawa: Box::from(hikawa) };
-        let mine = |w: &Word| w.owner.as_deref() == Some(uid);
         let mut owned = Owned::default();
         {
             let songs = self.zundokos.songs.read().unwrap_or_else(|p| p.into_inner());
             let song = songs.get(&key);
+            let mine = song.and_then(|s| s.owner_index(uid));
             let mut index = 1u32;
             loop {
-                match song.and_then(|s| s.get(&index)).filter(|w| mine(w)) {
+                match song.and_then(|s| s.words.get(&index)).filter(|w| Some(w.owner) == mine) {
                     Some(w) => owned.zundokos.push(Said {
                         name: zundoko_rules::naming::zundoko_name(hikawa, index),
                         index,
                         word: w.word.to_string(),
-                        said_at: w.said_at,
+                        said_at: w.said_at(),
                     }),
                     None if index > claimed => break,
                     None => {}
@@ -152,11 +192,13 @@ impl ChildIndex {
             }
         }
         let songs = self.kiyoshis.songs.read().unwrap_or_else(|p| p.into_inner());
-        owned.kiyoshi = songs.get(&key).and_then(|s| s.get(&0)).filter(|w| mine(w)).map(|w| Said {
+        let song = songs.get(&key);
+        let mine = song.and_then(|s| s.owner_index(uid));
+        owned.kiyoshi = song.and_then(|s| s.words.get(&0)).filter(|w| Some(w.owner) == mine).map(|w| Said {
             name: kiyoshi_name(hikawa),
             index: owned.zundokos.len() as u32 + 1,
             word: w.word.to_string(),
-            said_at: w.said_at,
+            said_at: w.said_at(),
         });
         owned
     }
@@ -174,7 +216,7 @@ impl ChildIndex {
 
     /// Children cached, both kinds (for tests and metrics).
     pub fn len(&self) -> usize {
-        let count = |k: &KindIndex| k.songs.read().unwrap_or_else(|p| p.into_inner()).values().map(BTreeMap::len).sum::<usize>();
+        let count = |k: &KindIndex| k.songs.read().unwrap_or_else(|p| p.into_inner()).values().map(|s| s.words.len()).sum::<usize>();
         count(&self.zundokos) + count(&self.kiyoshis)
     }
 
@@ -182,33 +224,37 @@ impl ChildIndex {
         self.len() == 0
     }
 
-    fn entry(&self, meta: &ObjectMeta, word: &str, place: Option<(&str, u32)>) -> Option<(SongKey, u32, Word)> {
+    /// Where a child goes: its song's key and its index.
+    fn place(&self, meta: &ObjectMeta, place: Option<(&str, u32)>) -> Option<(SongKey, u32)> {
         let (hikawa, index) = place?;
-        let key = SongKey { namespace: self.namespaces.get(meta.namespace.as_deref()?), hikawa: Box::from(hikawa) };
-        let owner = controller_uid(meta).map(|uid| self.words.get(uid));
-        Some((key, index, Word { word: self.words.get(word), said_at: said_at(meta), owner }))
+        Some((SongKey { namespace: self.namespaces.get(meta.namespace.as_deref()?), hikawa: Box::from(hikawa) }, index))
+    }
+
+    fn insert(&self, songs: &mut Songs, key: SongKey, index: u32, meta: &ObjectMeta, word: &str) {
+        songs.entry(key).or_default().insert(index, self.words.get(word), said_at(meta), controller_uid(meta));
     }
 
     fn apply<K>(&self, kind: &KindIndex, event: &Event<K>, place: impl Fn(&str) -> Option<(&str, u32)>, word: impl Fn(&K) -> &str)
     where
         K: kube::Resource,
     {
-        let entry = |object: &K| {
+        let located = |object: &K| {
             let name = object.meta().name.as_deref()?;
-            self.entry(object.meta(), word(object), place(name))
+            self.place(object.meta(), place(name))
         };
         match event {
             Event::Apply(object) => {
-                if let Some((key, index, word)) = entry(object) {
-                    kind.songs.write().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().insert(index, word);
+                if let Some((key, index)) = located(object) {
+                    let mut songs = kind.songs.write().unwrap_or_else(|p| p.into_inner());
+                    self.insert(&mut songs, key, index, object.meta(), word(object));
                 }
             }
             Event::Delete(object) => {
-                if let Some((key, index, _)) = entry(object) {
+                if let Some((key, index)) = located(object) {
                     let mut songs = kind.songs.write().unwrap_or_else(|p| p.into_inner());
                     if let Some(song) = songs.get_mut(&key) {
-                        song.remove(&index);
-                        if song.is_empty() {
+                        song.words.remove(&index);
+                        if song.words.is_empty() {
                             songs.remove(&key);
                         }
                     }
@@ -216,8 +262,8 @@ impl ChildIndex {
             }
             Event::Init => *kind.relisting.lock().unwrap_or_else(|p| p.into_inner()) = Some(Songs::new()),
             Event::InitApply(object) => {
-                if let (Some((key, index, word)), Some(buffer)) = (entry(object), kind.relisting.lock().unwrap_or_else(|p| p.into_inner()).as_mut()) {
-                    buffer.entry(key).or_default().insert(index, word);
+                if let (Some((key, index)), Some(buffer)) = (located(object), kind.relisting.lock().unwrap_or_else(|p| p.into_inner()).as_mut()) {
+                    self.insert(buffer, key, index, object.meta(), word(object));
                 }
             }
             Event::InitDone => {
@@ -228,14 +274,14 @@ impl ChildIndex {
         }
     }
 
-    fn apply_zundoko(&self, event: &Event<Zundoko>) {
+    fn apply_zundoko(&self, event: &Event<LeanChild<Zundoko>>) {
         self.apply(&self.zundokos, event, zundoko_owner_name, |z| &z.spec.say);
         if matches!(event, Event::InitDone) {
             self.synced.send_modify(|(z, _)| *z = true);
         }
     }
 
-    fn apply_kiyoshi(&self, event: &Event<Kiyoshi>) {
+    fn apply_kiyoshi(&self, event: &Event<LeanChild<Kiyoshi>>) {
         self.apply(&self.kiyoshis, event, |name| kiyoshi_owner_name(name).map(|h| (h, 0)), |k| &k.spec.say);
         if matches!(event, Event::InitDone) {
             self.synced.send_modify(|(_, k)| *k = true);
@@ -245,8 +291,13 @@ impl ChildIndex {
 
 /// The watch of one kind of child: keeps the index current and yields each changed child, so
 /// the controller reconciles its owner. Only children carrying the operator's label are
-/// watched: the operator needs no others.
-pub fn zundoko_stream(api: Api<Zundoko>, label: &str, index: Arc<ChildIndex>) -> impl Stream<Item = Result<Zundoko, watcher::Error>> + Send {
+/// watched: the operator needs no others. Children are decoded leanly (`lean::LeanChild`):
+/// their managedFields, labels and other annotations are never allocated.
+pub fn zundoko_stream(
+    api: Api<LeanChild<Zundoko>>,
+    label: &str,
+    index: Arc<ChildIndex>,
+) -> impl Stream<Item = Result<LeanChild<Zundoko>, watcher::Error>> + Send {
     watcher(api, watcher::Config::default().labels(label))
         .default_backoff()
         .inspect_ok(move |event| index.apply_zundoko(event))
@@ -254,7 +305,11 @@ pub fn zundoko_stream(api: Api<Zundoko>, label: &str, index: Arc<ChildIndex>) ->
         .map_ok(strip)
 }
 
-pub fn kiyoshi_stream(api: Api<Kiyoshi>, label: &str, index: Arc<ChildIndex>) -> impl Stream<Item = Result<Kiyoshi, watcher::Error>> + Send {
+pub fn kiyoshi_stream(
+    api: Api<LeanChild<Kiyoshi>>,
+    label: &str,
+    index: Arc<ChildIndex>,
+) -> impl Stream<Item = Result<LeanChild<Kiyoshi>, watcher::Error>> + Send {
     watcher(api, watcher::Config::default().labels(label))
         .default_backoff()
         .inspect_ok(move |event| index.apply_kiyoshi(event))
@@ -277,14 +332,15 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-    fn zundoko(ns: &str, name: &str, word: &str, owner: Option<&str>) -> Zundoko {
+    /// A Zundoko as its watch delivers it: serialized as the API server sends it, decoded leanly.
+    fn zundoko(ns: &str, name: &str, word: &str, owner: Option<&str>) -> LeanChild<Zundoko> {
         let mut z = Zundoko::new(name, crate::crd::ZundokoSpec { say: word.into() });
         z.metadata.namespace = Some(ns.into());
         z.metadata.annotations = Some([(SAID_AT.to_string(), "2026-01-01T00:00:00.250Z".to_string())].into());
         z.metadata.owner_references = owner.map(|uid| {
             vec![OwnerReference { controller: Some(true), uid: uid.into(), name: "h".into(), kind: "Hikawa".into(), api_version: "v".into(), ..Default::default() }]
         });
-        z
+        serde_json::from_value(serde_json::to_value(&z).unwrap()).unwrap()
     }
 
     #[test]
@@ -307,6 +363,31 @@ mod tests {
         // Without a claim past 1, the search stops at the first gap.
         assert_eq!(index.owned("ns", "h", "u1", 0).zundokos.len(), 1);
         assert!(index.owned("other", "h", "u1", 3).zundokos.is_empty());
+    }
+
+    #[test]
+    fn a_child_is_32_bytes_and_its_owner_is_held_once_per_song() {
+        assert_eq!(std::mem::size_of::<Word>(), 32);
+        let index = ChildIndex::default();
+        for i in 1..=100 {
+            index.apply_zundoko(&Event::Apply(zundoko("ns", &zundoko_rules::naming::zundoko_name("h", i), "Zun", Some("u1"))));
+        }
+        index.apply_zundoko(&Event::Apply(zundoko("ns", "h-zundoko-101", "Doko", Some("u2"))));
+        let mut bare = zundoko("ns", "h-zundoko-102", "Zun", None);
+        bare.metadata.annotations = None;
+        index.apply_zundoko(&Event::Apply(bare));
+        {
+            let songs = index.zundokos.songs.read().unwrap();
+            let song = songs.values().next().unwrap();
+            assert_eq!(song.owners.len(), 2, "one uid per distinct owner, not per child");
+            assert_eq!(song.words.len(), 102);
+        }
+        assert_eq!(index.owned("ns", "h", "u1", 100).zundokos.len(), 100);
+        assert!(index.owned("ns", "h", "u1", 100).zundokos.iter().all(|s| s.said_at == Some(1_767_225_600_250)));
+        // 101 is u2's, 102 nobody's: not u1's, and u2 owns no song from index 1.
+        assert_eq!(index.owned("ns", "h", "u1", 102).zundokos.len(), 100);
+        assert!(index.owned("ns", "h", "u2", 0).zundokos.is_empty());
+        assert_eq!(index.owned("ns", "h", "u2", 101).zundokos.iter().map(|s| s.index).collect::<Vec<_>>(), [101]);
     }
 
     #[test]

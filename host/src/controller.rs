@@ -23,6 +23,7 @@ use crate::context::{Context, Shared};
 use crate::crd::Hikawa;
 use crate::error::{Error, Result};
 use crate::events::EventSink;
+use crate::lean::{self, LeanHikawa};
 use crate::observe::observe;
 use crate::pace::{Footprint, Gate, Pace, PaceSettings};
 use crate::plan_check::PlanLimits;
@@ -93,8 +94,9 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
         pace: Pace::new(settings.pace.clone()),
     });
     let (hikawas, writer) = reflector::store();
-    // managedFields and annotations (kubectl's last-applied-configuration among them: up to
-    // 256 KiB) are never read here and are most of a small object: not cached. A Hikawa
+    // managedFields, labels and annotations (kubectl's last-applied-configuration among them:
+    // up to 256 KiB) are never read here and are most of a small object: not even decoded
+    // (lean.rs). A Hikawa
     // that is gone is forgotten by the pacing too (after a relist: any not listed).
     // Whether the Hikawas have been listed once, for readiness. (Not the store's own
     // `wait_until_ready`: kube wakes only one of its waiters, and the Controller is one.)
@@ -103,12 +105,7 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
         let (ctx, hikawas) = (ctx.clone(), hikawas.clone());
         reflector(
             writer,
-            watcher(api::<Hikawa>(&client, ns), watcher::Config::default())
-                .default_backoff()
-                .modify(|h| {
-                    h.metadata.managed_fields = None;
-                    h.metadata.annotations = None;
-                }),
+            watcher(api::<LeanHikawa>(&client, ns), watcher::Config::default()).default_backoff().map_ok(lean::hikawa_event),
         )
         .inspect_ok(move |event| match event {
             Event::Delete(hikawa) => {

@@ -50,12 +50,12 @@ impl EventSink {
         K: Resource<DynamicType = ()>,
     {
         let ns = object.namespace().unwrap_or_else(|| "default".into());
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
         let now = jiff::Timestamp::now();
         let note = truncate_bytes(note, MAX_NOTE_BYTES);
         let reason = truncate_bytes(reason, MAX_FIELD_BYTES);
         let event = self.event(object, type_, reason, note, action, related, now);
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
+        // Nothing of the answer is needed: it is not decoded.
+        if let Err(error) = crate::lean::create::<Event, serde::de::IgnoredAny>(&self.client, &ns, &event).await {
             tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event");
         }
     }

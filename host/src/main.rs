@@ -1,8 +1,13 @@
 use clap::Parser;
 use zundoko_operator::cli::{self, Cli, Command};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Before any thread starts: see memory::limit_malloc_arenas.
+    zundoko_operator::memory::limit_malloc_arenas();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(main_async())
+}
+
+async fn main_async() -> anyhow::Result<()> {
     let cli = Cli::parse();
     zundoko_operator::telemetry::init(cli.log_format, &cli.log_filter);
     let mut stdout = std::io::stdout().lock();

@@ -16,6 +16,11 @@ pub trait Rules: Send + Sync + 'static {
     fn identity(&self) -> &Arc<ModuleIdentity>;
     /// Blocking; the async callers use [`decide_async`].
     fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError>;
+    /// The decision if it takes no more than a small slice of CPU (fit for an async worker),
+    /// else `None`, and [`Rules::reconcile`] is called off the async runtime.
+    fn reconcile_quick(&self, _observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        None
+    }
 }
 
 impl Rules for RulesModule {
@@ -25,6 +30,10 @@ impl Rules for RulesModule {
 
     fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
         RulesModule::reconcile(self, observed)
+    }
+
+    fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        RulesModule::reconcile_quick(self, observed)
     }
 }
 
@@ -51,6 +60,11 @@ impl Rules for NativeRules {
         let plan = self.rules.reconcile(observed).map_err(GuestError::Rules)?;
         Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new() })
     }
+
+    /// Native rules are the host's own code and take microseconds: always quick.
+    fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        Some(self.reconcile(observed))
+    }
 }
 
 /// One decision and what it cost.
@@ -67,8 +81,13 @@ pub struct Decision {
 /// Call the rules and check the plan. Blocking.
 pub fn decide(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits) -> Decision {
     let started = Instant::now();
+    checked(rules, observed, limits, rules.reconcile(observed), started)
+}
+
+/// The plan of a call, checked.
+fn checked(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits, outcome: Result<GuestOutcome<Plan>, GuestError>, started: Instant) -> Decision {
     let module = rules.identity().clone();
-    match rules.reconcile(observed) {
+    match outcome {
         Ok(GuestOutcome { value: plan, fuel_used, logs }) => {
             let outcome = plan_check::check(&plan, observed, limits).map(|()| plan).map_err(GuestError::from);
             Decision { module, outcome, fuel_used: Some(fuel_used), logs, elapsed: started.elapsed() }
@@ -77,8 +96,14 @@ pub fn decide(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits) -> De
     }
 }
 
-/// [`decide`] on tokio's blocking pool, so a slow guest never stalls the async workers.
+/// [`decide`] without blocking the async workers: a quick call (nearly all: microseconds, see
+/// `SandboxLimits::inline_fuel`) is made here, without a thread handoff; one that needs more is
+/// made again, whole, on tokio's blocking pool, so a slow guest never stalls the async workers.
 pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits) -> Decision {
+    let started = Instant::now();
+    if let Some(outcome) = rules.reconcile_quick(&observed) {
+        return checked(rules.as_ref(), &observed, &limits, outcome, started);
+    }
     let span = tracing::Span::current();
     let module = rules.identity().clone();
     let task = tokio::task::spawn_blocking(move || {

@@ -153,6 +153,48 @@ fn hostile_guests_fail_with_typed_errors_and_the_host_carries_on() {
 }
 
 #[test]
+fn quick_calls_fit_the_inline_slice_and_longer_ones_get_the_whole_budget() {
+    // The default rules fit the slice at 5 and at 1,000 children: decided without a handoff.
+    let module = engine().load(&module_bytes("zundoko-classic")).unwrap();
+    let mut observed = hikawa(&[]);
+    let quick = module.reconcile_quick(&observed).expect("a quick call").unwrap();
+    assert_eq!(quick.value, module.reconcile(&observed).unwrap().value, "the same plan either way");
+    observed.zundokos = (1..=1000)
+        .map(|i| Said { name: zundoko_name("hk", i), index: i, word: if i % 2 == 0 { "Zun" } else { "Doko" }.into(), said_at: Some(i as i64) })
+        .collect();
+    assert!(matches!(module.reconcile_quick(&observed), Some(Ok(_))), "1,000 children fit the slice too");
+    // A call that needs more than the slice: not decided quickly, and then decided whole.
+    let tight = SandboxEngine::new(SandboxLimits { inline_fuel: 1_000, ..SandboxLimits::default() }).unwrap();
+    let module = tight.load(&module_bytes("zundoko-classic")).unwrap();
+    assert!(module.reconcile_quick(&hikawa(&[])).is_none());
+    let decision = decide(&module, &hikawa(&[]), &PlanLimits::default());
+    assert!(decision.outcome.is_ok() && decision.fuel_used.unwrap() > 1_000, "{decision:?}");
+    // A guest that loops: out of the slice quickly, then out of the whole budget, named as such.
+    let hostile = engine().load(&fixture_bytes("zundoko-hostile")).unwrap();
+    let looping = hikawa(&[("hostile", "loop")]);
+    assert!(hostile.reconcile_quick(&looping).is_none());
+    match hostile.reconcile(&looping) {
+        Err(GuestError::OutOfCpuBudget { budget }) => assert_eq!(budget, SandboxLimits::default().fuel),
+        other => panic!("{other:?}"),
+    }
+    // Native rules are always quick.
+    assert!(NativeRules::new(zundoko_rules::classic()).reconcile_quick(&hikawa(&[])).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decide_async_decides_quick_and_slow_calls_alike() {
+    use std::sync::Arc;
+    let limits = PlanLimits::default();
+    let observed = Arc::new(hikawa(&[]));
+    let quick: Arc<dyn Rules> = Arc::new(engine().load(&module_bytes("zundoko-classic")).unwrap());
+    let tight = SandboxEngine::new(SandboxLimits { inline_fuel: 1_000, ..SandboxLimits::default() }).unwrap();
+    let slow: Arc<dyn Rules> = Arc::new(tight.load(&module_bytes("zundoko-classic")).unwrap());
+    let a = zundoko_operator::rules::decide_async(quick, observed.clone(), limits.clone()).await;
+    let b = zundoko_operator::rules::decide_async(slow, observed, limits).await;
+    assert_eq!(a.outcome.unwrap(), b.outcome.unwrap());
+}
+
+#[test]
 fn a_trapped_call_leaves_other_concurrent_calls_alone() {
     let engine = engine();
     let module = std::sync::Arc::new(engine.load(&fixture_bytes("zundoko-hostile")).unwrap());

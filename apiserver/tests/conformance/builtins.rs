@@ -46,8 +46,33 @@ async fn events_are_served_by_both_apis() {
     assert_eq!(core["message"], "Zun");
     assert_eq!(core["involvedObject"]["name"], "h");
     assert_eq!(core["reportingComponent"], "ctl");
+    // Go's encoder writes structs, zero times and non-omitempty strings always.
+    for (field, zero) in [("deprecatedSource", json!({})), ("deprecatedFirstTimestamp", json!(null)), ("deprecatedLastTimestamp", json!(null))] {
+        assert_eq!(e.get(field), Some(&zero), "events.k8s.io/v1 {field}: {e}");
+    }
+    assert!(e.get("deprecatedCount").is_none() && e.get("series").is_none() && e.get("related").is_none(), "omitempty: {e}");
+    for (field, zero) in [("source", json!({})), ("firstTimestamp", json!(null)), ("lastTimestamp", json!(null))] {
+        assert_eq!(core.get(field), Some(&zero), "core/v1 {field}: {core}");
+    }
+    assert!(core.get("count").is_none() && core.get("series").is_none(), "omitempty: {core}");
     let (_, l) = raw.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dh").await;
     assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    assert_eq!(l["items"][0]["source"], json!({}), "lists too");
+    // A legacy Event without the newer fields: eventTime null, the reporting fields "" (not omitempty in core/v1)...
+    let (code, legacy) = raw
+        .post(
+            "/api/v1/namespaces/default/events",
+            &json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"}, "reason": "Said", "message": "Doko", "type": "Normal",
+                    "involvedObject": {"kind": "Hikawa", "name": "h", "namespace": "default"}, "source": {"component": "c"},
+                    "firstTimestamp": "2025-01-01T00:00:00Z", "lastTimestamp": "2025-01-01T00:00:00Z", "count": 1}),
+        )
+        .await;
+    assert_eq!(code, 201, "{legacy}");
+    assert_eq!((&legacy["eventTime"], &legacy["reportingComponent"], &legacy["reportingInstance"]), (&json!(null), &json!(""), &json!("")), "{legacy}");
+    // ...and as events.k8s.io/v1 the empty reporting fields are left out (omitempty there).
+    let (_, v1) = raw.get("/apis/events.k8s.io/v1/namespaces/default/events/e2").await;
+    assert!(v1.get("reportingController").is_none() && v1.get("reportingInstance").is_none(), "{v1}");
+    assert_eq!((&v1["eventTime"], &v1["deprecatedCount"], &v1["deprecatedSource"]["component"]), (&json!(null), &json!(1), &json!("c")), "{v1}");
     let (_, l) = raw.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dother").await;
     assert_eq!(l["items"].as_array().unwrap().len(), 0);
 }

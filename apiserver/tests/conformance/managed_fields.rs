@@ -148,4 +148,5 @@ async fn status_merge_patch_apply_and_event() {
                 "f:regarding": {"f:apiVersion": {}, "f:kind": {}, "f:name": {}, "f:namespace": {}, "f:uid": {}},
                 "f:reportingController": {}, "f:reportingInstance": {}, "f:type": {}}})]
     );
+    eprintln!("events.k8s.io Event as created by the operator: {} bytes: {ev}", serde_json::to_vec(&ev).unwrap().len());
 }

@@ -15,6 +15,13 @@ pub struct SandboxLimits {
     pub max_log_line_bytes: usize,
     /// Guest calls that may run at once (instance slots kept ready in the pool).
     pub max_concurrent_calls: u32,
+    /// Fuel a call may use on the async runtime's own thread (`RulesModule::reconcile_quick`);
+    /// a call that needs more is made again, from the start and with the whole `fuel`, on the
+    /// blocking pool (a call is a pure function of its input, so the second call decides what
+    /// the first would have). The default rules need ~25k at 5 children and ~1.5M at 1,000, so
+    /// nearly every call is made without a thread handoff, and a slow or hostile module holds an
+    /// async worker for at most this much (well under a millisecond) per call.
+    pub inline_fuel: u64,
 }
 
 impl Default for SandboxLimits {
@@ -28,6 +35,7 @@ impl Default for SandboxLimits {
             max_log_lines: 64,
             max_log_line_bytes: 1024,
             max_concurrent_calls: 128,
+            inline_fuel: 2_000_000,
         }
     }
 }

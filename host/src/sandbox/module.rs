@@ -57,6 +57,10 @@ impl SandboxEngine {
         config.wasm_component_model(true);
         config.consume_fuel(true);
         config.max_wasm_stack(limits.wasm_stack_bytes);
+        // Compile on the calling thread: a module is tens of KiB and compiles in tens of
+        // milliseconds, and a compile thread pool would stay alive with a malloc arena of its
+        // own for every thread (a few MiB of the operator's idle memory).
+        config.parallel_compilation(false);
         // Pooling: instance slots are mapped once and reused, so a fresh instance per call
         // costs microseconds instead of an mmap/munmap round trip per memory. The pool
         // bounds how many calls run at once; a call beyond it fails and is retried.
@@ -86,6 +90,13 @@ impl SandboxEngine {
     /// the log import, that answers `info` within the limits with metadata within bounds.
     pub fn load(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
         precheck_bytes(bytes)?;
+        let loaded = self.compile_and_check(bytes);
+        // Whether the module passed or not, the compiler is done: give back what it used.
+        crate::memory::release_after_compile();
+        loaded
+    }
+
+    fn compile_and_check(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| GuestError::NotAComponent(format!("{e:#}")))?;
         self.check_world(&component)?;
@@ -168,43 +179,61 @@ impl RulesModule {
 
     /// The module's `info`, from a fresh instance (so, in effect, the cost of one instance).
     pub fn info(&self) -> Result<ModuleInfo, GuestError> {
-        let outcome = self.call(|store, rules| rules.zundokokiyoshi_rules_rules().call_info(store))?;
+        let outcome = self.call(self.limits.fuel, |store, rules| rules.zundokokiyoshi_rules_rules().call_info(store))?;
         Ok(convert::module_info(outcome.value))
     }
 
-    /// One `reconcile` call in a fresh instance. Blocking: run it off the async runtime.
+    /// One `reconcile` call in a fresh instance, within the whole CPU budget. Blocking: run it
+    /// off the async runtime.
     pub fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        self.reconcile_within(observed, self.limits.fuel)
+    }
+
+    /// The call, if it needs no more than `limits.inline_fuel`: short enough to make on an
+    /// async worker. `None` if it ran out of that slice: make it again with [`reconcile`]
+    /// (off the async runtime), which gets the whole budget.
+    pub fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        let slice = self.limits.inline_fuel.min(self.limits.fuel);
+        match self.reconcile_within(observed, slice) {
+            Err(GuestError::OutOfCpuBudget { .. }) if slice < self.limits.fuel => None,
+            decided => Some(decided),
+        }
+    }
+
+    fn reconcile_within(&self, observed: &Observed, fuel: u64) -> Result<GuestOutcome<Plan>, GuestError> {
         let input = convert::observed(observed);
-        let outcome = self.call(|store, rules| rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input))?;
+        let outcome = self.call(fuel, |store, rules| rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input))?;
         match outcome.value {
             Ok(plan) => Ok(GuestOutcome { value: convert::plan(plan), fuel_used: outcome.fuel_used, logs: outcome.logs }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
         }
     }
 
-    /// Instantiate afresh, run `f` within the limits, and turn any trap into a typed error.
+    /// Instantiate afresh, run `f` within the limits and `fuel`, and turn any trap into a
+    /// typed error.
     fn call<R>(
         &self,
+        fuel: u64,
         f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R>,
     ) -> Result<GuestOutcome<R>, GuestError> {
         let mut store = Store::new(self.pre.engine(), HostState::new(&self.limits));
         store.limiter(|state| &mut state.memory);
-        store.set_fuel(self.limits.fuel).map_err(|e| GuestError::Host(format!("{e:#}")))?;
+        store.set_fuel(fuel).map_err(|e| GuestError::Host(format!("{e:#}")))?;
         let result = self.pre.instantiate(&mut store).and_then(|rules| f(&mut store, &rules));
-        let fuel_used = self.limits.fuel - store.get_fuel().unwrap_or(0);
+        let fuel_used = fuel - store.get_fuel().unwrap_or(0);
         match result {
             Ok(value) => Ok(GuestOutcome { value, fuel_used, logs: std::mem::take(&mut store.data_mut().logs.lines) }),
-            Err(error) => Err(self.classify(error, store.data())),
+            Err(error) => Err(self.classify(error, store.data(), fuel)),
         }
     }
 
-    fn classify(&self, error: wasmtime::Error, state: &HostState) -> GuestError {
+    fn classify(&self, error: wasmtime::Error, state: &HostState, fuel: u64) -> GuestError {
         if let Some(requested) = state.memory.refused {
             return GuestError::MemoryCap { limit: state.memory.limit, requested };
         }
         let guest_message = state.logs.panic_message();
         match error.downcast_ref::<Trap>() {
-            Some(Trap::OutOfFuel) => GuestError::OutOfCpuBudget { budget: self.limits.fuel },
+            Some(Trap::OutOfFuel) => GuestError::OutOfCpuBudget { budget: fuel },
             Some(Trap::StackOverflow) => GuestError::StackOverflow,
             Some(trap) => GuestError::Trap { trap: trap.to_string(), guest_message },
             // Not a wasm trap: the canonical ABI refused what the guest returned (say, a
