@@ -124,6 +124,7 @@ pub async fn run(
             }
             // Without the ZundokoRules CRD there are no rule sets: Hikawas naming one hear so.
             Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => ctx.sets.set_synced(),
+            Err(error) => ctx.sets.set_unlistable(error.to_string()),
             _ => {}
         })
         .applied_objects()

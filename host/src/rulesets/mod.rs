@@ -88,6 +88,8 @@ pub struct RuleSets {
     /// Rule sets that exist, published or not yet (their first check still running).
     known: Mutex<HashSet<String>>,
     synced: AtomicBool,
+    /// Why the rule sets cannot be listed, while they cannot (RBAC, say).
+    unlistable: Mutex<Option<String>>,
     tallies: Mutex<HashMap<String, CandidateTally>>,
     /// The rule set each Hikawa (by uid) names, so a rule set hears at once when one joins
     /// or leaves it (its status counts them).
@@ -104,6 +106,7 @@ impl RuleSets {
             serving: RwLock::default(),
             known: Mutex::default(),
             synced: AtomicBool::new(false),
+            unlistable: Mutex::default(),
             tallies: Mutex::default(),
             members: Mutex::default(),
             changed,
@@ -117,6 +120,16 @@ impl RuleSets {
         let serving = self.serving.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
         let Some(serving) = serving else {
             let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).contains(name);
+            if !known
+                && !self.synced.load(Ordering::SeqCst)
+                && let Some(why) = self.unlistable.lock().unwrap_or_else(|p| p.into_inner()).clone()
+            {
+                return Choice::Unavailable(Error::RulesUnavailable {
+                    rules: name.into(),
+                    reason: "RulesUnreadable",
+                    message: format!("the operator cannot list ZundokoRules, so it cannot tell whether {name} exists: {why}"),
+                });
+            }
             if known || !self.synced.load(Ordering::SeqCst) {
                 return Choice::CatchingUp;
             }
@@ -288,6 +301,15 @@ impl RuleSets {
     /// The rule sets have been listed once: a name not found now is not there.
     pub fn set_synced(&self) {
         self.synced.store(true, Ordering::SeqCst);
+        *self.unlistable.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Listing the rule sets failed (before they were ever listed): Hikawas naming one are told
+    /// why, instead of waiting in silence.
+    pub fn set_unlistable(&self, why: String) {
+        if !self.is_synced() {
+            *self.unlistable.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        }
     }
 
     pub fn is_synced(&self) -> bool {
@@ -350,6 +372,15 @@ mod tests {
         assert!(signals.changed.try_recv().is_err());
         sets.remove("r");
         assert_eq!(digest_of(&sets.choose("r", "u")), "RulesNotFound");
+        // Never listed, and listing fails: said so, not waited for in silence.
+        let (unlisted, _signals) = RuleSets::new();
+        unlisted.set_unlistable("403 Forbidden".into());
+        match unlisted.choose("r", "u") {
+            Choice::Unavailable(e) => assert!(e.reason() == "RulesUnreadable" && e.to_string().contains("403 Forbidden"), "{e}"),
+            _ => panic!("not unavailable"),
+        }
+        unlisted.set_synced();
+        assert_eq!(digest_of(&unlisted.choose("r", "u")), "RulesNotFound");
     }
 
     #[test]
