@@ -313,12 +313,13 @@ async fn failed(ctx: &Context, hikawa: &Hikawa, uid: &str, seen: Footprint, erro
     let mut left = seen;
     if error.is_lasting() || ctx.pace.failures(uid) + 1 >= 3 {
         let message = error.to_string();
+        // The Event first: whoever sees the failed status finds its Event already there.
+        ctx.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
         let failed = status::after_failure(hikawa.status.as_ref(), left.generation, error.reason(), &message, module, now_ms());
         match apply::write_status(ctx, hikawa, failed).await {
             Ok(stored) => left.status = Some(stored),
             Err(write_error) => warn!(error = %write_error, "could not record the failure in the status"),
         }
-        ctx.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
     }
     ctx.pace.failed(uid, left, started);
     error

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, quick_settings};
+use common::running::eventually;
 use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -62,7 +63,10 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Decided"));
     assert_eq!(hikawa.spec.num_zundokos, None, "the operator never writes the spec");
 
-    // One Normal Event per word, the song in order.
+    // One Normal Event per word, the song in order. (A word's Event and the status that counts
+    // it are written together: the last Event may land just after the status.)
+    let said = async || cluster.events_for("default", "hikawa-sample").await.iter().filter(|e| e.reason.as_deref() == Some("Said")).count();
+    eventually("an Event for every word", Duration::from_secs(10), async || said().await > song.words.len()).await;
     let events = cluster.events_for("default", "hikawa-sample").await;
     let notes: Vec<String> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).map(|e| e.note.clone().unwrap()).collect();
     let mut expected = song.words.clone();

@@ -113,7 +113,10 @@ async fn two_rule_sets_serve_their_own_hikawas_and_missing_rules_wait_until_they
         ready(&cluster, "early").await.is_some_and(|(status, reason, _)| status == "False" && reason == "RulesNotFound")
     })
     .await;
-    assert!(cluster.events_for("default", "early").await.iter().any(|e| e.reason.as_deref() == Some("RulesNotFound")), "a Warning Event says so");
+    eventually("a Warning Event saying so", Duration::from_secs(10), async || {
+        cluster.events_for("default", "early").await.iter().any(|e| e.reason.as_deref() == Some("RulesNotFound") && e.type_.as_deref() == Some("Warning"))
+    })
+    .await;
     assert!(cluster.song("default", "early").await.words.is_empty());
 
     create_rules(&cluster, "classic", plain("rules-classic")).await;

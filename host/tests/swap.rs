@@ -234,8 +234,11 @@ async fn swap_events_are_published_and_readable_with_kubectl_names() {
     cm.data = Some([("rules.wasm".to_string(), "AGFzbQ==".to_string())].into());
     api.replace("zundoko-rules", &PostParams::default(), &cm).await.unwrap();
     eventually("the rejection", Duration::from_secs(10), async || operator.rejections("ModuleUnreadable") == 1).await;
-    let notes = swap_events(&cluster, "ModuleRejected").await;
-    assert!(notes.iter().any(|n| n.contains("under data, not binaryData")), "{notes:?}");
+    // The Event follows the metric (it is published after the count): wait for it too.
+    eventually("the rejection's Event", Duration::from_secs(10), async || {
+        swap_events(&cluster, "ModuleRejected").await.iter().any(|n| n.contains("under data, not binaryData"))
+    })
+    .await;
     assert_eq!(cm.name_any(), "zundoko-rules");
     operator.stop().await;
 }

@@ -197,7 +197,6 @@ impl Swapper {
             }
             Err(rejection) => {
                 *self.last_rejected.lock().unwrap() = Some(seen);
-                self.metrics.swap_rejected(rejection.reason());
                 warn!(%origin, digest = new_digest.as_deref().unwrap_or("-"), reason = rejection.reason(), error = %rejection, serving = current.as_deref().unwrap_or("none"), "rules module rejected; the current module keeps serving");
                 let note = format!(
                     "rules module from {origin} ({}) rejected ({}): {rejection}; still serving {}",
@@ -206,6 +205,8 @@ impl Swapper {
                     current.as_deref().unwrap_or("no module")
                 );
                 self.publish(EventType::Warning, "ModuleRejected", &note).await;
+                // Counted once the rejection is told everywhere (whoever watches the count finds the Event).
+                self.metrics.swap_rejected(rejection.reason());
                 SwapOutcome::Rejected(rejection)
             }
         }
