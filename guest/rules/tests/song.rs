@@ -3,26 +3,10 @@
 use zundoko_rules::naming::{kiyoshi_name, zundoko_name};
 use zundoko_rules::song::mix;
 use zundoko_rules::*;
+// The Hikawa every rule set's own tests start from (sorted params, as the host passes them).
+use zundoko_guest_sdk::testing::{T0, new_hikawa};
 
 const INTERVAL: u64 = 500;
-const T0: i64 = 1_000_000;
-
-fn new_hikawa(interval_millis: u64, params: &[(&str, &str)]) -> Observed {
-    Observed {
-        hikawa: Hikawa {
-            namespace: "default".into(),
-            name: "hikawa-sample".into(),
-            uid: "uid-1".into(),
-            generation: 1,
-            created_at: Some(T0),
-            interval_millis,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            status: HikawaStatus::default(),
-        },
-        now: T0,
-        ..Observed::default()
-    }
-}
 
 /// Play a whole song on a virtual clock: each decision's requeue advances the clock.
 struct Played {

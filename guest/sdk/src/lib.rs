@@ -38,15 +38,25 @@ pub trait Rules {
 }
 
 /// The metadata from the rule set's own Cargo.toml: `name`, `version`, `description`.
+/// `module_info_from_cargo!()` is a [`ModuleInfo`]; `module_info_from_cargo!(static)` the
+/// [`song::ModuleInfoStatic`] a [`song::RuleSet`] holds.
 #[macro_export]
 macro_rules! module_info_from_cargo {
     () => {
-        $crate::ModuleInfo {
+        $crate::module_info_from_cargo!(@ $crate::ModuleInfo)
+    };
+    (static) => {
+        $crate::module_info_from_cargo!(@ $crate::song::ModuleInfoStatic)
+    };
+    (@ $info:path) => {{
+        // A macro's path cannot name a struct literal; an alias can.
+        type Info = $info;
+        Info {
             name: env!("CARGO_PKG_NAME").into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: env!("CARGO_PKG_DESCRIPTION").into(),
         }
-    };
+    }};
 }
 
 /// Export a rule set as the module's implementation of the WIT world. `$rules` is any
