@@ -289,30 +289,40 @@ impl ChildIndex {
     }
 }
 
-/// The watch of one kind of child: keeps the index current and yields each changed child, so
-/// the controller reconciles its owner. Only children carrying the operator's label are
-/// watched: the operator needs no others. Children are decoded leanly (`lean::LeanChild`):
-/// their managedFields, labels and other annotations are never allocated.
+/// The watch of the Zundokos: keeps the index current and yields each changed child, so the
+/// controller reconciles its owner.
 pub fn zundoko_stream(
     api: Api<LeanChild<Zundoko>>,
     label: &str,
     index: Arc<ChildIndex>,
 ) -> impl Stream<Item = Result<LeanChild<Zundoko>, watcher::Error>> + Send {
-    watcher(api, watcher::Config::default().labels(label))
-        .default_backoff()
-        .inspect_ok(move |event| index.apply_zundoko(event))
-        .touched_objects()
-        .map_ok(strip)
+    child_stream(api, label, move |event| index.apply_zundoko(event))
 }
 
+/// The watch of the Kiyoshis, as [`zundoko_stream`].
 pub fn kiyoshi_stream(
     api: Api<LeanChild<Kiyoshi>>,
     label: &str,
     index: Arc<ChildIndex>,
 ) -> impl Stream<Item = Result<LeanChild<Kiyoshi>, watcher::Error>> + Send {
+    child_stream(api, label, move |event| index.apply_kiyoshi(event))
+}
+
+/// The watch of one kind of child, each event handed to `index` first. Only children
+/// carrying the operator's label are watched: the operator needs no others. Children are
+/// decoded leanly (`lean::LeanChild`): their managedFields, labels and other annotations are
+/// never allocated.
+fn child_stream<K>(
+    api: Api<LeanChild<K>>,
+    label: &str,
+    index: impl Fn(&Event<LeanChild<K>>) + Send + 'static,
+) -> impl Stream<Item = Result<LeanChild<K>, watcher::Error>> + Send
+where
+    K: kube::Resource<DynamicType = ()> + 'static,
+{
     watcher(api, watcher::Config::default().labels(label))
         .default_backoff()
-        .inspect_ok(move |event| index.apply_kiyoshi(event))
+        .inspect_ok(move |event| index(event))
         .touched_objects()
         .map_ok(strip)
 }
