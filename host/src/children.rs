@@ -324,17 +324,6 @@ where
         .default_backoff()
         .inspect_ok(move |event| index(event))
         .touched_objects()
-        .map_ok(strip)
-}
-
-/// What the controller needs of a changed child to find its owner: nothing but the owner
-/// references; the rest is dropped at once.
-fn strip<K: kube::Resource>(mut object: K) -> K {
-    let meta = object.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-    meta.labels = None;
-    object
 }
 
 #[cfg(test)]
