@@ -1,21 +1,76 @@
-//! Fault injection: per-verb error rates (500 InternalError), a conflict rate on writes
-//! (409 Conflict), added latency, and dropping every open watch periodically or on demand.
+//! Fault injection: per-verb error rates (500 InternalError, 503 ServiceUnavailable), a
+//! conflict rate on writes (409 Conflict), added latency, dropping every open watch
+//! periodically or on demand, and per-client faults: network partitions, dropped
+//! connections, latency and API Priority and Fairness throttling (429).
+//!
+//! Clients are told apart by their User-Agent: a client match is a substring of it (`""` or
+//! `*` match every client), e.g. `operator-a` for `zundoko-operator/0.1.0 (operator-a)`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::status::ApiError;
 
 #[derive(Debug, Clone, Default)]
 struct Config {
     error_rates: HashMap<String, f64>,
+    unavailable_rates: HashMap<String, f64>,
     conflict_rate: f64,
     latency: Duration,
     watch_drop_every: Option<Duration>,
+    /// Client matches, in the order they were set.
+    partitions: Vec<String>,
+    client_latency: Vec<(String, Duration)>,
+    /// (client, rate, Retry-After seconds)
+    throttles: Vec<(String, f64, u64)>,
+}
+
+/// Whether a client match (a User-Agent substring, `""` or `*` for all) matches a User-Agent.
+fn matches(client: &str, user_agent: &str) -> bool {
+    client.is_empty() || client == "*" || user_agent.contains(client)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One client connection, as the faults see it.
+pub(crate) struct Conn {
+    id: u64,
+    /// The User-Agent of its latest request ("" before the first).
+    user_agent: Mutex<String>,
+    /// Partitioned: nothing more is written to it, and it is closed when the partition heals.
+    /// Never reset, so a body that stopped for it need not be woken.
+    held: AtomicBool,
+    close: Notify,
+}
+
+impl Conn {
+    pub(crate) fn set_user_agent(&self, ua: &str) {
+        let mut cur = lock(&self.user_agent);
+        if *cur != ua {
+            *cur = ua.to_string();
+        }
+    }
+    pub(crate) fn hold(&self) {
+        self.held.store(true, Ordering::SeqCst);
+    }
+    pub(crate) fn held(&self) -> bool {
+        self.held.load(Ordering::SeqCst)
+    }
+    /// Resolves once the connection is to be closed without another byte.
+    pub(crate) async fn closing(&self) {
+        self.close.notified().await
+    }
+    fn close(&self) {
+        // notify_one keeps a permit, so a close before the connection task waits still counts.
+        self.close.notify_one();
+    }
 }
 
 /// The fault knobs of a running server. Verbs are Kubernetes verbs (`get`, `list`, `watch`,
@@ -23,23 +78,29 @@ struct Config {
 pub struct Faults {
     cfg: Mutex<Config>,
     drop_tx: watch::Sender<u64>,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    next_conn: AtomicU64,
 }
 
 pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
 impl Default for Faults {
     fn default() -> Self {
-        Faults { cfg: Mutex::new(Config::default()), drop_tx: watch::channel(0).0 }
+        Faults { cfg: Mutex::new(Config::default()), drop_tx: watch::channel(0).0, conns: Mutex::new(HashMap::new()), next_conn: AtomicU64::new(0) }
     }
 }
 
 impl Faults {
-    fn cfg(&self) -> std::sync::MutexGuard<'_, Config> {
-        self.cfg.lock().unwrap_or_else(|e| e.into_inner())
+    fn cfg(&self) -> MutexGuard<'_, Config> {
+        lock(&self.cfg)
     }
     /// Fraction (0.0..=1.0) of requests with this verb answered with 500 InternalError.
     pub fn set_error_rate(&self, verb: &str, rate: f64) {
         self.cfg().error_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
+    }
+    /// Fraction (0.0..=1.0) of requests with this verb answered with 503 ServiceUnavailable.
+    pub fn set_unavailable_rate(&self, verb: &str, rate: f64) {
+        self.cfg().unavailable_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
     }
     /// Fraction of write requests answered with 409 Conflict.
     pub fn set_conflict_rate(&self, rate: f64) {
@@ -49,21 +110,112 @@ impl Faults {
     pub fn set_latency(&self, latency: Duration) {
         self.cfg().latency = latency;
     }
+    /// Latency added before the requests of matching clients are handled, on top of
+    /// `set_latency` (the largest of several matches counts). Zero removes it.
+    pub fn set_client_latency(&self, client: &str, latency: Duration) {
+        let mut c = self.cfg();
+        c.client_latency.retain(|(m, _)| m != client);
+        if !latency.is_zero() {
+            c.client_latency.push((client.to_string(), latency));
+        }
+    }
+    /// As API Priority and Fairness rejecting: this fraction of the matching clients'
+    /// requests (watches included) is answered 429 with `Retry-After: retry_after_secs`.
+    /// A rate of 0 ends it.
+    pub fn set_throttle(&self, client: &str, rate: f64, retry_after_secs: u64) {
+        let mut c = self.cfg();
+        c.throttles.retain(|(m, _, _)| m != client);
+        if rate > 0.0 {
+            c.throttles.push((client.to_string(), rate.clamp(0.0, 1.0), retry_after_secs));
+        }
+    }
     /// Close every open watch stream every `every` (None: never).
     pub fn set_watch_drop_every(&self, every: Option<Duration>) {
         self.cfg().watch_drop_every = every;
     }
-    /// Removes every fault.
+    /// Removes every fault and heals every partition.
     pub fn clear(&self) {
         *self.cfg() = Config::default();
+        self.close_healed();
     }
     /// Closes every open watch stream now (cleanly, as at a timeout).
     pub fn drop_watches_now(&self) {
         self.drop_tx.send_modify(|g| *g += 1);
     }
 
-    pub(crate) fn latency(&self) -> Duration {
-        self.cfg().latency
+    /// Partitions matching clients off, as a network that accepts and never answers: their
+    /// new requests are held (logged with code 0, never processed, never answered) and their
+    /// open connections, watches included, get no further byte. Until `heal`.
+    pub fn partition(&self, client: &str) {
+        {
+            let mut c = self.cfg();
+            if !c.partitions.iter().any(|m| m == client) {
+                c.partitions.push(client.to_string());
+            }
+        }
+        for conn in lock(&self.conns).values() {
+            if matches(client, &lock(&conn.user_agent)) {
+                conn.hold();
+            }
+        }
+    }
+    /// Ends `partition(client)` (`""` or `*`: every partition): every connection held by it
+    /// is closed without an answer, and its held requests are dropped, never processed.
+    pub fn heal(&self, client: &str) {
+        self.cfg().partitions.retain(|m| !(client.is_empty() || client == "*" || m == client));
+        self.close_healed();
+    }
+    /// Whether a request with this User-Agent would be held by a partition now.
+    pub fn partitioned(&self, user_agent: &str) -> bool {
+        self.cfg().partitions.iter().any(|m| matches(m, user_agent))
+    }
+    /// Closes every open connection of matching clients now, without an answer to anything in
+    /// flight (watch streams end abruptly). The server keeps serving.
+    pub fn drop_connections(&self, client: &str) {
+        for conn in lock(&self.conns).values() {
+            if matches(client, &lock(&conn.user_agent)) {
+                conn.close();
+            }
+        }
+    }
+
+    fn close_healed(&self) {
+        let conns: Vec<Arc<Conn>> = lock(&self.conns).values().filter(|c| c.held()).cloned().collect();
+        for conn in conns {
+            let ua = lock(&conn.user_agent).clone();
+            if !self.partitioned(&ua) {
+                conn.close();
+            }
+        }
+    }
+
+    /// Registers a new connection.
+    pub(crate) fn connect(&self) -> Arc<Conn> {
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn { id, user_agent: Mutex::new(String::new()), held: AtomicBool::new(false), close: Notify::new() });
+        lock(&self.conns).insert(id, conn.clone());
+        conn
+    }
+    pub(crate) fn disconnect(&self, conn: &Conn) {
+        lock(&self.conns).remove(&conn.id);
+    }
+
+    /// Holds the connection if a partition matches the request's User-Agent. Under the
+    /// config lock, so a `heal` either comes before (not held) or finds it held (closed).
+    pub(crate) fn hold_if_partitioned(&self, conn: &Conn, user_agent: &str) -> bool {
+        let c = self.cfg();
+        let held = c.partitions.iter().any(|m| matches(m, user_agent));
+        if held {
+            conn.hold();
+        }
+        held
+    }
+
+    /// The latency to add for a request from this User-Agent.
+    pub(crate) fn latency(&self, user_agent: &str) -> Duration {
+        let c = self.cfg();
+        let client = c.client_latency.iter().filter(|(m, _)| matches(m, user_agent)).map(|(_, d)| *d).max();
+        c.latency + client.unwrap_or_default()
     }
     pub(crate) fn watch_drop_every(&self) -> Option<Duration> {
         self.cfg().watch_drop_every
@@ -72,16 +224,25 @@ impl Faults {
         self.drop_tx.subscribe()
     }
 
+    /// The Retry-After seconds of a 429 for a request from this User-Agent, if the dice say so.
+    pub(crate) fn throttle(&self, user_agent: &str) -> Option<u64> {
+        let (rate, secs) = self.cfg().throttles.iter().find(|(m, _, _)| matches(m, user_agent)).map(|(_, r, s)| (*r, *s))?;
+        (rand::rng().random::<f64>() < rate).then_some(secs)
+    }
+
     /// The injected error for a request, if the dice say so.
     pub(crate) fn roll(&self, verb: &str, group: &str, resource: &str, name: &str) -> Option<ApiError> {
-        let (err_rate, conflict_rate) = {
+        let (err_rate, unavailable_rate, conflict_rate) = {
             let c = self.cfg();
-            let e = c.error_rates.get(verb).or_else(|| c.error_rates.get("*")).copied().unwrap_or(0.0);
-            (e, if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
+            let rate = |m: &HashMap<String, f64>| m.get(verb).or_else(|| m.get("*")).copied().unwrap_or(0.0);
+            (rate(&c.error_rates), rate(&c.unavailable_rates), if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
         };
         let mut rng = rand::rng();
         if err_rate > 0.0 && rng.random::<f64>() < err_rate {
             return Some(ApiError::internal(format!("injected fault for {verb}")));
+        }
+        if unavailable_rate > 0.0 && rng.random::<f64>() < unavailable_rate {
+            return Some(ApiError::service_unavailable(format!("injected fault for {verb}")));
         }
         if conflict_rate > 0.0 && rng.random::<f64>() < conflict_rate {
             return Some(ApiError::optimistic_lock(group, resource, name));

@@ -1,24 +1,25 @@
 //! The HTTP layer: routing of kube-apiserver paths, content negotiation (JSON and Table),
-//! fault injection, the request log, and connection tracking for `restart()`.
+//! fault injection, the request log, and connection tracking for `restart()` and the
+//! per-client faults.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
-use hyper::body::{Frame, Incoming};
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::task::AbortHandle;
 
 use crate::discovery;
-use crate::faults::Faults;
+use crate::faults::{Conn, Faults};
 use crate::ops::{self, DeleteOpts, FieldValidation, ListQuery, Target, WriteOpts};
 use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
@@ -39,11 +40,13 @@ pub struct RequestRecord {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
-    /// HTTP status code of the response.
+    /// HTTP status code of the response; 0 for a request held by a partition (never answered).
     pub code: u16,
     pub method: String,
     pub path: String,
     pub user_agent: String,
+    /// When the request arrived.
+    pub at: SystemTime,
 }
 
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -56,8 +59,6 @@ pub struct Inner {
     pub counts: Mutex<HashMap<(String, String, String), u64>>,
     pub addr: SocketAddr,
     pub bookmark_every: Duration,
-    conns: Mutex<HashMap<u64, AbortHandle>>,
-    next_conn: AtomicU64,
 }
 
 impl Inner {
@@ -69,17 +70,12 @@ impl Inner {
             counts: Mutex::new(HashMap::new()),
             addr,
             bookmark_every,
-            conns: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
         }
     }
 
     /// Breaks every open connection.
     pub fn break_connections(&self) {
-        let conns: Vec<AbortHandle> = self.conns.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
-        for h in conns {
-            h.abort();
-        }
+        self.faults.drop_connections("*");
         // Watch streams end when their connection's body is dropped; make sure they do.
         self.faults.drop_watches_now();
     }
@@ -98,19 +94,59 @@ pub async fn serve(inner: Arc<Inner>, listener: TcpListener) {
             }
         };
         let _ = stream.set_nodelay(true);
-        let id = inner.next_conn.fetch_add(1, Ordering::Relaxed);
+        let conn = inner.faults.connect();
         let i2 = inner.clone();
-        let task = tokio::spawn(async move {
-            let svc_inner = i2.clone();
+        tokio::spawn(async move {
+            let (svc_inner, svc_conn) = (i2.clone(), conn.clone());
             let svc = hyper::service::service_fn(move |req| {
-                let inner = svc_inner.clone();
-                async move { Ok::<_, Infallible>(handle(inner, req).await) }
+                let (inner, conn) = (svc_inner.clone(), svc_conn.clone());
+                async move { Ok::<_, Infallible>(handle(inner, conn, req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
-            i2.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            let served = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            // Closing drops the connection (and whatever it was answering) mid-flight.
+            tokio::select! {
+                _ = served => {}
+                _ = conn.closing() => {}
+            }
+            i2.faults.disconnect(&conn);
         });
-        inner.conns.lock().unwrap_or_else(|e| e.into_inner()).insert(id, task.abort_handle());
     }
+}
+
+/// A response body that stops for good once its connection is partitioned: the connection
+/// is then only ever closed, so it need not be woken.
+struct Silenceable {
+    inner: Body,
+    conn: Arc<Conn>,
+}
+
+impl hyper::body::Body for Silenceable {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.conn.held() {
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        !self.conn.held() && self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What APF's tooManyRequests writes: Go's http.Error, so plain text, not a Status.
+fn too_many_requests(retry_after_secs: u64) -> Response<Body> {
+    Response::builder()
+        .status(429)
+        .header("Content-Type", "text/plain; charset=utf-8")
+        .header("X-Content-Type-Options", "nosniff")
+        .header("Cache-Control", "no-cache, private")
+        .header("Retry-After", retry_after_secs.to_string())
+        .body(full("Too many requests, please try again later.\n"))
+        .unwrap()
 }
 
 fn full(b: impl Into<Bytes>) -> Body {
@@ -216,7 +252,8 @@ fn wants_table(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| first.contains("as=Table")) || accept.split(',').all(|a| a.contains("as=Table"))
 }
 
-async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
+async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> Response<Body> {
+    let at = SystemTime::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = parse_query(req.uri().query());
@@ -237,7 +274,15 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
         method: method.to_string(),
         path: path.clone(),
         user_agent,
+        at,
     };
+    conn.set_user_agent(&record.user_agent);
+    if inner.faults.hold_if_partitioned(&conn, &record.user_agent) {
+        // Read, logged, never processed nor answered: the connection waits to be closed.
+        let _ = http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await;
+        push_log(&inner, record);
+        return std::future::pending().await;
+    }
     let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
@@ -247,21 +292,30 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
             return r;
         }
     };
-    let latency = inner.faults.latency();
+    let latency = inner.faults.latency(&record.user_agent);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let resp = match rr {
-        Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body) {
-            Ok(r) => r,
-            Err(e) => err_resp(&e),
-        },
-        None => non_resource(&inner, &method, &path),
+    // APF comes before routing, for every path.
+    let resp = if let Some(secs) = inner.faults.throttle(&record.user_agent) {
+        too_many_requests(secs)
+    } else {
+        match rr {
+            Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body) {
+                Ok(r) => r,
+                Err(e) => err_resp(&e),
+            },
+            None => non_resource(&inner, &method, &path),
+        }
     };
     record.code = resp.status().as_u16();
     tracing::debug!(verb = %record.verb, path = %record.path, code = record.code, "request");
     push_log(&inner, record);
-    resp
+    if conn.held() {
+        // Partitioned while in flight: processed, but the answer is lost.
+        return std::future::pending().await;
+    }
+    resp.map(|b| Silenceable { inner: b, conn }.boxed())
 }
 
 fn push_log(inner: &Inner, r: RequestRecord) {

@@ -23,12 +23,23 @@ struct Args {
     /// Fault: fraction of requests answered 500, as VERB=RATE (repeatable; VERB may be *).
     #[arg(long = "error-rate", value_name = "VERB=RATE")]
     error_rates: Vec<String>,
+    /// Fault: fraction of requests answered 503, as VERB=RATE (repeatable; VERB may be *).
+    #[arg(long = "unavailable-rate", value_name = "VERB=RATE")]
+    unavailable_rates: Vec<String>,
     /// Fault: fraction of writes answered 409 Conflict.
     #[arg(long, default_value_t = 0.0)]
     conflict_rate: f64,
     /// Fault: milliseconds of latency added to every request.
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
+    /// Fault: milliseconds of latency added to the requests of clients whose User-Agent
+    /// contains CLIENT, as CLIENT=MS (repeatable).
+    #[arg(long = "client-latency", value_name = "CLIENT=MS")]
+    client_latencies: Vec<String>,
+    /// Fault: fraction of the requests of clients whose User-Agent contains CLIENT answered
+    /// 429 with Retry-After SECS (default 1), as CLIENT=RATE[:SECS] (repeatable).
+    #[arg(long = "throttle", value_name = "CLIENT=RATE[:SECS]")]
+    throttles: Vec<String>,
     /// Fault: drop every open watch every this many seconds.
     #[arg(long)]
     drop_watches_every: Option<f64>,
@@ -58,6 +69,19 @@ async fn main() -> anyhow::Result<()> {
     for spec in &args.error_rates {
         let (verb, rate) = spec.split_once('=').ok_or_else(|| anyhow::anyhow!("--error-rate wants VERB=RATE, got {spec}"))?;
         server.faults().set_error_rate(verb, rate.parse()?);
+    }
+    for spec in &args.unavailable_rates {
+        let (verb, rate) = spec.split_once('=').ok_or_else(|| anyhow::anyhow!("--unavailable-rate wants VERB=RATE, got {spec}"))?;
+        server.faults().set_unavailable_rate(verb, rate.parse()?);
+    }
+    for spec in &args.client_latencies {
+        let (client, ms) = spec.split_once('=').ok_or_else(|| anyhow::anyhow!("--client-latency wants CLIENT=MS, got {spec}"))?;
+        server.faults().set_client_latency(client, std::time::Duration::from_millis(ms.parse()?));
+    }
+    for spec in &args.throttles {
+        let (client, rest) = spec.split_once('=').ok_or_else(|| anyhow::anyhow!("--throttle wants CLIENT=RATE[:SECS], got {spec}"))?;
+        let (rate, secs) = rest.split_once(':').unwrap_or((rest, "1"));
+        server.faults().set_throttle(client, rate.parse()?, secs.parse()?);
     }
     server.faults().set_conflict_rate(args.conflict_rate);
     server.faults().set_latency(std::time::Duration::from_millis(args.latency_ms));

@@ -191,6 +191,10 @@ impl ApiError {
         let msg = msg.into();
         Self::new(500, "InternalError", format!("Internal error occurred: {msg}"), Some(json!({"causes": [{"message": msg}]})))
     }
+    /// NewServiceUnavailable: no details.
+    pub fn service_unavailable(msg: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", msg, None)
+    }
     pub fn expired(msg: impl Into<String>) -> Self {
         Self::new(410, "Expired", msg, None)
     }
