@@ -149,12 +149,23 @@ pub struct RunArgs {
     /// The Lease's name (in --operator-namespace).
     #[arg(long, env = "ZUNDOKO_LEASE_NAME", default_value = "zundoko-operator")]
     pub lease_name: String,
-    /// Seconds a lease lasts without renewal: how long a crashed leader holds up the others.
-    #[arg(long, env = "ZUNDOKO_LEASE_DURATION_SECS", default_value_t = 15)]
-    pub lease_duration_secs: u64,
-    /// The leader renews this many seconds before its lease expires.
-    #[arg(long, env = "ZUNDOKO_LEASE_GRACE_SECS", default_value_t = 5)]
-    pub lease_grace_secs: u64,
+    /// Seconds a lease lasts without renewal: how long a crashed leader holds up the others
+    /// (another replica takes it once the Lease has not changed for this long, as it observes
+    /// it on its own clock).
+    #[arg(long, env = "ZUNDOKO_LEASE_DURATION_SECS", default_value_t = 15.0)]
+    pub lease_duration_secs: f64,
+    /// A leader that has not renewed its Lease for this long stops every write and stands by,
+    /// before anyone else may take over. Shorter than --lease-duration-secs.
+    #[arg(long, env = "ZUNDOKO_LEASE_RENEW_DEADLINE_SECS", default_value_t = 10.0)]
+    pub lease_renew_deadline_secs: f64,
+    /// Pause between two tries to acquire or renew the Lease.
+    #[arg(long, env = "ZUNDOKO_LEASE_RETRY_PERIOD_SECS", default_value_t = 2.0)]
+    pub lease_retry_period_secs: f64,
+    /// The longest any API request may take, retries included (kube retries 429 and 503,
+    /// honouring Retry-After). Shorter than --lease-renew-deadline-secs: a leader starts a
+    /// write only if it ends before its renew deadline.
+    #[arg(long, env = "ZUNDOKO_API_TIMEOUT_SECS", default_value_t = 5.0)]
+    pub api_timeout_secs: f64,
     /// The operator's own namespace (the Lease, swap Events); in a Pod, from the downward API.
     #[arg(long, env = "POD_NAMESPACE")]
     pub operator_namespace: Option<String>,
@@ -302,18 +313,41 @@ impl RunArgs {
             "off" | "" => None,
             addr => Some(addr.parse().with_context(|| format!("--http-addr {addr} is not an address like 0.0.0.0:8080"))?),
         };
-        anyhow::ensure!(
-            self.lease_grace_secs < self.lease_duration_secs,
-            "--lease-grace-secs ({}) must be shorter than --lease-duration-secs ({})",
-            self.lease_grace_secs,
-            self.lease_duration_secs
-        );
+        let secs = |flag: &str, value: f64| -> Result<Duration> {
+            Duration::try_from_secs_f64(value)
+                .ok()
+                .filter(|d| !d.is_zero() && value <= 86_400.0)
+                .with_context(|| format!("{flag} {value} is not a number of seconds between 0 and 86400"))
+        };
+        let durations = crate::leader::Durations {
+            lease: secs("--lease-duration-secs", self.lease_duration_secs)?,
+            renew_deadline: secs("--lease-renew-deadline-secs", self.lease_renew_deadline_secs)?,
+            retry: secs("--lease-retry-period-secs", self.lease_retry_period_secs)?,
+        };
+        let api_timeout = secs("--api-timeout-secs", self.api_timeout_secs)?;
+        if self.leader_election {
+            durations.validate().map_err(|why| anyhow::anyhow!("leader election: {why}"))?;
+            anyhow::ensure!(
+                api_timeout < durations.renew_deadline,
+                "--api-timeout-secs ({:?}) must be shorter than --lease-renew-deadline-secs ({:?}): a write must be able to end before the deadline",
+                api_timeout,
+                durations.renew_deadline
+            );
+            // Writes start only while they would end before the deadline: with a renewal every
+            // retry period, that window must outlast the pause between renewals.
+            anyhow::ensure!(
+                api_timeout + durations.retry < durations.renew_deadline,
+                "--api-timeout-secs ({:?}) plus --lease-retry-period-secs ({:?}) must be shorter than --lease-renew-deadline-secs ({:?}): otherwise writes pause between renewals",
+                api_timeout,
+                durations.retry,
+                durations.renew_deadline
+            );
+        }
         let leader = self.leader_election.then(|| crate::leader::LeaderSettings {
             namespace: self.operator_namespace.clone().unwrap_or_else(|| "default".into()),
             lease_name: self.lease_name.clone(),
             identity: instance,
-            duration_secs: self.lease_duration_secs,
-            grace_secs: self.lease_grace_secs,
+            durations,
         });
         let modules = crate::operator::ModuleSources {
             file: self.module.clone().map(|path| FileSource {
@@ -335,6 +369,7 @@ impl RunArgs {
             modules,
             http_addr,
             leader,
+            api_timeout,
             namespace: self.operator_namespace.clone(),
             pod_name: self.pod_name.clone(),
         })
@@ -347,11 +382,11 @@ pub async fn run(args: &RunArgs) -> Result<()> {
     let mut kube_config = kube::Config::infer()
         .await
         .context("cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)")?;
-    // Name ourselves in the API server's audit log (and in the tests' request log).
-    kube_config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(concat!("zundoko-operator/", env!("CARGO_PKG_VERSION"))),
-    ));
+    // Name ourselves, and this replica, in the API server's audit log (and in the tests'
+    // request log). The field manager stays `zundoko-operator` (the part before the `/`).
+    let instance: String = config.controller.instance.chars().filter(|c| c.is_ascii_graphic()).take(253).collect();
+    let agent = format!("zundoko-operator/{} ({instance})", env!("CARGO_PKG_VERSION"));
+    kube_config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_str(&agent).context("User-Agent")?));
     let client = kube::Client::try_from(kube_config).context("cannot build the Kubernetes client")?;
     let running = crate::operator::start(client, config, shutdown_signal()).await?;
     running.task.await.context("the operator task failed")?

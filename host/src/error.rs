@@ -38,6 +38,8 @@ impl Error {
                 400..=499 => "ApiRefused",
                 _ => "ApiError",
             },
+            Error::Kube(kube::Error::Service(e)) if e.is::<crate::leader::fence::NotLeading>() => "NotLeading",
+            Error::Kube(kube::Error::Service(e)) if e.is::<crate::leader::fence::RequestTimedOut>() => "ApiTimeout",
             Error::Kube(_) => "ApiUnreachable",
             Error::MissingField(_) => "MissingField",
             Error::RulesUnavailable { reason, .. } => reason,

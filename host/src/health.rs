@@ -1,8 +1,8 @@
 //! What readiness is made of: a module is loaded and, on the replica that reconciles, the
 //! caches are synced (a standby replica is ready to take over).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::rules::RulesSlot;
 
@@ -11,11 +11,13 @@ pub struct Health {
     rules: Arc<RulesSlot>,
     reconciling: AtomicBool,
     caches_synced: AtomicBool,
+    /// Why the API server could not be reached at start, while it cannot.
+    api_unreachable: Mutex<Option<String>>,
 }
 
 impl Health {
     pub fn new(rules: Arc<RulesSlot>) -> Self {
-        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false) }
+        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), api_unreachable: Mutex::default() }
     }
 
     /// The controller started (true) or stopped (false) on this replica.
@@ -26,12 +28,20 @@ impl Health {
         }
     }
 
+    /// The API server does not answer yet (`Some(why)`), or does (`None`).
+    pub fn set_api_unreachable(&self, why: Option<String>) {
+        *self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
     pub fn set_caches_synced(&self) {
         self.caches_synced.store(true, Ordering::SeqCst);
     }
 
     /// `Ok` when ready, else what is missing.
     pub fn readiness(&self) -> Result<String, String> {
+        if let Some(why) = self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Err(format!("the API server does not answer yet: {why}"));
+        }
         let Some(rules) = self.rules.current() else {
             return Err("no rules module loaded yet".into());
         };

@@ -1,10 +1,20 @@
 use clap::Parser;
 use zundoko_operator::cli::{self, Cli, Command};
 
-fn main() -> anyhow::Result<()> {
+/// An error ends the process with one line naming it (its causes joined), no backtrace.
+fn main() -> std::process::ExitCode {
     // Before any thread starts: see memory::limit_malloc_arenas.
     zundoko_operator::memory::limit_malloc_arenas();
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(main_async())
+    let ran = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(|rt| rt.block_on(main_async()));
+    match ran {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // One line whatever the causes say (a YAML parser's error spans several).
+            let line = format!("{error:#}").split_whitespace().collect::<Vec<_>>().join(" ");
+            eprintln!("error: {}", zundoko_operator::text::printable(&line, 4096));
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn main_async() -> anyhow::Result<()> {

@@ -73,6 +73,9 @@ pub struct Metrics {
     swaps: Family<SwapLabels, Counter>,
     module_check_seconds: Histogram,
     leader: Gauge,
+    lease_renew_failures: Counter,
+    /// Unix seconds (fractional) of the last successful acquisition or renewal of the Lease.
+    lease_last_renew: Gauge<f64, std::sync::atomic::AtomicU64>,
     ruleset_info: Family<RuleSetLabels, Gauge>,
     rollouts: Family<ResultLabels, Counter>,
     modules_compiled: Gauge,
@@ -105,6 +108,8 @@ impl Metrics {
             // 1 ms .. 4 s: compiling a ~32 KiB component takes tens of milliseconds.
             module_check_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 13)),
             leader: Gauge::default(),
+            lease_renew_failures: Counter::default(),
+            lease_last_renew: Gauge::default(),
             ruleset_info: Family::default(),
             rollouts: Family::default(),
             modules_compiled: Gauge::default(),
@@ -134,6 +139,16 @@ impl Metrics {
             metrics.module_check_seconds.clone(),
         );
         metrics.registry.register("leader", "1 while this replica holds the leader Lease (or runs without election)", metrics.leader.clone());
+        metrics.registry.register(
+            "lease_renew_failures",
+            "Tries to renew the leader Lease that failed while leading (past the renew deadline, the replica stops leading)",
+            metrics.lease_renew_failures.clone(),
+        );
+        metrics.registry.register(
+            "lease_last_renew_timestamp_seconds",
+            "When this replica last acquired or renewed the leader Lease (Unix seconds; 0: never)",
+            metrics.lease_last_renew.clone(),
+        );
         metrics.registry.register(
             "ruleset_info",
             "The modules each ZundokoRules serves (value 1): role stable, and candidate during a rollout",
@@ -270,6 +285,14 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(leading as i64);
+    }
+
+    pub fn lease_renewed(&self, at: jiff::Timestamp) {
+        self.lease_last_renew.set(at.as_millisecond() as f64 / 1000.0);
+    }
+
+    pub fn lease_renew_failed(&self) {
+        self.lease_renew_failures.inc();
     }
 
     /// Failed reconciles so far, all reasons (for tests and benchmarks).

@@ -1,8 +1,13 @@
 //! The operator process put together: the first module, the module sources and the swapper,
 //! the HTTP endpoints, leader election, and the controller while this replica leads.
+//!
+//! Every API request is bounded by `api_timeout`; the controller's writes also go through the
+//! election's fence, and the controller is dropped (reconciles in flight cancelled) the
+//! moment the term ends.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -15,7 +20,7 @@ use zundoko_rules::RuleSet;
 
 use crate::context::Shared;
 use crate::controller::{self, Settings};
-use crate::leader::{Election, LeaderSettings};
+use crate::leader::{Election, LeaderSettings, Term, fence};
 use crate::modules::ModuleLoader;
 use crate::rules::{NativeRules, RulesSlot};
 use crate::sandbox::{SandboxEngine, SandboxLimits};
@@ -45,6 +50,8 @@ pub struct OperatorConfig {
     pub http_addr: Option<SocketAddr>,
     /// Reconcile only while holding this Lease; always if `None`.
     pub leader: Option<LeaderSettings>,
+    /// The longest any API request may take (retries included); shorter than the renew deadline.
+    pub api_timeout: Duration,
     /// The operator's own namespace and Pod (downward API), for swap Events.
     pub namespace: Option<String>,
     pub pod_name: Option<String>,
@@ -64,6 +71,7 @@ pub async fn start(
     config: OperatorConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Running> {
+    let client = fence::with_timeout(client, config.api_timeout);
     let slot = Arc::new(match &config.modules.native {
         Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
         None => RulesSlot::empty(),
@@ -89,6 +97,7 @@ pub async fn start(
         let _ = stop.send(true);
     });
 
+    wait_for_api_server(&client, &config, &shared).await?;
     if config.modules.native.is_none() {
         start_swapping(&client, &config, &shared).await?;
     } else if let Some(rules) = slot.current() {
@@ -187,6 +196,61 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
+/// Until the API server answers: one line per try, backing off (0.5 s doubling to 5 s). Only
+/// what will not heal by waiting ends the process: credentials refused (401) or not allowed
+/// (403) to read what the operator needs.
+async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1.. {
+        let answer = match &config.leader {
+            // The Lease is the first thing a replica needs: try that (not found is fine).
+            Some(leader) => kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &leader.namespace)
+                .get_opt(&leader.lease_name)
+                .await
+                .map(drop),
+            None => client.apiserver_version().await.map(drop),
+        };
+        match answer {
+            Ok(()) => {
+                shared.health.set_api_unreachable(None);
+                if attempt > 1 {
+                    info!(attempt, "the API server answers");
+                }
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if matches!(status.code, 401 | 403) => anyhow::bail!(
+                "the API server refuses this operator's credentials ({} {}): {}",
+                status.code,
+                status.reason,
+                crate::text::printable(&status.message, 512)
+            ),
+            Err(error) => {
+                let error = crate::text::printable(&error.to_string(), 512);
+                warn!(attempt, retry_in_ms = delay.as_millis() as u64, %error, "the API server does not answer yet");
+                shared.health.set_api_unreachable(Some(error));
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// A Warning Event on the operator's Pod: the API server may be out of reach just then (a
+/// partition is one way to lose the Lease), so it is tried again for about two minutes.
+async fn tell_lost(events: SwapEvents, note: String) {
+    let mut delay = Duration::from_secs(1);
+    for _ in 0..8 {
+        match events.try_publish(kube::runtime::events::EventType::Warning, "LeaderLost", &note, "Lead").await {
+            Ok(()) => return,
+            Err(error) => tracing::debug!(%error, "could not publish LeaderLost yet"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+    warn!("could not publish the LeaderLost Event on the operator's Pod");
+}
+
 /// Once a module serves: reconcile, while this replica holds the lease if there is an election.
 async fn lead_and_reconcile(client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
     tokio::select! {
@@ -198,33 +262,38 @@ async fn lead_and_reconcile(client: Client, shared: Shared, config: OperatorConf
         controller::run(client, shared.clone(), config.controller.clone(), stopped(stop)).await;
         return Ok(());
     };
-    let election = Election::start(client.clone(), leader).await?;
-    let mut leading = election.leading.clone();
-    info!(lease = %format!("{}/{}", leader.namespace, leader.lease_name), identity = %leader.identity, "standing by for the leader Lease");
+    let election = Election::start(client.clone(), leader, config.api_timeout, shared.metrics.clone());
+    let pod_events = swap_events(&client, &config);
+    let mut term = election.term.clone();
     loop {
         tokio::select! {
             _ = stopped(stop.clone()) => break,
-            held = leading.wait_for(|l| *l) => if held.is_err() {
+            held = term.wait_for(|t| *t == Term::Leading) => if held.is_err() {
                 anyhow::bail!("the leader election stopped");
             },
         }
-        info!(identity = %leader.identity, "acquired the leader Lease: reconciling");
         shared.metrics.set_leader(true);
-        let (mut lost, stop_now) = (leading.clone(), stop.clone());
-        let end = async move {
-            tokio::select! {
-                _ = stopped(stop_now) => {}
-                _ = lost.wait_for(|l| !*l) => {}
-            }
-        };
-        controller::run(client.clone(), shared.clone(), config.controller.clone(), end).await;
+        // Writes only while the fence permits; reads as usual.
+        let fenced = fence::fenced(client.clone(), election.fence.clone());
+        let reconciling = controller::run(fenced, shared.clone(), config.controller.clone(), stopped(stop.clone()));
+        tokio::select! {
+            // Shut down gracefully: reconciles in flight finished.
+            _ = reconciling => {}
+            // The term ended: the controller is dropped here, and every reconcile with it.
+            _ = term.wait_for(|t| *t != Term::Leading) => {}
+        }
         shared.metrics.set_leader(false);
+        shared.health.set_reconciling(false);
         if *stop.borrow() {
             break;
         }
-        warn!(identity = %leader.identity, "lost the leader Lease: stopped reconciling, standing by");
+        if let Term::Lost(why) = term.borrow().clone() {
+            let events = pod_events.clone();
+            let note = format!("stopped leading: {why}; reconciles cancelled, standing by");
+            tokio::spawn(tell_lost(events, note));
+        }
     }
-    drop(leading);
+    drop(term);
     election.resign().await;
     Ok(())
 }

@@ -156,7 +156,7 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     // Leader election in its own namespace.
     ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
     ("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
-    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
     // The module ConfigMap, read and watched by name (a metadata.name field selector).
     ("get", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     ("list", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
@@ -177,7 +177,8 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     // serve reads, and the status is only merge-patched.
     ("get", GROUP, "hikawas", "", "default", "hikawa-sample"),
     ("update", GROUP, "hikawas", "status", "default", "hikawa-sample"),
-    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    // The Lease is taken and renewed by update with its resourceVersion, never patched.
+    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
     ("create", GROUP, "hikawas", "", "default", ""),
     ("update", GROUP, "hikawas", "", "default", "hikawa-sample"),
     ("patch", GROUP, "hikawas", "", "default", "hikawa-sample"),
@@ -479,10 +480,12 @@ fn leader_election_is_on_with_the_pods_identity_and_rbac_for_its_lease() {
     }
     let lease = setting(&c, "--lease-name", "ZUNDOKO_LEASE_NAME").unwrap_or_else(|| "zundoko-operator".into());
     let rbac = operator_rbac();
-    for verb in ["get", "patch"] {
+    for verb in ["get", "update"] {
         assert!(rbac.allows(verb, "coordination.k8s.io", "leases", "", NAMESPACE, &lease), "{verb} lease {lease}");
     }
-    assert!(!rbac.allows("update", "coordination.k8s.io", "leases", "", NAMESPACE, &lease), "kube-lease-manager never updates: no update");
+    // Taken and renewed only by an update carrying the resourceVersion read: never a patch
+    // (or a forced apply) that would overwrite another holder's record.
+    assert!(!rbac.allows("patch", "coordination.k8s.io", "leases", "", NAMESPACE, &lease), "no patch of the Lease");
     assert!(rbac.allows("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""), "create the lease");
 }
 

@@ -5,138 +5,18 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::deploy::{documents, render};
 use common::kubelet::temp_dir;
 use common::module_bytes;
-use common::rbac::RbacRules;
+use common::replica::{NS, Replica, Setup, put_module, said_events, setup};
 use common::running::{config, eventually, file, start_with};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::PostParams;
 use kube::{Api, ResourceExt};
-use serde_json::Value;
 use zundoko_operator::crd::{ConfigMapSource, Hikawa, HikawaSpec, ModuleSource, ZundokoRules, ZundokoRulesSpec};
 use zundoko_rules::{classic, strict_japanese};
-
-const NS: &str = "zundoko-system";
-
-/// The operator container's environment in the rendered Deployment (values only; the
-/// downward-API ones are set per process below).
-fn deployment_env(docs: &[Value]) -> Vec<(String, String)> {
-    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string())))
-        .collect()
-}
-
-struct Replica {
-    name: String,
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn spawn(name: &str, kubeconfig: &Path, env: &[(String, String)], module_file: &Path, dir: &Path) -> Replica {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = dir.join(format!("{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
-            .arg("run")
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("KUBECONFIG", kubeconfig)
-            .env("POD_NAME", name)
-            .env("POD_NAMESPACE", NS)
-            // The container's path is /etc/zundoko/module; here a local file (absent: the
-            // ConfigMap watched through the API serves).
-            .env("ZUNDOKO_MODULE", module_file)
-            .env("ZUNDOKO_HTTP_ADDR", format!("127.0.0.1:{port}"))
-            .env("ZUNDOKO_LEASE_DURATION_SECS", "3")
-            .env("ZUNDOKO_LEASE_GRACE_SECS", "1")
-            .env("ZUNDOKO_BACKOFF_BASE_MS", "50")
-            .env("ZUNDOKO_LOG_FORMAT", "text")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Replica { name: name.into(), child, port, log }
-    }
-
-    fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        Some((status, body))
-    }
-
-    fn metric(&self, line_prefix: &str) -> Option<f64> {
-        let (_, text) = self.get("/metrics")?;
-        text.lines().find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn terminate(&self) {
-        Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Setup {
-    cluster: Cluster,
-    env: Vec<(String, String)>,
-    rbac: RbacRules,
-    kubeconfig: PathBuf,
-    dir: PathBuf,
-}
-
-/// The local API server with what `make deploy` would have created before the pod starts:
-/// the namespace and (if `with_module`) the module ConfigMap.
-async fn setup(what: &str, with_module: bool) -> Setup {
-    let cluster = Cluster::start().await;
-    let docs = documents(&render(&module_bytes("zundoko-classic")));
-    let env = deployment_env(&docs);
-    let rbac = RbacRules::for_service_account(&docs, NS, "zundoko-operator");
-    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
-    let ns = Namespace { metadata: ObjectMeta { name: Some(NS.into()), ..ObjectMeta::default() }, ..Namespace::default() };
-    namespaces.create(&PostParams::default(), &ns).await.unwrap();
-    if with_module {
-        put_module(&cluster, "zundoko-classic").await;
-    }
-    let dir = temp_dir(what);
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, cluster.server.kubeconfig_yaml()).unwrap();
-    Setup { cluster, env, rbac, kubeconfig, dir }
-}
-
-async fn put_module(cluster: &Cluster, module: &str) {
-    cluster.put_module_configmap(NS, &module_bytes(module)).await;
-}
 
 /// Every request a `zundoko-operator` process made must be allowed by the rendered RBAC, and
 /// the song's own requests (and `also`) are among them.
@@ -162,7 +42,7 @@ fn assert_requests_allowed(setup: &Setup, also: &[&str]) {
         format!("patch {g}/hikawas/status"),
         "create events.k8s.io/events".to_string(),
         "watch /configmaps".to_string(),
-        "patch coordination.k8s.io/leases".to_string(),
+        "update coordination.k8s.io/leases".to_string(),
         format!("watch {g}/zundokorules"),
     ]
     .into_iter()
@@ -171,13 +51,6 @@ fn assert_requests_allowed(setup: &Setup, also: &[&str]) {
         assert!(used.contains(&expected), "{expected:?} is in the operator's requests: {used:?}");
     }
     assert!(denied.is_empty(), "requests the Role would deny:\n{}\nrules:\n{}", denied.join("\n"), setup.rbac.describe());
-}
-
-async fn said_events(cluster: &Cluster) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-    let mut list = events.list(&ListParams::default()).await.unwrap().items;
-    list.retain(|e| e.reason.as_deref() == Some("Said"));
-    list
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +105,7 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     })
     .await;
     let takeover = killed.elapsed();
-    println!("takeover {takeover:?} after the leader's SIGKILL (lease 3 s)");
+    println!("takeover {takeover:?} after the leader's SIGKILL (lease 4 s)");
     assert!(takeover < Duration::from_secs(15), "the standby took over only after {takeover:?}");
     assert!(said_events(cluster).await.len() > said_before);
 
@@ -320,9 +193,13 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
         namespace: "default".into(),
         lease_name: "zundoko-operator".into(),
         identity: "in-process".into(),
-        duration_secs: 2,
-        grace_secs: 1,
+        durations: zundoko_operator::leader::Durations {
+            lease: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1500),
+            retry: Duration::from_millis(250),
+        },
     });
+    config.api_timeout = Duration::from_secs(1);
     let operator = start_with(&cluster, config).await.unwrap();
     // A song that will not end during the test.
     cluster.create_hikawa("default", "long", 50, &[("zuns", "16")]).await;

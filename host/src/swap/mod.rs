@@ -118,10 +118,27 @@ pub enum SwapOutcome {
 }
 
 /// Where swap Events go: the operator's Pod when it knows it, otherwise its namespace.
+#[derive(Clone)]
 pub struct SwapEvents {
     pub client: kube::Client,
     pub reporter: Reporter,
     pub regarding: ObjectReference,
+}
+
+impl SwapEvents {
+    /// Best effort: a lost Event is logged, never fatal.
+    pub async fn publish(&self, type_: EventType, reason: &str, note: &str, action: &str) {
+        if let Err(error) = self.try_publish(type_, reason, note, action).await {
+            warn!(%error, reason, "could not publish an Event on the operator's Pod");
+        }
+    }
+
+    pub async fn try_publish(&self, type_: EventType, reason: &str, note: &str, action: &str) -> Result<(), kube::Error> {
+        let event = Event { type_, reason: reason.into(), note: Some(crate::text::printable(note, 1024)), action: action.into(), secondary: None };
+        // A recorder per Event: one recorder would fold every Event after the first into a
+        // count on it (its series key leaves the note out), hiding the digests.
+        Recorder::new(self.client.clone(), self.reporter.clone()).publish(&event, &self.regarding).await
+    }
 }
 
 pub struct Swapper {
@@ -220,13 +237,8 @@ impl Swapper {
     }
 
     async fn publish(&self, type_: EventType, reason: &str, note: &str) {
-        let Some(events) = &self.events else { return };
-        let event = Event { type_, reason: reason.into(), note: Some(crate::text::printable(note, 1024)), action: "Swap".into(), secondary: None };
-        // A recorder per swap: one recorder would fold every swap Event after the first into
-        // a count on it (its series key leaves the note out), hiding the digests.
-        let recorder = Recorder::new(events.client.clone(), events.reporter.clone());
-        if let Err(error) = recorder.publish(&event, &events.regarding).await {
-            warn!(%error, "could not publish the swap Event");
+        if let Some(events) = &self.events {
+            events.publish(type_, reason, note, "Swap").await;
         }
     }
 }

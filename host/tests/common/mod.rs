@@ -48,4 +48,5 @@ pub mod cluster;
 pub mod deploy;
 pub mod rbac;
 pub mod kubelet;
+pub mod replica;
 pub mod running;

@@ -1,0 +1,152 @@
+//! Replicas of the operator as the cluster runs them: `zundoko-operator run` processes
+//! configured with the rendered Deployment's environment, against the local API server.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use serde_json::Value;
+
+use super::cluster::Cluster;
+use super::deploy::{documents, render};
+use super::kubelet::temp_dir;
+use super::module_bytes;
+use super::rbac::RbacRules;
+
+pub const NS: &str = "zundoko-system";
+
+/// The operator container's environment in the rendered Deployment (values only; the
+/// downward-API ones are set per process below).
+pub fn deployment_env(docs: &[Value]) -> Vec<(String, String)> {
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string())))
+        .collect()
+}
+
+pub struct Replica {
+    pub name: String,
+    pub child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl Replica {
+    /// With the Deployment's environment `env`, but for the durations: lease 4 s, renew
+    /// deadline 3 s, retry 0.5 s, API timeout 1.5 s.
+    pub fn spawn(name: &str, kubeconfig: &Path, env: &[(String, String)], module_file: &Path, dir: &Path) -> Replica {
+        Self::spawn_with(name, kubeconfig, env, &[], module_file, dir)
+    }
+
+    /// `spawn`, and `extra` last (it may override any setting).
+    pub fn spawn_with(name: &str, kubeconfig: &Path, env: &[(String, String)], extra: &[(&str, &str)], module_file: &Path, dir: &Path) -> Replica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+            .arg("run")
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAME", name)
+            .env("POD_NAMESPACE", NS)
+            // The container's path is /etc/zundoko/module; here a local file (absent: the
+            // ConfigMap watched through the API serves).
+            .env("ZUNDOKO_MODULE", module_file)
+            .env("ZUNDOKO_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("ZUNDOKO_LEASE_DURATION_SECS", "4")
+            .env("ZUNDOKO_LEASE_RENEW_DEADLINE_SECS", "3")
+            .env("ZUNDOKO_LEASE_RETRY_PERIOD_SECS", "0.5")
+            .env("ZUNDOKO_API_TIMEOUT_SECS", "1.5")
+            .env("ZUNDOKO_BACKOFF_BASE_MS", "50")
+            .env("ZUNDOKO_LOG_FORMAT", "text")
+            .env("RUST_LOG", "info")
+            // The test's own settings win.
+            .envs(extra.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica { name: name.into(), child, port, log }
+    }
+
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((status, body))
+    }
+
+    pub fn metric(&self, line_prefix: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics")?;
+        text.lines().find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn terminate(&self) {
+        Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Setup {
+    pub cluster: Cluster,
+    pub env: Vec<(String, String)>,
+    pub rbac: RbacRules,
+    pub kubeconfig: PathBuf,
+    pub dir: PathBuf,
+}
+
+/// The local API server with what `make deploy` would have created before the pod starts:
+/// the namespace and (if `with_module`) the module ConfigMap.
+pub async fn setup(what: &str, with_module: bool) -> Setup {
+    let cluster = Cluster::start().await;
+    let docs = documents(&render(&module_bytes("zundoko-classic")));
+    let env = deployment_env(&docs);
+    let rbac = RbacRules::for_service_account(&docs, NS, "zundoko-operator");
+    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
+    let ns = Namespace { metadata: ObjectMeta { name: Some(NS.into()), ..ObjectMeta::default() }, ..Namespace::default() };
+    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    if with_module {
+        put_module(&cluster, "zundoko-classic").await;
+    }
+    let dir = temp_dir(what);
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, cluster.server.kubeconfig_yaml()).unwrap();
+    Setup { cluster, env, rbac, kubeconfig, dir }
+}
+
+pub async fn put_module(cluster: &Cluster, module: &str) {
+    cluster.put_module_configmap(NS, &module_bytes(module)).await;
+}
+
+/// The Said Events (one per word) in `default`.
+pub async fn said_events(cluster: &Cluster) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+    let mut list = events.list(&ListParams::default()).await.unwrap().items;
+    list.retain(|e| e.reason.as_deref() == Some("Said"));
+    list
+}
+
