@@ -36,15 +36,15 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use zundoko_apiserver::{ApiServer, ServerConfig};
-use zundoko_operator::children::ChildIndex;
-use zundoko_operator::context::Context;
+use zundoko_operator::reconcile::children::ChildIndex;
+use zundoko_operator::reconcile::context::Context;
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec};
-use zundoko_operator::events::EventSink;
-use zundoko_operator::metrics::Metrics;
-use zundoko_operator::pace::{Pace, PaceSettings};
-use zundoko_operator::plan_check::PlanLimits;
-use zundoko_operator::rulesets::RuleSets;
-use zundoko_operator::rules::{NativeRules, Rules, RulesSlot, decide};
+use zundoko_operator::reconcile::events::EventSink;
+use zundoko_operator::process::metrics::Metrics;
+use zundoko_operator::reconcile::pace::{Pace, PaceSettings};
+use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::modules::rulesets::RuleSets;
+use zundoko_operator::modules::rules::{NativeRules, Rules, RulesSlot, decide};
 use zundoko_rules::Observed;
 
 const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
@@ -350,7 +350,7 @@ async fn ceiling_client() {
         let (queue, ready, client) = (queue.clone(), ready.clone(), client.clone());
         tokio::spawn(async move {
             create_hikawas(client, n, |h| {
-                let observed = Observed { hikawa: zundoko_operator::observe::hikawa_view(&h), ..Observed::default() };
+                let observed = Observed { hikawa: zundoko_operator::reconcile::observe::hikawa_view(&h), ..Observed::default() };
                 queue.lock().unwrap().push_back(Song { hikawa: h, observed });
                 ready.notify_one();
             })
@@ -383,7 +383,7 @@ async fn ceiling_client() {
                     observed.entropy = rand::random();
                     let decision = decide(rules.as_ref(), &observed, &ctx.plan_limits);
                     let plan = decision.outcome.expect("the classic rules decide");
-                    let applied = zundoko_operator::apply::apply(&ctx, &song.hikawa, &observed, &plan, &decision.module)
+                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &song.hikawa, &observed, &plan, &decision.module)
                         .await
                         .expect("the API server takes the writes");
                     words.fetch_add(u64::from(applied.created), Ordering::Relaxed);
@@ -722,7 +722,7 @@ async fn bench() {
         .split(',')
         .filter_map(|s| s.trim().replace('_', "").parse().ok())
         .collect();
-    let concurrency: u16 = env_number("ZUNDOKO_BENCH_CONCURRENCY", zundoko_operator::controller::Settings::default().concurrency);
+    let concurrency: u16 = env_number("ZUNDOKO_BENCH_CONCURRENCY", zundoko_operator::reconcile::controller::Settings::default().concurrency);
     let which = std::env::var("ZUNDOKO_BENCH_RUNS").unwrap_or_else(|_| "ceiling,wasm,native,ceiling".into());
     let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/modules/zundoko-classic.wasm");
     assert!(Path::new(module).exists(), "run `make guest` first");

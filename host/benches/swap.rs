@@ -21,10 +21,10 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use zundoko_operator::crd::Hikawa;
-use zundoko_operator::operator::ModuleSources;
-use zundoko_operator::swap::configmap::ConfigMapRef;
-use zundoko_operator::swap::digest;
-use zundoko_operator::swap::file::FileSource;
+use zundoko_operator::process::operator::ModuleSources;
+use zundoko_operator::modules::swap::configmap::ConfigMapRef;
+use zundoko_operator::modules::swap::digest;
+use zundoko_operator::modules::swap::file::FileSource;
 
 const SWAPS: usize = 20;
 const SONGS: usize = 20;

@@ -8,6 +8,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Annotation the host puts on every child: when it was said, to the millisecond.
+/// (`creationTimestamp` has one-second resolution: too coarse for `intervalMillis`.)
+pub const SAID_AT: &str = "zundokokiyoshi.kaitoy.github.com/said-at";
+
 pub const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
 pub const VERSION: &str = "v1beta1";
 

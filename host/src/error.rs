@@ -1,7 +1,7 @@
 //! The operator's one error type. Each variant has a `reason()` used as a metric label and as
 //! the reason of the Hikawa's Ready condition.
 
-use crate::sandbox::GuestError;
+use crate::modules::sandbox::GuestError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -38,8 +38,8 @@ impl Error {
                 400..=499 => "ApiRefused",
                 _ => "ApiError",
             },
-            Error::Kube(kube::Error::Service(e)) if e.is::<crate::leader::fence::NotLeading>() => "NotLeading",
-            Error::Kube(kube::Error::Service(e)) if e.is::<crate::leader::fence::RequestTimedOut>() => "ApiTimeout",
+            Error::Kube(kube::Error::Service(e)) if e.is::<crate::process::leader::fence::NotLeading>() => "NotLeading",
+            Error::Kube(kube::Error::Service(e)) if e.is::<crate::process::leader::fence::RequestTimedOut>() => "ApiTimeout",
             Error::Kube(_) => "ApiUnreachable",
             Error::MissingField(_) => "MissingField",
             Error::RulesUnavailable { reason, .. } => reason,

@@ -4,7 +4,7 @@ use zundoko_operator::cli::{self, Cli, Command};
 /// An error ends the process with one line naming it (its causes joined), no backtrace.
 fn main() -> std::process::ExitCode {
     // Before any thread starts: see memory::limit_malloc_arenas.
-    zundoko_operator::memory::limit_malloc_arenas();
+    zundoko_operator::process::memory::limit_malloc_arenas();
     let ran = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(|rt| rt.block_on(main_async()));
     match ran {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -19,7 +19,7 @@ fn main() -> std::process::ExitCode {
 
 async fn main_async() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    zundoko_operator::telemetry::init(cli.log_format, &cli.log_filter);
+    zundoko_operator::process::telemetry::init(cli.log_format, &cli.log_filter);
     let mut stdout = std::io::stdout().lock();
     match &cli.command {
         Command::Run(args) => cli::run(args).await,

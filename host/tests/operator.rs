@@ -12,8 +12,8 @@ use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use zundoko_operator::rules::{NativeRules, Rules};
-use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::modules::rules::{NativeRules, Rules};
+use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
 
 fn wasm(name: &str) -> Arc<dyn Rules> {
     load(&module_bytes(name))

@@ -147,7 +147,7 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
     cluster.assert_songs_complete("default", &["measured".to_string()], &classic(), Duration::from_secs(60)).await;
 
     let (_, text) = op.get("/metrics").unwrap();
-    let digest = zundoko_operator::swap::digest(&module_bytes("zundoko-classic"));
+    let digest = zundoko_operator::modules::swap::digest(&module_bytes("zundoko-classic"));
     let value = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix)?.trim().parse::<f64>().ok()).unwrap_or(0.0);
     assert!(text.contains(&format!("zundoko_module_info{{name=\"zundoko-classic\",version=\"0.1.0\",digest=\"{digest}\"}} 1")), "{text}");
     assert_eq!(value("zundoko_module_swaps_total{result=\"accepted\",reason=\"\"}"), 1.0, "{text}");
@@ -188,12 +188,12 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
     let dir = temp_dir("lease-loss");
     let path = dir.join("rules.wasm");
     std::fs::write(&path, module_bytes("zundoko-classic")).unwrap();
-    let mut config = config(zundoko_operator::operator::ModuleSources { file: Some(file(path)), ..Default::default() });
-    config.leader = Some(zundoko_operator::leader::LeaderSettings {
+    let mut config = config(zundoko_operator::process::operator::ModuleSources { file: Some(file(path)), ..Default::default() });
+    config.leader = Some(zundoko_operator::process::leader::LeaderSettings {
         namespace: "default".into(),
         lease_name: "zundoko-operator".into(),
         identity: "in-process".into(),
-        durations: zundoko_operator::leader::Durations {
+        durations: zundoko_operator::process::leader::Durations {
             lease: Duration::from_secs(2),
             renew_deadline: Duration::from_millis(1500),
             retry: Duration::from_millis(250),

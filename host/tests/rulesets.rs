@@ -17,9 +17,9 @@ use sha2::{Digest, Sha256};
 use zundoko_operator::crd::{
     CandidateSpec, ConfigMapSource, Hikawa, HikawaSpec, ModuleSource, RolloutSpec, ZundokoRules, ZundokoRulesSpec, ZundokoRulesStatus,
 };
-use zundoko_operator::rules::Rules;
-use zundoko_operator::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::swap::digest;
+use zundoko_operator::modules::rules::Rules;
+use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::modules::swap::digest;
 use zundoko_rules::{classic, strict_japanese};
 
 /// The operator reads rule sets' ConfigMaps here by default.

@@ -1,0 +1,403 @@
+//! `test`: the conformance suite for any rules module. Whole songs over many seeds on a
+//! virtual clock (as `simulate` plays them), each decision made twice and checked by the
+//! host's own plan check, plus the checks a swap makes (size, world, metadata, smoke test).
+//!
+//! A module declares its words by singing them: the suite takes the Kiyoshi's word from
+//! the child of kind `kiyoshi` it creates, and its ordinary words from the Zundokos. A valid
+//! song ends with exactly one Kiyoshi, the same word in every song and never an ordinary
+//! word, within the host's child cap; nothing is said after it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use rand::{RngCore, SeedableRng, rngs::StdRng};
+use serde::Serialize;
+use zundoko_rules::{ChildKind, Hikawa, Observed, Plan};
+
+use crate::reconcile::plan_check::{self, PlanLimits};
+use crate::modules::rules::smoke_test;
+use crate::text::printable;
+use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
+
+/// A module must fit a ConfigMap many times over: the product's budget.
+pub const MAX_MODULE_BYTES: usize = 64 << 10;
+/// Where each song's virtual clock starts (2026-01-01T00:00:00Z).
+const START_MS: i64 = 1_767_225_600_000;
+/// Intervals the songs use in turn: immediate, tiny, the sample's, long.
+const INTERVALS: [u64; 4] = [500, 0, 1, 60_000];
+/// How much of any module-made text (a word, an error message) a report quotes.
+const QUOTE_BYTES: usize = 400;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+}
+
+/// One line of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    /// The figures behind the detail, for CI.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub numbers: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub module: String,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub digest: Option<String>,
+    pub seeds: u64,
+    pub passed: bool,
+    pub checks: Vec<Check>,
+    pub elapsed_ms: u64,
+}
+
+impl Report {
+    pub fn failures(&self) -> usize {
+        self.checks.iter().filter(|c| c.status == Status::Fail).count()
+    }
+
+    /// One line per check, then the verdict: read at a glance.
+    pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let who = match (&self.name, &self.version) {
+            (Some(name), Some(version)) => format!(" ({name} {version})"),
+            _ => String::new(),
+        };
+        writeln!(out, "conformance of {}{who}, {} seeds", self.module, self.seeds)?;
+        for check in &self.checks {
+            let status = match check.status {
+                Status::Pass => "PASS",
+                Status::Fail => "FAIL",
+                Status::Skip => "SKIP",
+            };
+            writeln!(out, "  {status}  {:<12} {}", check.name, check.detail)?;
+        }
+        let total = self.checks.iter().filter(|c| c.status != Status::Skip).count();
+        match self.failures() {
+            0 => writeln!(out, "PASS: all {total} checks passed in {:.1} s", self.elapsed_ms as f64 / 1000.0),
+            n => writeln!(out, "FAIL: {n} of {total} checks failed in {:.1} s", self.elapsed_ms as f64 / 1000.0),
+        }
+    }
+}
+
+fn check(name: &'static str, passed: bool, detail: String) -> Check {
+    Check { name, status: if passed { Status::Pass } else { Status::Fail }, detail, numbers: BTreeMap::new() }
+}
+
+fn skipped(name: &'static str, why: &str) -> Check {
+    Check { name, status: Status::Skip, detail: why.into(), numbers: BTreeMap::new() }
+}
+
+impl Check {
+    fn with(mut self, numbers: &[(&'static str, u64)]) -> Check {
+        self.numbers.extend(numbers.iter().copied());
+        self
+    }
+}
+
+/// Run the whole suite on a module's bytes. `label` names the module in the report.
+pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
+    let started = Instant::now();
+    let mut checks = vec![check(
+        "size",
+        bytes.len() <= MAX_MODULE_BYTES,
+        format!("{} bytes (budget {MAX_MODULE_BYTES})", bytes.len()),
+    )
+    .with(&[("bytes", bytes.len() as u64), ("budget", MAX_MODULE_BYTES as u64)])];
+    let mut report = Report {
+        module: printable(label, 512),
+        name: None,
+        version: None,
+        digest: None,
+        seeds,
+        passed: false,
+        checks: Vec::new(),
+        elapsed_ms: 0,
+    };
+    let later = ["smoke test", "calls", "plan check", "songs", "words", "determinism", "fuel"];
+    match engine.load(bytes) {
+        Ok(module) => {
+            checks.push(check("loads", true, format!("a component of {WORLD}, importing only its log")));
+            let info = &module.identity().info;
+            checks.push(check(
+                "metadata",
+                true,
+                format!(
+                    "name {} B, version {} B, description {} B (bounds {}/{}/{}), printable",
+                    info.name.len(),
+                    info.version.len(),
+                    info.description.len(),
+                    metadata::MAX_NAME_BYTES,
+                    metadata::MAX_VERSION_BYTES,
+                    metadata::MAX_DESCRIPTION_BYTES
+                ),
+            ));
+            report.name = Some(printable(&info.name, QUOTE_BYTES));
+            report.version = Some(printable(&info.version, QUOTE_BYTES));
+            report.digest = Some(module.identity().digest.clone());
+            checks.push(match smoke_test(&module, limits) {
+                Ok(_) => check("smoke test", true, "decides for a new Hikawa, as a swap requires".into()),
+                Err(e) => check("smoke test", false, format!("{} (a swap would refuse this module)", quote(&e.to_string()))),
+            });
+            checks.extend(sing_all(&module, seeds, limits, engine.limits().fuel));
+        }
+        Err(error @ GuestError::BadModuleMetadata { .. }) => {
+            checks.push(check("loads", true, format!("a component of {WORLD}")));
+            checks.push(check("metadata", false, quote(&error.to_string())));
+            checks.extend(later.iter().map(|name| skipped(name, "the module does not load")));
+        }
+        Err(error) => {
+            checks.push(check("loads", false, format!("{}: {}", error.reason(), quote(&error.to_string()))));
+            checks.push(skipped("metadata", "the module does not load"));
+            checks.extend(later.iter().map(|name| skipped(name, "the module does not load")));
+        }
+    }
+    report.passed = checks.iter().all(|c| c.status != Status::Fail);
+    report.checks = checks;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report
+}
+
+/// What went wrong in a song, first failure only.
+enum SongFault {
+    Call(String),
+    Plan(String),
+    Nondeterministic(String),
+    AfterKiyoshi(String),
+    NoKiyoshi(String),
+}
+
+/// Everything the songs tell, gathered over all seeds.
+#[derive(Default)]
+struct Tally {
+    calls: u64,
+    call_failures: u64,
+    first_call_failure: Option<String>,
+    plans: u64,
+    plan_rejections: u64,
+    first_plan_rejection: Option<String>,
+    doubles: u64,
+    nondeterministic: u64,
+    first_nondeterministic: Option<String>,
+    songs_ok: u64,
+    first_bad_song: Option<String>,
+    lengths: Vec<usize>,
+    words: BTreeSet<String>,
+    kiyoshi_words: BTreeSet<String>,
+    fuel: Vec<u64>,
+    elapsed: Duration,
+}
+
+fn sing_all(module: &RulesModule, seeds: u64, limits: &PlanLimits, budget: u64) -> Vec<Check> {
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for seed in 0..seeds {
+        match sing(module, seed, limits, &mut tally) {
+            Ok(()) => tally.songs_ok += 1,
+            Err((at, fault)) => {
+                let (slot, count, text) = match fault {
+                    SongFault::Call(t) => (&mut tally.first_call_failure, &mut tally.call_failures, t),
+                    SongFault::Plan(t) => (&mut tally.first_plan_rejection, &mut tally.plan_rejections, t),
+                    SongFault::Nondeterministic(t) => (&mut tally.first_nondeterministic, &mut tally.nondeterministic, t),
+                    SongFault::AfterKiyoshi(t) | SongFault::NoKiyoshi(t) => {
+                        tally.first_bad_song.get_or_insert(format!("seed {seed}, {at}: {t}"));
+                        continue;
+                    }
+                };
+                *count += 1;
+                slot.get_or_insert(format!("seed {seed}, {at}: {text}"));
+                tally.first_bad_song.get_or_insert(format!("seed {seed}, {at}: {text}"));
+            }
+        }
+    }
+    tally.elapsed = started.elapsed();
+    report_tally(tally, seeds, limits, budget)
+}
+
+/// One song on a virtual clock; `Err` names the decision and the first fault.
+fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, tally: &mut Tally) -> Result<(), (String, SongFault)> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let interval = INTERVALS[(seed % INTERVALS.len() as u64) as usize];
+    let mut observed = Observed {
+        hikawa: Hikawa {
+            namespace: "default".into(),
+            name: format!("conformance-{seed}"),
+            uid: format!("00000000-0000-0000-0000-{seed:012}"),
+            generation: 1,
+            created_at: Some(START_MS),
+            interval_millis: interval,
+            ..Hikawa::default()
+        },
+        now: START_MS,
+        ..Observed::default()
+    };
+    // Enough for the longest valid song (the child cap) with a wait before every word.
+    let max_decisions = 2 * limits.max_children as usize + 16;
+    let mut probed_later = false;
+    for decision in 1..=max_decisions {
+        observed.entropy = rng.next_u64();
+        let at = format!("decision {decision} after {} words", observed.zundokos.len());
+        let plan = decide_twice(module, &observed, tally).map_err(|f| (at.clone(), f))?;
+        // Before the plan check, which refuses it too: the song's own fault, named as such.
+        if observed.kiyoshi.is_some()
+            && let Some(say) = plan.says().next()
+        {
+            return Err((at, SongFault::AfterKiyoshi(format!("said {} after its Kiyoshi", quote(&say.word)))));
+        }
+        tally.plans += 1;
+        plan_check::check(&plan, &observed, limits).map_err(|e| (at.clone(), SongFault::Plan(quote(&e.to_string()))))?;
+        for say in plan.says() {
+            match say.kind {
+                ChildKind::Zundoko => tally.words.insert(say.word.clone()),
+                ChildKind::Kiyoshi => tally.kiyoshi_words.insert(say.word.clone()),
+            };
+        }
+        observed.apply(&plan);
+        match plan.requeue_after() {
+            Some(ms) => observed.now = observed.now.saturating_add(ms as i64),
+            None if plan.says().next().is_some() => {} // a new child wakes the rules again at once
+            None if observed.kiyoshi.is_some() && !probed_later => {
+                // Settled after its Kiyoshi: one more look much later must say nothing either.
+                probed_later = true;
+                observed.now = observed.now.saturating_add(interval as i64 + 60_000);
+            }
+            None if observed.kiyoshi.is_some() => {
+                tally.lengths.push(observed.zundokos.len());
+                return Ok(());
+            }
+            None => {
+                return Err((at, SongFault::NoKiyoshi("stopped (no requeue, nothing said) without a Kiyoshi".into())));
+            }
+        }
+    }
+    let said = observed.zundokos.len();
+    let why = match observed.kiyoshi {
+        Some(_) => format!("still requeueing {max_decisions} decisions after its start, though its Kiyoshi is said"),
+        None => format!("no Kiyoshi after {max_decisions} decisions and {said} words"),
+    };
+    Err((format!("decision {max_decisions}"), SongFault::NoKiyoshi(why)))
+}
+
+/// The same input twice: both calls must succeed with the same plan.
+fn decide_twice(module: &RulesModule, observed: &Observed, tally: &mut Tally) -> Result<Plan, SongFault> {
+    let first = module.reconcile(observed);
+    let second = module.reconcile(observed);
+    tally.calls += 2;
+    tally.doubles += 1;
+    let describe = |r: &Result<crate::modules::sandbox::GuestOutcome<Plan>, GuestError>| match r {
+        Ok(outcome) => outcome.value.to_string(),
+        Err(e) => format!("{}: {}", e.reason(), e),
+    };
+    match (&first, &second) {
+        (Ok(a), Ok(b)) => {
+            tally.fuel.push(a.fuel_used);
+            tally.fuel.push(b.fuel_used);
+            if a.value != b.value {
+                return Err(SongFault::Nondeterministic(format!(
+                    "same input, two plans: {} / {}",
+                    quote(&describe(&first)),
+                    quote(&describe(&second))
+                )));
+            }
+            Ok(a.value.clone())
+        }
+        (Err(a), _) => Err(SongFault::Call(format!("{}: {}", a.reason(), quote(&a.to_string())))),
+        (Ok(_), Err(b)) => Err(SongFault::Nondeterministic(format!("the same input failed the second time: {}: {}", b.reason(), quote(&b.to_string())))),
+    }
+}
+
+fn report_tally(t: Tally, seeds: u64, limits: &PlanLimits, budget: u64) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(
+        check(
+            "calls",
+            t.call_failures == 0,
+            match &t.first_call_failure {
+                None => format!("{} calls, none trapped or returned an error", t.calls),
+                Some(first) => format!("{} songs stopped by a failed call; first: {first}", t.call_failures),
+            },
+        )
+        .with(&[("calls", t.calls), ("failed_songs", t.call_failures)]),
+    );
+    checks.push(
+        check(
+            "plan check",
+            t.plan_rejections == 0,
+            match &t.first_plan_rejection {
+                None => format!("{} plans, all pass the host's plan check", t.plans),
+                Some(first) => format!("{} songs stopped by a rejected plan; first: {first}", t.plan_rejections),
+            },
+        )
+        .with(&[("plans", t.plans), ("rejected", t.plan_rejections)]),
+    );
+    let mut lengths = t.lengths.clone();
+    lengths.sort_unstable();
+    let kiyoshi = t.kiyoshi_words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(", ");
+    checks.push(
+        check(
+            "songs",
+            t.songs_ok == seeds,
+            match &t.first_bad_song {
+                None => format!(
+                    "{}/{seeds} end with exactly one {kiyoshi} and nothing after it, within the cap of {} children ({}..{} words, median {})",
+                    t.songs_ok,
+                    limits.max_children,
+                    lengths.first().unwrap_or(&0),
+                    lengths.last().unwrap_or(&0),
+                    lengths.get(lengths.len() / 2).unwrap_or(&0)
+                ),
+                Some(first) => format!("{}/{seeds} valid; first failure: {first}", t.songs_ok),
+            },
+        )
+        .with(&[("songs", seeds), ("valid", t.songs_ok)]),
+    );
+    let ordinary = t.words.iter().take(8).map(|w| quote(w)).collect::<Vec<_>>().join(" ");
+    let more = if t.words.len() > 8 { format!(" (+{} more)", t.words.len() - 8) } else { String::new() };
+    let clash: Vec<&String> = t.kiyoshi_words.intersection(&t.words).collect();
+    checks.push(match (t.kiyoshi_words.len(), clash.first()) {
+        (0, _) => check("words", false, format!("never said a Kiyoshi; words: {ordinary}{more}")),
+        (1, None) => check("words", true, format!("the Kiyoshi {kiyoshi} after the words {ordinary}{more}")),
+        (1, Some(word)) => check("words", false, format!("the Kiyoshi word {} is also said as an ordinary word", quote(word))),
+        (n, _) => check("words", false, format!("{n} different Kiyoshi words: {kiyoshi}")),
+    });
+    checks.push(
+        check(
+            "determinism",
+            t.nondeterministic == 0,
+            match &t.first_nondeterministic {
+                None => format!("{} inputs decided twice, the same plan each time", t.doubles),
+                Some(first) => format!("{} songs stopped by a decision that changed; first: {first}", t.nondeterministic),
+            },
+        )
+        .with(&[("inputs", t.doubles), ("nondeterministic", t.nondeterministic)]),
+    );
+    let mut fuel = t.fuel;
+    fuel.sort_unstable();
+    let pick = |pct: usize| fuel.get((fuel.len().saturating_sub(1)) * pct / 100).copied().unwrap_or(0);
+    let (p50, p99, max) = (pick(50), pick(99), fuel.last().copied().unwrap_or(0));
+    checks.push(
+        check(
+            "fuel",
+            !fuel.is_empty() && max <= budget,
+            format!(
+                "per call p50 {p50}, p99 {p99}, max {max} (budget {budget}); {} calls in {:.1} s",
+                fuel.len(),
+                t.elapsed.as_secs_f64()
+            ),
+        )
+        .with(&[("p50", p50), ("p99", p99), ("max", max), ("budget", budget)]),
+    );
+    checks
+}
+
+/// Module-made text, quoted, bounded and escaped for a terminal.
+fn quote(s: &str) -> String {
+    format!("\"{}\"", printable(s, QUOTE_BYTES))
+}

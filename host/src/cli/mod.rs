@@ -1,0 +1,410 @@
+//! The command line. Every flag has an environment-variable twin. `simulate` and `test`
+//! (the conformance suite) run a module offline.
+
+pub mod conformance;
+pub mod simulate;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::reconcile::plan_check::PlanLimits;
+use crate::modules::sandbox::{RulesModule, SandboxEngine, SandboxLimits, WORLD};
+use crate::modules::swap::configmap::ConfigMapRef;
+use crate::modules::swap::file::FileSource;
+use crate::process::telemetry::LogFormat;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "zundoko-operator",
+    version,
+    about = "The Zundoko Kiyoshi operator: Hikawa resources sing, decided by a sandboxed wasm rules module"
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, env = "ZUNDOKO_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+    /// Log filter, in RUST_LOG syntax (for example `info,zundoko_operator=debug`).
+    #[arg(long = "log", env = "RUST_LOG", default_value = "info", global = true)]
+    pub log_filter: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// `run` has many flags; the command is parsed once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the operator: watch Hikawas and sing, from a kubeconfig (out of cluster) or the
+    /// in-cluster service account.
+    Run(RunArgs),
+    /// Run a module against a Hikawa manifest on a virtual clock, without a cluster, and print
+    /// the song and every decision (with its entropy, so `--seed` replays it exactly).
+    Simulate(SimulateArgs),
+    /// Validate a module: print its metadata, digest and world, or why it is rejected.
+    Check(CheckArgs),
+    /// Print the CustomResourceDefinitions (Hikawa, Zundoko, Kiyoshi) as YAML.
+    Crd,
+    /// The conformance suite for any module: whole songs over many seeds on a virtual clock,
+    /// every plan through the host's plan check, each input decided twice, fuel and size
+    /// within budget, metadata within bounds. One line per check; exits non-zero on failure.
+    Test(TestArgs),
+}
+
+/// Limits on each guest call and on each plan.
+#[derive(Args, Debug, Clone)]
+pub struct SandboxArgs {
+    /// CPU budget per guest call, in wasmtime fuel units (about one per wasm instruction).
+    #[arg(long, env = "ZUNDOKO_FUEL", default_value_t = SandboxLimits::default().fuel)]
+    pub fuel: u64,
+    /// Cap on a guest's linear memory, in MiB; growing past it fails the call.
+    #[arg(long, env = "ZUNDOKO_MEMORY_LIMIT_MIB", default_value_t = SandboxLimits::default().memory_bytes >> 20)]
+    pub memory_limit_mib: usize,
+    /// Most actions one plan may hold.
+    #[arg(long, env = "ZUNDOKO_MAX_PLAN_ACTIONS", default_value_t = PlanLimits::default().max_actions)]
+    pub max_plan_actions: usize,
+    /// Most Zundoko children one Hikawa may have (at most 9999: child names have at most
+    /// four digits of index).
+    #[arg(long, env = "ZUNDOKO_MAX_CHILDREN", default_value_t = PlanLimits::default().max_children,
+          value_parser = clap::value_parser!(u32).range(1..=crate::reconcile::plan_check::MAX_CHILDREN_LIMIT as i64))]
+    pub max_children: u32,
+}
+
+impl SandboxArgs {
+    pub fn sandbox_limits(&self) -> SandboxLimits {
+        SandboxLimits { fuel: self.fuel, memory_bytes: self.memory_limit_mib << 20, ..SandboxLimits::default() }
+    }
+
+    pub fn plan_limits(&self) -> PlanLimits {
+        PlanLimits { max_actions: self.max_plan_actions, max_children: self.max_children, ..PlanLimits::default() }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The rules module (a wasm component), normally in a ConfigMap mounted as a directory.
+    /// Watched: a new module there is checked and, if it passes, swapped in.
+    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present_any = ["native_rules", "module_configmap"])]
+    pub module: Option<PathBuf>,
+    /// Also (or instead) watch the module in a ConfigMap through the API, as
+    /// NAMESPACE/NAME[:KEY] (key default `rules.wasm`, in binaryData): swaps in about a second.
+    #[arg(long, env = "ZUNDOKO_MODULE_CONFIGMAP", value_name = "NAMESPACE/NAME[:KEY]")]
+    pub module_configmap: Option<ConfigMapRef>,
+    /// Accept only the module with this sha256 (hex, optionally `sha256:`-prefixed).
+    #[arg(long, env = "ZUNDOKO_MODULE_SHA256")]
+    pub module_sha256: Option<String>,
+    /// Start even without a usable module and wait for one (default: exit with the reason).
+    #[arg(long, env = "ZUNDOKO_WAIT_FOR_MODULE")]
+    pub wait_for_module: bool,
+    /// Quiet time after the module file changes before it is read (ms), so a file being
+    /// written is read once, whole. (After a rename into place or a writer closing the file,
+    /// 1 ms is enough.)
+    #[arg(long, env = "ZUNDOKO_MODULE_SETTLE_MS", default_value_t = 10)]
+    pub module_settle_ms: u64,
+    /// Re-read the module file this often even without change notifications (ms).
+    #[arg(long, env = "ZUNDOKO_MODULE_POLL_MS", default_value_t = 5000)]
+    pub module_poll_ms: u64,
+    /// Benchmarking only: use the shipped rules linked natively instead of a module, to
+    /// measure what the sandbox costs (`classic` or `strict-ja`).
+    #[arg(long, hide = true, value_parser = ["classic", "strict-ja"])]
+    pub native_rules: Option<String>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "ZUNDOKO_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Namespaces whose ConfigMaps ZundokoRules may name as module sources, comma-separated
+    /// (default: --operator-namespace, else zundoko-system). The operator watches those
+    /// namespaces' ConfigMaps by metadata and reads the data of the ones a rule set names: grant
+    /// it get, list and watch on configmaps there.
+    #[arg(long, env = "ZUNDOKO_RULES_NAMESPACES", value_delimiter = ',')]
+    pub rules_namespaces: Vec<String>,
+    /// Hikawas reconciled at once.
+    #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::reconcile::controller::Settings::default().concurrency)]
+    pub concurrency: u16,
+    /// First retry delay after a failure, in ms; doubled per failure in a row.
+    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().backoff_base.as_millis() as u64)]
+    pub backoff_base_ms: u64,
+    /// Longest retry delay, in ms.
+    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().backoff_max.as_millis() as u64)]
+    pub backoff_max_ms: u64,
+    /// Shortest requeue after a plan that says no word, in ms: a module asking to be called
+    /// back at once, again and again, is called at most this often.
+    #[arg(long, env = "ZUNDOKO_REQUEUE_FLOOR_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().requeue_floor.as_millis() as u64)]
+    pub requeue_floor_ms: u64,
+    /// Decisions that say no word a Hikawa may make in a burst; past it, it is slowed to
+    /// --idle-decisions-per-sec and a Warning Event says so.
+    #[arg(long, env = "ZUNDOKO_IDLE_BURST", default_value_t = crate::reconcile::pace::PaceSettings::default().idle_burst)]
+    pub idle_burst: u32,
+    /// Decisions that say no word a Hikawa may make per second after the burst.
+    #[arg(long, env = "ZUNDOKO_IDLE_DECISIONS_PER_SEC", default_value_t = crate::reconcile::pace::PaceSettings::default().idle_per_sec)]
+    pub idle_decisions_per_sec: f64,
+    /// Longest wait, in ms, for the caches to show the operator's own last writes for a
+    /// Hikawa before it decides anyway.
+    #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().cache_wait.as_millis() as u64)]
+    pub cache_wait_ms: u64,
+    /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
+    #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: String,
+    /// Reconcile only while holding a coordination.k8s.io Lease, so that of several replicas
+    /// exactly one acts.
+    #[arg(long, env = "ZUNDOKO_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// The Lease's name (in --operator-namespace).
+    #[arg(long, env = "ZUNDOKO_LEASE_NAME", default_value = "zundoko-operator")]
+    pub lease_name: String,
+    /// Seconds a lease lasts without renewal: how long a crashed leader holds up the others
+    /// (another replica takes it once the Lease has not changed for this long, as it observes
+    /// it on its own clock).
+    #[arg(long, env = "ZUNDOKO_LEASE_DURATION_SECS", default_value_t = 15.0)]
+    pub lease_duration_secs: f64,
+    /// A leader that has not renewed its Lease for this long stops every write and stands by,
+    /// before anyone else may take over. Shorter than --lease-duration-secs.
+    #[arg(long, env = "ZUNDOKO_LEASE_RENEW_DEADLINE_SECS", default_value_t = 10.0)]
+    pub lease_renew_deadline_secs: f64,
+    /// Pause between two tries to acquire or renew the Lease.
+    #[arg(long, env = "ZUNDOKO_LEASE_RETRY_PERIOD_SECS", default_value_t = 2.0)]
+    pub lease_retry_period_secs: f64,
+    /// The longest any API request may take, retries included (kube retries 429 and 503,
+    /// honouring Retry-After). Shorter than --lease-renew-deadline-secs: a leader starts a
+    /// write only if it ends before its renew deadline.
+    #[arg(long, env = "ZUNDOKO_API_TIMEOUT_SECS", default_value_t = 5.0)]
+    pub api_timeout_secs: f64,
+    /// The operator's own namespace (the Lease, swap Events); in a Pod, from the downward API.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub operator_namespace: Option<String>,
+    /// The operator's Pod name (the Lease holder, the Events' reporting instance, the
+    /// object of swap Events); in a Pod, from the downward API. Default: the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    /// The rules module (a wasm component).
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    /// A Hikawa manifest (YAML or JSON).
+    #[arg(long, env = "ZUNDOKO_HIKAWA")]
+    pub hikawa: PathBuf,
+    /// Seed for the entropy of each decision; a random one (printed) if not given.
+    #[arg(long, env = "ZUNDOKO_SEED")]
+    pub seed: Option<u64>,
+    /// Stop after this many decisions even without a Kiyoshi.
+    #[arg(long, env = "ZUNDOKO_MAX_DECISIONS", default_value_t = 10_000)]
+    pub max_decisions: usize,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The rules module (a wasm component).
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One line per check, PASS/FAIL, for a person.
+    Text,
+    /// One JSON object, for CI.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// The rules module (a wasm component).
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    /// Songs to play, one per seed (0, 1, ...); the same seeds replay the same songs.
+    #[arg(long, env = "ZUNDOKO_TEST_SEEDS", default_value_t = 200)]
+    pub seeds: u64,
+    /// How to print the report.
+    #[arg(long, env = "ZUNDOKO_TEST_FORMAT", value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Read and load a module file, naming the file in any error.
+pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
+    engine.load(&bytes).map_err(|e| rejected(path, e))
+}
+
+/// The one wording of a refused module: the file, the reason, the detail.
+fn rejected(path: &Path, error: crate::modules::sandbox::GuestError) -> anyhow::Error {
+    let detail = crate::text::printable(&error.to_string(), 1024);
+    anyhow::anyhow!("module {} rejected ({}): {detail}", path.display(), error.reason())
+}
+
+pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<crate::cli::simulate::Song> {
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let module = load_module(&engine, &args.module)?;
+    let text = std::fs::read_to_string(&args.hikawa)
+        .with_context(|| format!("cannot read Hikawa manifest {}", args.hikawa.display()))?;
+    let hikawa = crate::crd::parse_hikawa(&args.hikawa.display().to_string(), &text)?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    crate::cli::simulate::simulate(&module, &hikawa, seed, &args.sandbox.plan_limits(), args.max_decisions, out)
+}
+
+/// `test`: run the conformance suite and print its report; an error when a check failed.
+pub fn test(args: &TestArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let report = crate::cli::conformance::run(&engine, &bytes, &args.module.display().to_string(), args.seeds, &args.sandbox.plan_limits());
+    match args.format {
+        ReportFormat::Text => report.write_text(out)?,
+        ReportFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    anyhow::ensure!(report.passed, "module {} failed {} conformance checks", report.module, report.failures());
+    Ok(())
+}
+
+pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let module = load_module(&engine, &args.module)?;
+    let id = module.identity();
+    // Within bounds since `load` checked them; escaped all the same, as all module text is.
+    let safe = |s: &str| crate::text::printable(s, 512);
+    writeln!(out, "module:      {}", safe(&args.module.display().to_string()))?;
+    writeln!(out, "name:        {}", safe(&id.info.name))?;
+    writeln!(out, "version:     {}", safe(&id.info.version))?;
+    writeln!(out, "description: {}", safe(&id.info.description))?;
+    writeln!(out, "world:       {WORLD}")?;
+    writeln!(out, "digest:      {}", id.digest)?;
+    writeln!(out, "size:        {} bytes", id.size)?;
+    let decision = crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
+    writeln!(
+        out,
+        "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
+        safe(&decision.outcome.as_ref().expect("smoke test passed").to_string()),
+        decision.fuel_used.unwrap_or(0),
+        decision.elapsed
+    )?;
+    Ok(())
+}
+
+impl RunArgs {
+    pub fn operator_config(&self) -> Result<crate::process::operator::OperatorConfig> {
+        let defaults = crate::reconcile::controller::Settings::default();
+        let instance = self.pod_name.clone().unwrap_or(defaults.instance.clone());
+        let controller = crate::reconcile::controller::Settings {
+            namespace: self.namespace.clone(),
+            concurrency: self.concurrency,
+            plan_limits: self.sandbox.plan_limits(),
+            pace: crate::reconcile::pace::PaceSettings {
+                backoff_base: Duration::from_millis(self.backoff_base_ms),
+                backoff_max: Duration::from_millis(self.backoff_max_ms),
+                requeue_floor: Duration::from_millis(self.requeue_floor_ms),
+                idle_burst: self.idle_burst.max(1),
+                idle_per_sec: self.idle_decisions_per_sec,
+                cache_wait: Duration::from_millis(self.cache_wait_ms),
+            },
+            instance: instance.clone(),
+            rules_namespaces: match &self.rules_namespaces {
+                given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
+                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::reconcile::controller::DEFAULT_RULES_NAMESPACE.into())],
+            },
+        };
+        let http_addr = match self.http_addr.as_str() {
+            "off" | "" => None,
+            addr => Some(addr.parse().with_context(|| format!("--http-addr {addr} is not an address like 0.0.0.0:8080"))?),
+        };
+        let secs = |flag: &str, value: f64| -> Result<Duration> {
+            Duration::try_from_secs_f64(value)
+                .ok()
+                .filter(|d| !d.is_zero() && value <= 86_400.0)
+                .with_context(|| format!("{flag} {value} is not a number of seconds between 0 and 86400"))
+        };
+        let durations = crate::process::leader::Durations {
+            lease: secs("--lease-duration-secs", self.lease_duration_secs)?,
+            renew_deadline: secs("--lease-renew-deadline-secs", self.lease_renew_deadline_secs)?,
+            retry: secs("--lease-retry-period-secs", self.lease_retry_period_secs)?,
+        };
+        let api_timeout = secs("--api-timeout-secs", self.api_timeout_secs)?;
+        if self.leader_election {
+            durations.validate().map_err(|why| anyhow::anyhow!("leader election: {why}"))?;
+            anyhow::ensure!(
+                api_timeout < durations.renew_deadline,
+                "--api-timeout-secs ({:?}) must be shorter than --lease-renew-deadline-secs ({:?}): a write must be able to end before the deadline",
+                api_timeout,
+                durations.renew_deadline
+            );
+            // Writes start only while they would end before the deadline: with a renewal every
+            // retry period, that window must outlast the pause between renewals.
+            anyhow::ensure!(
+                api_timeout + durations.retry < durations.renew_deadline,
+                "--api-timeout-secs ({:?}) plus --lease-retry-period-secs ({:?}) must be shorter than --lease-renew-deadline-secs ({:?}): otherwise writes pause between renewals",
+                api_timeout,
+                durations.retry,
+                durations.renew_deadline
+            );
+        }
+        let leader = self.leader_election.then(|| crate::process::leader::LeaderSettings {
+            namespace: self.operator_namespace.clone().unwrap_or_else(|| "default".into()),
+            lease_name: self.lease_name.clone(),
+            identity: instance,
+            durations,
+        });
+        let modules = crate::process::operator::ModuleSources {
+            file: self.module.clone().map(|path| FileSource {
+                path,
+                settle: Duration::from_millis(self.module_settle_ms),
+                poll: Duration::from_millis(self.module_poll_ms.max(1)),
+            }),
+            configmap: self.module_configmap.clone(),
+            pin: self.module_sha256.clone(),
+            wait: self.wait_for_module,
+            native: self.native_rules.as_deref().map(|name| match name {
+                "strict-ja" => zundoko_rules::strict_japanese(),
+                _ => zundoko_rules::classic(),
+            }),
+        };
+        Ok(crate::process::operator::OperatorConfig {
+            controller,
+            sandbox: self.sandbox.sandbox_limits(),
+            modules,
+            http_addr,
+            leader,
+            api_timeout,
+            namespace: self.operator_namespace.clone(),
+            pod_name: self.pod_name.clone(),
+        })
+    }
+}
+
+/// `run`: load and check the first module, connect, and reconcile until SIGTERM or Ctrl-C.
+pub async fn run(args: &RunArgs) -> Result<()> {
+    let config = args.operator_config()?;
+    let mut kube_config = kube::Config::infer()
+        .await
+        .context("cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)")?;
+    // Name ourselves, and this replica, in the API server's audit log (and in the tests'
+    // request log). The field manager stays `zundoko-operator` (the part before the `/`).
+    let instance: String = config.controller.instance.chars().filter(|c| c.is_ascii_graphic()).take(253).collect();
+    let agent = format!("zundoko-operator/{} ({instance})", env!("CARGO_PKG_VERSION"));
+    kube_config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_str(&agent).context("User-Agent")?));
+    let client = kube::Client::try_from(kube_config).context("cannot build the Kubernetes client")?;
+    let running = crate::process::operator::start(client, config, shutdown_signal()).await?;
+    running.task.await.context("the operator task failed")?
+}
+
+/// Resolves on SIGTERM (what Kubernetes sends) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down: finishing the reconciles in flight");
+}

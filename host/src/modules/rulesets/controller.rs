@@ -1,0 +1,371 @@
+//! The ZundokoRules controller: for each rule set, check its sources (a module per digest,
+//! compiled once), advance its candidate's rollout from what the status recorded and what the
+//! Hikawa reconciles counted, publish what serves ([`RuleSets::publish`]), and tell the user
+//! in the status and in Events. Level-triggered like the Hikawa controller: everything it
+//! decides comes from the resource, its ConfigMaps and its status, so a restarted operator
+//! resumes a rollout where the status left it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::mpsc;
+use tracing::{Instrument, info, info_span, warn};
+
+use super::rollout::{self, Tally, Thresholds};
+use super::source::{Checked, Problem, SourceSpec, Sources};
+use super::status::{self, Findings, PROGRESSING, PROMOTED, ROLLED_BACK};
+use super::{Candidate, RuleSets, Serving, Unavailable};
+use crate::crd::{Hikawa, ZundokoRules, ZundokoRulesStatus};
+use crate::reconcile::events::{EventSink, EventType};
+use crate::process::metrics::Metrics;
+use crate::modules::ModuleLoader;
+use crate::modules::rules::Rules;
+use crate::modules::sandbox::RulesModule;
+
+/// A rule set's status is written at most this often (a rollout's counts change with every
+/// decision); a change of phase waits at most this long too.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+/// Without a rollout in progress, how often the count of Hikawas is refreshed.
+const REFRESH_EVERY: Duration = Duration::from_secs(10);
+/// A source's ConfigMap is read (and a new module compiled) at most this often per rule set:
+/// a ConfigMap rewritten in a loop costs at most one compile a second.
+const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// What this process remembers of a rule set between reconciles: never an input to what
+/// serves beyond the module that served last (kept while a newer source is refused).
+#[derive(Default)]
+struct Memo {
+    stable: Option<Checked>,
+    candidate: Option<Checked>,
+    /// The last module the source gave that passed its checks.
+    last_stable: Option<Arc<RulesModule>>,
+    checked_at: Option<String>,
+    /// The status as last written (the cache may not show it yet), and when.
+    written: Option<(ZundokoRulesStatus, Instant)>,
+    /// When each source's ConfigMap (the source's, the candidate's) was last read.
+    read_at: [Option<Instant>; 2],
+    failures: u32,
+}
+
+pub struct Context {
+    client: Client,
+    sets: Arc<RuleSets>,
+    sources: Sources,
+    hikawas: Store<Hikawa>,
+    events: EventSink,
+    metrics: Arc<Metrics>,
+    modules: Arc<ModuleLoader>,
+    /// By uid: a rule set deleted and created again under its name starts afresh.
+    memo: Mutex<HashMap<String, Memo>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// What the rule set controller needs.
+pub struct Settings {
+    /// Namespaces whose ConfigMaps rule sets may name.
+    pub namespaces: Vec<String>,
+    pub instance: String,
+}
+
+/// Run the rule set controller until `shutdown`. `wake` names rule sets to reconcile at once.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    client: Client,
+    sets: Arc<RuleSets>,
+    wake: mpsc::UnboundedReceiver<String>,
+    hikawas: Store<Hikawa>,
+    modules: Arc<ModuleLoader>,
+    metrics: Arc<Metrics>,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone());
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        sets: sets.clone(),
+        sources,
+        hikawas,
+        events: EventSink::new(client.clone(), "zundoko-operator", &settings.instance),
+        metrics,
+        modules,
+        memo: Mutex::default(),
+    });
+    let (store, writer) = reflector::store();
+    let rule_sets = {
+        let (store, ctx) = (store.clone(), ctx.clone());
+        reflector::reflector(
+            writer,
+            watch(Api::<ZundokoRules>::all(client), watcher::Config::default()).default_backoff().modify(|zr| {
+                zr.metadata.managed_fields = None;
+                zr.metadata.annotations = None;
+            }),
+        )
+        .inspect(move |event| match event {
+            Ok(Event::Apply(zr) | Event::InitApply(zr)) => ctx.sets.announce(&zr.name_any()),
+            Ok(Event::Delete(zr)) => ctx.forget(&zr.name_any(), zr.uid().as_deref()),
+            Ok(Event::InitDone) => {
+                let alive: std::collections::HashSet<String> = store.state().iter().map(|zr| zr.name_any()).collect();
+                ctx.sets.retain(|name| alive.contains(name));
+                ctx.sets.set_synced();
+            }
+            // Without the ZundokoRules CRD there are no rule sets: Hikawas naming one hear so.
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => ctx.sets.set_synced(),
+            Err(error) => ctx.sets.set_unlistable(error.to_string()),
+            _ => {}
+        })
+        .applied_objects()
+    };
+    let named = {
+        let store = store.clone();
+        move |cm: kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::ConfigMap>| {
+            let (ns, name) = (cm.namespace().unwrap_or_default(), cm.name_any());
+            store
+                .state()
+                .iter()
+                .filter(|zr| names_configmap(zr, &ns, &name))
+                .map(|zr| ObjectRef::from_obj(zr.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let woken = futures::stream::unfold(wake, |mut wake| async move { wake.recv().await.map(|name| (ObjectRef::<ZundokoRules>::new(&name), wake)) });
+    info!(namespaces = ?settings.namespaces, "starting the ZundokoRules controller");
+    Controller::for_stream(rule_sets, store)
+        .watches_stream(configmaps, named)
+        .reconcile_on(woken)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "rule set reconcile failed");
+            }
+        })
+        .await;
+    info!("the ZundokoRules controller stopped");
+}
+
+fn names_configmap(zr: &ZundokoRules, namespace: &str, name: &str) -> bool {
+    let mut sources = std::iter::once(&zr.spec.source).chain(zr.spec.candidate.as_ref().map(|c| &c.source));
+    sources.any(|s| s.config_map.namespace == namespace && s.config_map.name == name)
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+impl Context {
+    fn forget(&self, name: &str, uid: Option<&str>) {
+        self.sets.remove(name);
+        if let Some(uid) = uid {
+            self.memo.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+        }
+        self.metrics.ruleset_gone(name);
+    }
+
+    fn with_memo<R>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> R) -> R {
+        let mut memo = self.memo.lock().unwrap_or_else(|p| p.into_inner());
+        f(memo.entry(uid.to_string()).or_default())
+    }
+
+    /// Check a source, remembering what was found. `Err(retry_in)` until its namespace is
+    /// listed, or while it was read less than `READ_EVERY` ago and must be read again.
+    async fn check(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Result<Checked, Duration>, Error> {
+        let (last, read_at) = self.with_memo(uid, |m| (if candidate { m.candidate.clone() } else { m.stable.clone() }, m.read_at[usize::from(candidate)]));
+        let wait = read_at.map(|at| READ_EVERY.saturating_sub(at.elapsed())).filter(|d| !d.is_zero());
+        let Some(checked) = self.sources.check(spec, last.as_ref(), pinned_by, wait.is_some()).await? else {
+            return Ok(Err(wait.unwrap_or(Duration::from_millis(200))));
+        };
+        let fresh = last.as_ref().is_none_or(|l| l.spec != checked.spec || l.resource_version != checked.resource_version);
+        self.with_memo(uid, |m| {
+            if fresh {
+                m.checked_at = Some(crate::reconcile::status::rfc3339_millis(now_ms()));
+                m.read_at[usize::from(candidate)] = Some(Instant::now());
+            }
+            if candidate {
+                m.candidate = Some(checked.clone());
+            } else {
+                if let Ok(module) = &checked.outcome {
+                    m.last_stable = Some(module.clone());
+                }
+                m.stable = Some(checked.clone());
+            }
+        });
+        if fresh {
+            self.metrics.modules_compiled(self.modules.footprint());
+        }
+        Ok(Ok(checked))
+    }
+}
+
+async fn reconcile(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let span = info_span!("rules", name = %zr.name_any());
+    reconcile_inner(zr, ctx).instrument(span).await
+}
+
+async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let (name, uid) = (zr.name_any(), zr.uid().unwrap_or_default());
+    // The sources: the module of each, or why there is none.
+    let spec = SourceSpec::new(&zr.spec.source.config_map, zr.spec.sha256.as_deref());
+    let stable = match ctx.check(&uid, &spec, false, "spec.sha256").await? {
+        Ok(checked) => checked,
+        Err(retry_in) => return Ok(Action::requeue(retry_in)),
+    };
+    let candidate = match &zr.spec.candidate {
+        Some(c) => {
+            let spec = SourceSpec::new(&c.source.config_map, c.sha256.as_deref());
+            match ctx.check(&uid, &spec, true, "spec.candidate.sha256").await? {
+                Ok(checked) => Some(checked),
+                Err(retry_in) => return Ok(Action::requeue(retry_in)),
+            }
+        }
+        None => {
+            // No candidate: one added later (even the same bytes again) starts afresh.
+            ctx.with_memo(&uid, |m| m.candidate = None);
+            ctx.sets.forget_candidate(&name);
+            None
+        }
+    };
+    // The source's module, or the one it gave last while a newer one is refused (if the pin,
+    // which may have changed since, allows it).
+    let pinned = |m: &Arc<RulesModule>| spec.pin.as_ref().is_none_or(|pin| *pin == m.identity().digest);
+    let stable_module = stable.outcome.as_ref().ok().cloned().or_else(|| ctx.with_memo(&uid, |m| m.last_stable.clone()).filter(pinned));
+    let candidate_module = candidate.as_ref().and_then(|c| c.outcome.as_ref().ok().cloned());
+    let thresholds = zr.spec.candidate.as_ref().map(|c| Thresholds::from(&c.rollout));
+    let now = now_ms();
+
+    // The status as last written: this process's last write if the cache does not show it yet.
+    let before = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.0.clone())).or_else(|| zr.status.clone());
+    // The rollout: from the status (so a restart resumes it) and what was counted here.
+    let recorded = before.as_ref().and_then(|s| s.rollout.as_ref());
+    let rollout = match (&candidate_module, &thresholds) {
+        (Some(module), Some(thresholds)) => {
+            let digest = &module.identity().digest;
+            let previous = recorded.filter(|r| &r.digest == digest);
+            if let Some(p) = previous {
+                ctx.sets.resume(&name, digest, Tally { decisions: p.decisions, failures: p.failures }, p.state == ROLLED_BACK);
+            }
+            let promoted = previous.is_some_and(|r| r.state == PROMOTED);
+            // A candidate rolls out beside a module that serves; once promoted it is that module.
+            (stable_module.is_some() || promoted).then(|| {
+                let (tally, rolled_back) = ctx.sets.tally(&name, digest).unwrap_or_default();
+                status::advance(previous, digest, tally, rolled_back, thresholds, now)
+            })
+        }
+        _ => None,
+    };
+    let state = rollout.as_ref().map(|r| r.state.as_str());
+    let serving_module = if state == Some(PROMOTED) { candidate_module.clone() } else { stable_module.clone() };
+    let progressing = state == Some(PROGRESSING);
+
+    // Who it serves.
+    let (mut hikawas, mut in_share) = (0u32, 0u32);
+    for hikawa in ctx.hikawas.state() {
+        if hikawa.spec.rules.as_deref() == Some(name.as_str()) {
+            hikawas += 1;
+            let share = thresholds.as_ref().map_or(0, |t| t.percent);
+            in_share += u32::from(progressing && rollout::decides_for(&hikawa.uid().unwrap_or_default(), share));
+        }
+    }
+
+    let (source_problem, candidate_problem) = (stable.outcome.as_ref().err(), candidate.as_ref().and_then(|c| c.outcome.as_ref().err()));
+    let findings = Findings {
+        generation: zr.metadata.generation.unwrap_or(0),
+        serving: serving_module.as_ref().map(|m| m.identity().as_ref()),
+        source_problem,
+        candidate: candidate_module.as_ref().map(|m| m.identity().as_ref()),
+        candidate_problem,
+        rollout: rollout.as_ref(),
+        checked_at: ctx.with_memo(&uid, |m| m.checked_at.clone()),
+        hikawas,
+        candidate_hikawas: progressing.then_some(in_share),
+        now,
+    };
+    let desired = status::desired(before.as_ref(), &findings);
+
+    // What serves, at once; the status follows.
+    let stable_rules = serving_module.clone().map(|m| m as Arc<dyn Rules>).ok_or_else(|| unavailable(&desired, source_problem));
+    let candidate_serving = match (progressing, &candidate_module, thresholds) {
+        (true, Some(module), Some(thresholds)) => Some(Candidate { rules: module.clone() as Arc<dyn Rules>, thresholds }),
+        _ => None,
+    };
+    ctx.sets.publish(&name, Serving { stable: stable_rules, candidate: candidate_serving });
+    ctx.metrics.ruleset_serving(&name, serving_module.as_ref().map(|m| m.identity().as_ref()), progressing.then(|| candidate_module.as_ref().map(|m| m.identity().as_ref())).flatten());
+
+    let requeue = match (progressing, &thresholds) {
+        (true, Some(t)) => {
+            let started = rollout.as_ref().and_then(|r| r.started_at.parse::<jiff::Timestamp>().ok()).map_or(now, |t| t.as_millisecond());
+            let serving_for = Duration::from_millis((now - started).max(0) as u64);
+            t.promotion_in(serving_for).map_or(STATUS_EVERY, |d| d.clamp(Duration::from_millis(10), STATUS_EVERY))
+        }
+        _ => REFRESH_EVERY,
+    };
+    if before.as_ref() != Some(&desired) {
+        let last_write = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.1));
+        if let Some(at) = last_write
+            && at.elapsed() < STATUS_EVERY
+        {
+            return Ok(Action::requeue(STATUS_EVERY - at.elapsed()));
+        }
+        for (type_, reason, note) in status::events(before.as_ref(), &desired) {
+            let type_ = if type_ == "Warning" { EventType::Warning } else { EventType::Normal };
+            match reason.as_str() {
+                "Promoted" => ctx.metrics.rollout_ended("promoted"),
+                "RolledBack" => ctx.metrics.rollout_ended("rolled-back"),
+                _ => {}
+            }
+            info!(reason, note, "rule set");
+            ctx.events.publish(zr.as_ref(), type_, &reason, &crate::text::printable(&note, 1024), "Serve", None).await;
+        }
+        let api: Api<ZundokoRules> = Api::all(ctx.client.clone());
+        // Fields neither the status last written nor the cached one should keep become null.
+        let mut fields = crate::reconcile::apply::replacing_patch(before.as_ref(), &desired);
+        if let (Some(fields), Ok(serde_json::Value::Object(cached))) = (fields.as_object_mut(), serde_json::to_value(&zr.status)) {
+            for key in cached.keys() {
+                fields.entry(key.clone()).or_insert(serde_json::Value::Null);
+            }
+        }
+        let patch = serde_json::json!({ "status": fields });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        ctx.with_memo(&uid, |m| m.written = Some((desired, Instant::now())));
+    }
+    ctx.with_memo(&uid, |m| m.failures = 0);
+    Ok(Action::requeue(requeue))
+}
+
+fn unavailable(status: &ZundokoRulesStatus, problem: Option<&Problem>) -> Unavailable {
+    Unavailable {
+        phase: status.phase.clone().unwrap_or_else(|| status::PENDING.into()),
+        reason: problem.map_or_else(|| "Checking".into(), |p| p.reason.clone()),
+        message: problem.map_or_else(|| "its source has not been checked yet".into(), |p| p.message.clone()),
+    }
+}
+
+fn error_policy(zr: Arc<ZundokoRules>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failures = ctx.with_memo(&zr.uid().unwrap_or_default(), |m| {
+        m.failures = m.failures.saturating_add(1);
+        m.failures
+    });
+    let delay = Duration::from_millis(250).saturating_mul(1 << (failures - 1).min(7)).min(Duration::from_secs(30));
+    // Never checked: its Hikawas hear why, instead of waiting for a first check in silence.
+    let name = zr.name_any();
+    if ctx.sets.serving(&name).is_none() {
+        let why = Unavailable { phase: status::PENDING.into(), reason: "CheckFailed".into(), message: crate::text::printable(&error.to_string(), 1024) };
+        ctx.sets.publish(&name, Serving { stable: Err(why), candidate: None });
+    }
+    ctx.metrics.reconcile_failed("RulesApiError");
+    warn!(rules = %zr.name_any(), %error, retry_in_ms = delay.as_millis() as u64, "rule set reconcile failed");
+    Action::requeue(delay)
+}

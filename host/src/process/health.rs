@@ -1,0 +1,54 @@
+//! What readiness is made of: a module is loaded and, on the replica that reconciles, the
+//! caches are synced (a standby replica is ready to take over).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::modules::rules::RulesSlot;
+
+/// What readiness is made of.
+pub struct Health {
+    rules: Arc<RulesSlot>,
+    reconciling: AtomicBool,
+    caches_synced: AtomicBool,
+    /// Why the API server could not be reached at start, while it cannot.
+    api_unreachable: Mutex<Option<String>>,
+}
+
+impl Health {
+    pub fn new(rules: Arc<RulesSlot>) -> Self {
+        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), api_unreachable: Mutex::default() }
+    }
+
+    /// The controller started (true) or stopped (false) on this replica.
+    pub fn set_reconciling(&self, on: bool) {
+        // A new term starts with new caches; a stopped one has none.
+        self.caches_synced.store(false, Ordering::SeqCst);
+        self.reconciling.store(on, Ordering::SeqCst);
+    }
+
+    /// The API server does not answer yet (`Some(why)`), or does (`None`).
+    pub fn set_api_unreachable(&self, why: Option<String>) {
+        *self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    pub fn set_caches_synced(&self) {
+        self.caches_synced.store(true, Ordering::SeqCst);
+    }
+
+    /// `Ok` when ready, else what is missing.
+    pub fn readiness(&self) -> Result<String, String> {
+        if let Some(why) = self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Err(format!("the API server does not answer yet: {why}"));
+        }
+        let Some(rules) = self.rules.current() else {
+            return Err("no rules module loaded yet".into());
+        };
+        let module = &rules.identity().digest;
+        match (self.reconciling.load(Ordering::SeqCst), self.caches_synced.load(Ordering::SeqCst)) {
+            (true, true) => Ok(format!("ok: reconciling with {module}")),
+            (true, false) => Err("the caches of Zundokos and Kiyoshis are not synced yet".into()),
+            (false, _) => Ok(format!("ok: standby with {module}")),
+        }
+    }
+}

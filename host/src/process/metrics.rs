@@ -1,0 +1,332 @@
+//! Prometheus metrics (prometheus-client), served as text on `/metrics`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use zundoko_rules::{Action, ChildKind, Plan};
+
+use crate::modules::rules::Decision;
+use crate::modules::sandbox::ModuleIdentity;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WhyLabels {
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModuleLabels {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleSetLabels {
+    /// The ZundokoRules' name.
+    pub rules: String,
+    /// `stable` (serving outside the candidate's share) or `candidate`.
+    pub role: String,
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SwapLabels {
+    /// `accepted` or `rejected`.
+    pub result: String,
+    /// Why a candidate was rejected (`""` when accepted).
+    pub reason: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Counter,
+    reconcile_errors: Family<ReasonLabels, Counter>,
+    guest_call_seconds: Histogram,
+    guest_fuel: Histogram,
+    plan_actions: Family<ActionLabels, Counter>,
+    words: Family<ActionLabels, Counter>,
+    not_decided: Family<WhyLabels, Counter>,
+    module_info: Family<ModuleLabels, Gauge>,
+    swaps: Family<SwapLabels, Counter>,
+    module_check_seconds: Histogram,
+    leader: Gauge,
+    lease_renew_failures: Counter,
+    /// Unix seconds (fractional) of the last successful acquisition or renewal of the Lease.
+    lease_last_renew: Gauge<f64, std::sync::atomic::AtomicU64>,
+    ruleset_info: Family<RuleSetLabels, Gauge>,
+    rollouts: Family<ResultLabels, Counter>,
+    modules_compiled: Gauge,
+    modules_compiled_bytes: Gauge,
+    /// The labels each rule set has in `ruleset_info` (a family cannot list its own).
+    ruleset_shown: Mutex<HashMap<String, Vec<RuleSetLabels>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("zundoko"),
+            reconciles: Counter::default(),
+            reconcile_errors: Family::default(),
+            // 10 us .. 0.7 s: a fresh instance plus call is tens of microseconds.
+            guest_call_seconds: Histogram::new(exponential_buckets(10e-6, 4.0, 9)),
+            // 1k .. 260M fuel units; the default budget is 50M.
+            guest_fuel: Histogram::new(exponential_buckets(1e3, 4.0, 14)),
+            plan_actions: Family::default(),
+            words: Family::default(),
+            not_decided: Family::default(),
+            module_info: Family::default(),
+            swaps: Family::default(),
+            // 1 ms .. 4 s: compiling a ~32 KiB component takes tens of milliseconds.
+            module_check_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 13)),
+            leader: Gauge::default(),
+            lease_renew_failures: Counter::default(),
+            lease_last_renew: Gauge::default(),
+            ruleset_info: Family::default(),
+            rollouts: Family::default(),
+            modules_compiled: Gauge::default(),
+            modules_compiled_bytes: Gauge::default(),
+            ruleset_shown: Mutex::default(),
+        };
+        metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
+        metrics.registry.register("reconcile_errors", "Failed reconciles, by reason", metrics.reconcile_errors.clone());
+        metrics.registry.register(
+            "guest_call_duration_seconds",
+            "Time to decide: a fresh guest instance, the call and the plan check",
+            metrics.guest_call_seconds.clone(),
+        );
+        metrics.registry.register("guest_fuel_used", "Guest CPU used per call, in wasmtime fuel units", metrics.guest_fuel.clone());
+        metrics.registry.register("plan_actions", "Actions in accepted plans, by kind", metrics.plan_actions.clone());
+        metrics.registry.register("words", "Children created, by kind (each word once)", metrics.words.clone());
+        metrics.registry.register(
+            "reconciles_not_decided",
+            "Reconciles that did not call the rules: catching-up (the caches lag this process's own writes), unchanged (nothing changed but its own writes), throttled (idle-decision budget spent)",
+            metrics.not_decided.clone(),
+        );
+        metrics.registry.register("module_info", "The default rules module serving: for Hikawas that name no rules (value 1)", metrics.module_info.clone());
+        metrics.registry.register("module_swaps", "Candidate rules modules, by result and rejection reason", metrics.swaps.clone());
+        metrics.registry.register(
+            "module_check_duration_seconds",
+            "Time to check a candidate module: digest, compile, world, smoke test",
+            metrics.module_check_seconds.clone(),
+        );
+        metrics.registry.register("leader", "1 while this replica holds the leader Lease (or runs without election)", metrics.leader.clone());
+        metrics.registry.register(
+            "lease_renew_failures",
+            "Tries to renew the leader Lease that failed while leading (past the renew deadline, the replica stops leading)",
+            metrics.lease_renew_failures.clone(),
+        );
+        metrics.registry.register(
+            "lease_last_renew_timestamp_seconds",
+            "When this replica last acquired or renewed the leader Lease (Unix seconds; 0: never)",
+            metrics.lease_last_renew.clone(),
+        );
+        metrics.registry.register(
+            "ruleset_info",
+            "The modules each ZundokoRules serves (value 1): role stable, and candidate during a rollout",
+            metrics.ruleset_info.clone(),
+        );
+        metrics.registry.register("rollouts", "Candidate rollouts ended, by result (promoted, rolled-back)", metrics.rollouts.clone());
+        metrics.registry.register("modules_compiled", "Rules modules compiled and in memory (each shared by all who serve it)", metrics.modules_compiled.clone());
+        metrics.registry.register(
+            "modules_compiled_bytes",
+            "Bytes of compiled code and metadata the compiled rules modules keep in memory",
+            metrics.modules_compiled_bytes.clone(),
+        );
+        metrics
+    }
+
+    /// Prometheus / OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    pub fn reconciled(&self) {
+        self.reconciles.inc();
+    }
+
+    pub fn reconcile_failed(&self, reason: &str) {
+        self.reconcile_errors.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn decided(&self, decision: &Decision) {
+        self.guest_call_seconds.observe(decision.elapsed.as_secs_f64());
+        if let Some(fuel) = decision.fuel_used.filter(|f| *f > 0) {
+            self.guest_fuel.observe(fuel as f64);
+        }
+        if let Ok(plan) = &decision.outcome {
+            self.planned(plan);
+        }
+    }
+
+    fn planned(&self, plan: &Plan) {
+        for action in &plan.actions {
+            let kind = match action {
+                Action::Say(say) if say.kind == ChildKind::Kiyoshi => "say-kiyoshi",
+                Action::Say(_) => "say-zundoko",
+                Action::SetStatus(_) => "set-status",
+                Action::RequeueAfter(_) => "requeue-after",
+            };
+            self.plan_actions.get_or_create(&ActionLabels { kind: kind.into() }).inc();
+        }
+    }
+
+    pub fn said(&self, kind: ChildKind) {
+        let kind = if kind == ChildKind::Kiyoshi { "kiyoshi" } else { "zundoko" };
+        self.words.get_or_create(&ActionLabels { kind: kind.into() }).inc();
+    }
+
+    /// A reconcile that did not decide, and why (`catching-up`, `unchanged`, `throttled`).
+    pub fn not_decided(&self, why: &str) {
+        self.not_decided.get_or_create(&WhyLabels { why: why.into() }).inc();
+    }
+
+    /// A counter's value from the exposition text (for tests and benchmarks): the sum of
+    /// the samples whose line starts with `prefix`.
+    pub fn sum(&self, prefix: &str) -> u64 {
+        self.encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    pub fn module_serving(&self, module: &ModuleIdentity) {
+        self.module_info.clear();
+        let labels = ModuleLabels {
+            name: module.info.name.clone(),
+            version: module.info.version.clone(),
+            digest: module.digest.clone(),
+        };
+        self.module_info.get_or_create(&labels).set(1);
+    }
+
+    pub fn module_checked(&self, took: std::time::Duration) {
+        self.module_check_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn swap_accepted(&self) {
+        self.swaps.get_or_create(&SwapLabels { result: "accepted".into(), reason: String::new() }).inc();
+    }
+
+    pub fn swap_rejected(&self, reason: &str) {
+        self.swaps.get_or_create(&SwapLabels { result: "rejected".into(), reason: reason.into() }).inc();
+    }
+
+    /// What rule set `rules` serves now (replacing what it served before).
+    pub fn ruleset_serving(&self, rules: &str, stable: Option<&ModuleIdentity>, candidate: Option<&ModuleIdentity>) {
+        let labels = |role: &str, m: &ModuleIdentity| RuleSetLabels {
+            rules: rules.into(),
+            role: role.into(),
+            name: m.info.name.clone(),
+            version: m.info.version.clone(),
+            digest: m.digest.clone(),
+        };
+        let now: Vec<RuleSetLabels> = [stable.map(|m| labels("stable", m)), candidate.map(|m| labels("candidate", m))].into_iter().flatten().collect();
+        self.ruleset_gone_except(rules, &now);
+        for l in &now {
+            self.ruleset_info.get_or_create(l).set(1);
+        }
+    }
+
+    pub fn ruleset_gone(&self, rules: &str) {
+        self.ruleset_gone_except(rules, &[]);
+    }
+
+    fn ruleset_gone_except(&self, rules: &str, keep: &[RuleSetLabels]) {
+        let mut shown = self.ruleset_shown.lock().unwrap_or_else(|p| p.into_inner());
+        for stale in shown.remove(rules).unwrap_or_default().iter().filter(|l| !keep.contains(l)) {
+            self.ruleset_info.remove(stale);
+        }
+        if !keep.is_empty() {
+            shown.insert(rules.into(), keep.to_vec());
+        }
+    }
+
+    pub fn rollout_ended(&self, result: &str) {
+        self.rollouts.get_or_create(&ResultLabels { result: result.into() }).inc();
+    }
+
+    /// Modules compiled and alive, and their bytes in memory.
+    pub fn modules_compiled(&self, (count, bytes): (usize, usize)) {
+        self.modules_compiled.set(count as i64);
+        self.modules_compiled_bytes.set(bytes as i64);
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(leading as i64);
+    }
+
+    pub fn lease_renewed(&self, at: jiff::Timestamp) {
+        self.lease_last_renew.set(at.as_millisecond() as f64 / 1000.0);
+    }
+
+    pub fn lease_renew_failed(&self) {
+        self.lease_renew_failures.inc();
+    }
+
+    /// Failed reconciles so far, all reasons (for tests and benchmarks).
+    pub fn reconcile_errors_total(&self) -> u64 {
+        self.sum("zundoko_reconcile_errors_total{")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_names_each_metric_and_reason_and_swaps_replace_module_info() {
+        let m = Metrics::new();
+        m.reconciled();
+        m.reconcile_failed("GuestTrapped");
+        m.reconcile_failed("GuestTrapped");
+        m.reconcile_failed("ApiConflict");
+        m.swap_rejected("WorldMismatch");
+        let id = |digest: &str| ModuleIdentity {
+            info: zundoko_rules::ModuleInfo { name: "zundoko-classic".into(), version: "1.0.0".into(), description: String::new() },
+            digest: digest.into(),
+            size: 1,
+        };
+        m.module_serving(&id("sha256:aaa"));
+        m.module_serving(&id("sha256:bbb"));
+        let text = m.encode();
+        assert!(text.contains("zundoko_reconciles_total 1"), "{text}");
+        assert!(text.contains("zundoko_reconcile_errors_total{reason=\"GuestTrapped\"} 2"), "{text}");
+        assert!(text.contains("zundoko_module_swaps_total{result=\"rejected\",reason=\"WorldMismatch\"} 1"), "{text}");
+        assert!(text.contains("digest=\"sha256:bbb\"} 1"), "{text}");
+        assert!(!text.contains("sha256:aaa"), "the replaced module is no longer reported: {text}");
+        assert!(text.contains("# TYPE zundoko_guest_call_duration_seconds histogram"), "{text}");
+        assert_eq!(m.reconcile_errors_total(), 3);
+    }
+}

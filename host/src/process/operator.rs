@@ -1,0 +1,299 @@
+//! The operator process put together: the first module, the module sources and the swapper,
+//! the HTTP endpoints, leader election, and the controller while this replica leads.
+//!
+//! Every API request is bounded by `api_timeout`; the controller's writes also go through the
+//! election's fence, and the controller is dropped (reconciles in flight cancelled) the
+//! moment the term ends.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::Reporter;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use zundoko_rules::RuleSet;
+
+use crate::reconcile::context::Shared;
+use crate::reconcile::controller::{self, Settings};
+use crate::process::leader::{Election, LeaderSettings, Term, fence};
+use crate::modules::ModuleLoader;
+use crate::modules::rules::{NativeRules, RulesSlot};
+use crate::modules::sandbox::{SandboxEngine, SandboxLimits};
+use crate::modules::swap::configmap::ConfigMapRef;
+use crate::modules::swap::file::FileSource;
+use crate::modules::swap::{SwapEvents, SwapOutcome, Swapper};
+
+/// Where the rules come from.
+#[derive(Clone, Debug, Default)]
+pub struct ModuleSources {
+    pub file: Option<FileSource>,
+    pub configmap: Option<ConfigMapRef>,
+    /// `sha256:<hex>` or `<hex>`: refuse any other module.
+    pub pin: Option<String>,
+    /// Start without a usable module and wait for one (instead of exiting).
+    pub wait: bool,
+    /// Benchmarking only: the shipped rules linked natively, no sandbox, no swaps.
+    pub native: Option<RuleSet>,
+}
+
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    pub controller: Settings,
+    pub sandbox: SandboxLimits,
+    pub modules: ModuleSources,
+    /// `/metrics`, `/healthz`, `/readyz`; none if `None`.
+    pub http_addr: Option<SocketAddr>,
+    /// Reconcile only while holding this Lease; always if `None`.
+    pub leader: Option<LeaderSettings>,
+    /// The longest any API request may take (retries included); shorter than the renew deadline.
+    pub api_timeout: Duration,
+    /// The operator's own namespace and Pod (downward API), for swap Events.
+    pub namespace: Option<String>,
+    pub pod_name: Option<String>,
+}
+
+/// A started operator.
+pub struct Running {
+    pub shared: Shared,
+    pub http_addr: Option<SocketAddr>,
+    pub task: JoinHandle<anyhow::Result<()>>,
+}
+
+/// Start everything; returns once the first module serves (or, with `wait`, at once).
+/// Fails if no source yields a usable module and `wait` is off.
+pub async fn start(
+    client: Client,
+    config: OperatorConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Running> {
+    let client = fence::with_timeout(client, config.api_timeout);
+    let slot = Arc::new(match &config.modules.native {
+        Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
+        None => RulesSlot::empty(),
+    });
+    // One engine and one set of compiled modules for the default module and every rule set.
+    let engine = SandboxEngine::new(config.sandbox.clone())?;
+    let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
+    let shared = Shared::new(slot.clone(), modules);
+    let http_addr = match config.http_addr {
+        Some(addr) => {
+            let (bound, server) = crate::process::http::bind(addr, shared.health.clone(), shared.metrics.clone())
+                .await
+                .with_context(|| format!("cannot serve HTTP on {addr}"))?;
+            tokio::spawn(server);
+            info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+            Some(bound)
+        }
+        None => None,
+    };
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+
+    wait_for_api_server(&client, &config, &shared).await?;
+    if config.modules.native.is_none() {
+        start_swapping(&client, &config, &shared).await?;
+    } else if let Some(rules) = slot.current() {
+        shared.metrics.module_serving(rules.identity());
+    }
+
+    let task = tokio::spawn(lead_and_reconcile(client, shared.clone(), config, stopped));
+    Ok(Running { shared, http_addr, task })
+}
+
+/// Load the first module, then keep offering what the sources see to the swapper.
+async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+    let sources = &config.modules;
+    anyhow::ensure!(
+        sources.file.is_some() || sources.configmap.is_some(),
+        "no rules module source: give --module PATH or --module-configmap NAMESPACE/NAME[:KEY]"
+    );
+    let swapper = Arc::new(Swapper::new(
+        shared.modules.clone(),
+        sources.pin.clone(),
+        shared.rules.clone(),
+        shared.metrics.clone(),
+        Some(swap_events(client, config)),
+    ));
+
+    // The first module: the file, else the ConfigMap; every failure is named if none serves.
+    let mut problems = Vec::new();
+    let mut file_offered = None;
+    if let Some(file) = &sources.file {
+        match file.read() {
+            Some(candidate) => {
+                file_offered = Some(candidate.key().to_owned());
+                if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
+                    problems.push(format!("{} rejected ({}): {why}", file.path.display(), why.reason()));
+                }
+            }
+            None => problems.push(format!("{} does not exist", file.path.display())),
+        }
+    }
+    if let Some(cm) = &sources.configmap
+        && shared.rules.current().is_none()
+    {
+        match cm.fetch(client).await {
+            Ok(candidate) => {
+                if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
+                    problems.push(format!("ConfigMap {cm} rejected ({}): {why}", why.reason()));
+                }
+            }
+            Err(error) => problems.push(format!("cannot read ConfigMap {cm}: {error}")),
+        }
+    }
+    if shared.rules.current().is_none() {
+        let problems = problems.join("; ");
+        anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
+        warn!(%problems, "no usable rules module yet; waiting for one (--wait-for-module)");
+    }
+
+    let (candidates, offers) = mpsc::channel(8);
+    if let Some(file) = sources.file.clone() {
+        tokio::spawn(file.watch(candidates.clone(), file_offered));
+    }
+    if let Some(cm) = sources.configmap.clone() {
+        tokio::spawn(cm.watch(client.clone(), candidates.clone()));
+    }
+    tokio::spawn(swapper.serve(offers));
+    Ok(())
+}
+
+/// Swap Events go on the operator's Pod when it knows its name, else on its namespace.
+fn swap_events(client: &Client, config: &OperatorConfig) -> SwapEvents {
+    let namespace = config
+        .namespace
+        .clone()
+        .or_else(|| config.modules.configmap.as_ref().map(|cm| cm.namespace.clone()))
+        .unwrap_or_else(|| "default".into());
+    let regarding = match &config.pod_name {
+        Some(pod) => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.clone()),
+            namespace: Some(namespace),
+            ..ObjectReference::default()
+        },
+        None => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Namespace".into()),
+            name: Some(namespace),
+            ..ObjectReference::default()
+        },
+    };
+    let reporter = Reporter { controller: "zundoko-operator".into(), instance: Some(config.controller.instance.clone()) };
+    SwapEvents { client: client.clone(), reporter, regarding }
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Until the API server answers: one line per try, backing off (0.5 s doubling to 5 s). Only
+/// what will not heal by waiting ends the process: credentials refused (401) or not allowed
+/// (403) to read what the operator needs.
+async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1.. {
+        let answer = match &config.leader {
+            // The Lease is the first thing a replica needs: try that (not found is fine).
+            Some(leader) => kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &leader.namespace)
+                .get_opt(&leader.lease_name)
+                .await
+                .map(drop),
+            None => client.apiserver_version().await.map(drop),
+        };
+        match answer {
+            Ok(()) => {
+                shared.health.set_api_unreachable(None);
+                if attempt > 1 {
+                    info!(attempt, "the API server answers");
+                }
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if matches!(status.code, 401 | 403) => anyhow::bail!(
+                "the API server refuses this operator's credentials ({} {}): {}",
+                status.code,
+                status.reason,
+                crate::text::printable(&status.message, 512)
+            ),
+            Err(error) => {
+                let error = crate::text::printable(&error.to_string(), 512);
+                warn!(attempt, retry_in_ms = delay.as_millis() as u64, %error, "the API server does not answer yet");
+                shared.health.set_api_unreachable(Some(error));
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// A Warning Event on the operator's Pod: the API server may be out of reach just then (a
+/// partition is one way to lose the Lease), so it is tried again for about two minutes.
+async fn tell_lost(events: SwapEvents, note: String) {
+    let mut delay = Duration::from_secs(1);
+    for _ in 0..8 {
+        match events.try_publish(kube::runtime::events::EventType::Warning, "LeaderLost", &note, "Lead").await {
+            Ok(()) => return,
+            Err(error) => tracing::debug!(%error, "could not publish LeaderLost yet"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+    warn!("could not publish the LeaderLost Event on the operator's Pod");
+}
+
+/// Once a module serves: reconcile, while this replica holds the lease if there is an election.
+async fn lead_and_reconcile(client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    tokio::select! {
+        _ = shared.rules.loaded() => {}
+        _ = stopped(stop.clone()) => return Ok(()),
+    }
+    let Some(leader) = &config.leader else {
+        shared.metrics.set_leader(true);
+        controller::run(client, shared.clone(), config.controller.clone(), stopped(stop)).await;
+        return Ok(());
+    };
+    let election = Election::start(client.clone(), leader, config.api_timeout, shared.metrics.clone());
+    let pod_events = swap_events(&client, &config);
+    let mut term = election.term.clone();
+    loop {
+        tokio::select! {
+            _ = stopped(stop.clone()) => break,
+            held = term.wait_for(|t| *t == Term::Leading) => if held.is_err() {
+                anyhow::bail!("the leader election stopped");
+            },
+        }
+        shared.metrics.set_leader(true);
+        // Writes only while the fence permits; reads as usual.
+        let fenced = fence::fenced(client.clone(), election.fence.clone());
+        let reconciling = controller::run(fenced, shared.clone(), config.controller.clone(), stopped(stop.clone()));
+        tokio::select! {
+            // Shut down gracefully: reconciles in flight finished.
+            _ = reconciling => {}
+            // The term ended: the controller is dropped here, and every reconcile with it.
+            _ = term.wait_for(|t| *t != Term::Leading) => {}
+        }
+        shared.metrics.set_leader(false);
+        shared.health.set_reconciling(false);
+        if *stop.borrow() {
+            break;
+        }
+        if let Term::Lost(why) = term.borrow().clone() {
+            let events = pod_events.clone();
+            let note = format!("stopped leading: {why}; reconciles cancelled, standing by");
+            tokio::spawn(tell_lost(events, note));
+        }
+    }
+    drop(term);
+    election.resign().await;
+    Ok(())
+}

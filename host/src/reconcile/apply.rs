@@ -1,0 +1,182 @@
+//! Carrying out a checked plan: create the children (controlled by the Hikawa), publish an
+//! Event per word, and write the status through the status subresource when it changed.
+//! A refusal stops the plan where it is and is returned, for the caller to record.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{ObjectMeta, Patch};
+use kube::core::NamespaceResourceScope;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+use zundoko_rules::{ChildKind, Observed, Plan};
+
+use crate::crd::SAID_AT;
+use crate::reconcile::context::Context;
+use crate::crd::{Hikawa, HikawaStatus, Kiyoshi, KiyoshiSpec, Zundoko, ZundokoSpec};
+use crate::error::{Error, Result};
+use crate::reconcile::events::EventType;
+use crate::reconcile::lean;
+use crate::modules::sandbox::ModuleIdentity;
+use crate::reconcile::status;
+
+/// Label on every child naming its Hikawa (for `kubectl get zundokos -l ...`); its value is
+/// [`label_value`] of the Hikawa's name.
+pub const HIKAWA_LABEL: &str = "zundokokiyoshi.kaitoy.github.com/hikawa";
+
+/// A label value may have at most 63 characters, a Hikawa's name up to 240: a longer name is
+/// cut to 52 characters and followed by `-` and 10 hex digits of its sha256, so every Hikawa
+/// the CRD admits gets a valid, distinct label value.
+pub fn label_value(hikawa: &str) -> String {
+    if hikawa.len() <= 63 {
+        return hikawa.to_string();
+    }
+    let hash = hex::encode(Sha256::digest(hikawa.as_bytes()));
+    format!("{}-{}", &hikawa[..52], &hash[..10])
+}
+
+/// What applying a plan did.
+#[derive(Debug)]
+pub struct Applied {
+    /// Zundokos the plan said (created now, or found already there and ours).
+    pub zundokos: u32,
+    pub kiyoshi: bool,
+    /// Children this call created.
+    pub created: u32,
+    /// The status as the API server now holds it.
+    pub status: HikawaStatus,
+}
+
+pub async fn apply(ctx: &Context, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity) -> Result<Applied> {
+    let ns = observed.hikawa.namespace.as_str();
+    let owner = hikawa
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingField(format!("Hikawa {ns}/{} has no uid", observed.hikawa.name)))?;
+    let mut applied = Applied { zundokos: 0, kiyoshi: false, created: 0, status: HikawaStatus::default() };
+    let mut said_at = None;
+    let mut events = Vec::new();
+    for say in plan.says() {
+        let meta = ObjectMeta {
+            name: Some(say.name.clone()),
+            namespace: Some(ns.to_string()),
+            owner_references: Some(vec![owner.clone()]),
+            labels: Some(BTreeMap::from([(HIKAWA_LABEL.to_string(), label_value(&observed.hikawa.name))])),
+            annotations: Some(BTreeMap::from([(SAID_AT.to_string(), status::rfc3339_millis(observed.now))])),
+            ..ObjectMeta::default()
+        };
+        let created = match say.kind {
+            ChildKind::Zundoko => {
+                let child = Zundoko { metadata: meta, spec: ZundokoSpec { say: say.word.clone() } };
+                create(&ctx.client, ns, &child, &owner.uid).await?
+            }
+            ChildKind::Kiyoshi => {
+                let child = Kiyoshi { metadata: meta, spec: KiyoshiSpec { say: say.word.clone() } };
+                create(&ctx.client, ns, &child, &owner.uid).await?
+            }
+        };
+        match say.kind {
+            ChildKind::Zundoko => applied.zundokos += 1,
+            ChildKind::Kiyoshi => applied.kiyoshi = true,
+        }
+        if let Some(child) = created {
+            applied.created += 1;
+            said_at = Some(observed.now);
+            ctx.metrics.said(say.kind);
+            events.push((say.word.clone(), child));
+        }
+    }
+    let desired = status::after_plan(hikawa.status.as_ref(), observed.hikawa.generation, plan, said_at, module, observed.now);
+    // The word's Event and the status are independent writes: send them together.
+    // `related` names the child: each word is its own Event.
+    let publish = futures::future::join_all(
+        events.into_iter().map(|(word, child)| async move { ctx.events.publish(hikawa, EventType::Normal, "Said", &word, "Say", Some(child)).await }),
+    );
+    let (status, _) = futures::join!(write_status(ctx, hikawa, desired), publish);
+    applied.status = status?;
+    Ok(applied)
+}
+
+/// Create a child. Already there and controlled by this Hikawa (a retried or restarted
+/// reconcile, or a cache that lags) is done; held by anything else is [`Error::ChildNameTaken`].
+/// Returns a reference to the child if this call created it.
+async fn create<K>(client: &Client, ns: &str, object: &K, owner_uid: &str) -> Result<Option<ObjectReference>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    // Of the answer only what a reference to the child needs is decoded.
+    let error = match lean::create::<K, lean::Created>(client, ns, object).await {
+        Ok(created) => return Ok(Some(created.object_ref::<K>())),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => status,
+        Err(e) => return Err(e.into()),
+    };
+    let name = object.name_any();
+    let existing = Api::<K>::namespaced(client.clone(), ns).get(&name).await?;
+    let controller = existing.owner_references().iter().find(|r| r.controller == Some(true));
+    if controller.is_some_and(|r| r.uid == owner_uid) {
+        return Ok(None);
+    }
+    let holder = match controller {
+        Some(r) => format!("it is controlled by {} {} (uid {})", r.kind, r.name, r.uid),
+        None => "it has no controller".to_string(),
+    };
+    tracing::debug!(%error, "child name taken");
+    Err(Error::ChildNameTaken { child: format!("{} {}/{}", K::kind(&()), object.namespace().unwrap_or_default(), name), holder })
+}
+
+/// Merge-patch the status subresource, only if it changed (an unchanged write would wake
+/// this Hikawa's watch for nothing). Fields the new status drops are sent as null, so the
+/// stored status is exactly `desired`. Returns the status as stored.
+pub async fn write_status(ctx: &Context, hikawa: &Hikawa, desired: HikawaStatus) -> Result<HikawaStatus> {
+    if hikawa.status.as_ref() == Some(&desired) {
+        return Ok(desired);
+    }
+    let patch = serde_json::json!({ "status": replacing_patch(hikawa.status.as_ref(), &desired) });
+    // Of the answer (the whole Hikawa) only the status is decoded.
+    let written: lean::StatusOnly =
+        lean::patch_status::<Hikawa, _, _>(&ctx.client, &hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &Patch::Merge(&patch)).await?;
+    Ok(written.status.unwrap_or(desired))
+}
+
+/// `desired` as a merge patch over `current`: fields `current` has and `desired` lacks become null.
+pub fn replacing_patch<T: Serialize>(current: Option<&T>, desired: &T) -> serde_json::Value {
+    let mut patch = serde_json::to_value(desired).expect("a status serializes");
+    if let (Some(current), Some(fields)) = (current.map(serde_json::to_value), patch.as_object_mut())
+        && let Ok(serde_json::Value::Object(current)) = current
+    {
+        for key in current.keys() {
+            fields.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    patch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_valid_for_every_admitted_name() {
+        assert_eq!(label_value("hikawa-sample"), "hikawa-sample");
+        let at_limit = "a".repeat(63);
+        assert_eq!(label_value(&at_limit), at_limit);
+        for name in ["b".repeat(64), format!("{}.x-y", "c".repeat(200)), "d".repeat(240)] {
+            let value = label_value(&name);
+            assert_eq!(value.len(), 63, "{value}");
+            assert!(value.starts_with(&name[..52]));
+            assert!(value.chars().last().unwrap().is_ascii_alphanumeric());
+        }
+        assert_ne!(label_value(&format!("{}1", "e".repeat(70))), label_value(&format!("{}2", "e".repeat(70))), "distinct");
+    }
+
+    #[test]
+    fn a_dropped_status_field_is_patched_to_null() {
+        let current = HikawaStatus { message: Some("failed".into()), phase: Some("Failed".into()), ..HikawaStatus::default() };
+        let desired = HikawaStatus { phase: Some("Singing".into()), ..HikawaStatus::default() };
+        let patch = replacing_patch(Some(&current), &desired);
+        assert_eq!(patch["message"], serde_json::Value::Null);
+        assert_eq!(patch["phase"], "Singing");
+        assert_eq!(replacing_patch(None, &desired).get("message"), None);
+    }
+}

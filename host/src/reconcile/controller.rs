@@ -1,0 +1,342 @@
+//! The controller: kube-runtime's `Controller` on Hikawa, owning Zundoko and Kiyoshi, and
+//! beside it the ZundokoRules controller (`rulesets::controller`). Each reconcile: observe
+//! (the Hikawa, its children from the compact index), choose the rules (the default module, or
+//! the rule set it names, or that rule set's candidate for its share), pace (decide only when
+//! something but this process's own writes changed, or when the rules asked to be called back;
+//! see `pace.rs`), decide (the guest, then the plan check), apply, requeue.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, reflector};
+use kube::runtime::watcher::Event;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::reconcile::apply::{self, HIKAWA_LABEL};
+use crate::reconcile::children::{self, ChildIndex};
+use crate::reconcile::context::{Context, Shared};
+use crate::crd::Hikawa;
+use crate::error::{Error, Result};
+use crate::reconcile::events::EventSink;
+use crate::reconcile::lean::{self, LeanHikawa};
+use crate::reconcile::observe::observe;
+use crate::reconcile::pace::{Footprint, Gate, Pace, PaceSettings};
+use crate::reconcile::plan_check::PlanLimits;
+use crate::modules::rules::decide_async;
+use crate::modules::rulesets::{self, Choice, RuleSets};
+use crate::modules::sandbox::ModuleIdentity;
+use crate::reconcile::status;
+
+/// Where rule sets' ConfigMaps are read from when nothing else is said: the namespace
+/// `make deploy` installs the operator in.
+pub const DEFAULT_RULES_NAMESPACE: &str = "zundoko-system";
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch only this namespace; all namespaces if `None`.
+    pub namespace: Option<String>,
+    /// Hikawas reconciled at once.
+    pub concurrency: u16,
+    pub plan_limits: PlanLimits,
+    /// When and how often each Hikawa may decide: backoff, idle budget, requeue floor.
+    pub pace: PaceSettings,
+    /// Names this process in Events (`reportingInstance`).
+    pub instance: String,
+    /// Namespaces whose ConfigMaps ZundokoRules may name as sources.
+    pub rules_namespaces: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            namespace: None,
+            concurrency: 16,
+            plan_limits: PlanLimits::default(),
+            pace: PaceSettings::default(),
+            instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "zundoko-operator".into()),
+            rules_namespaces: vec![DEFAULT_RULES_NAMESPACE.into()],
+        }
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Run until `shutdown` completes, then let reconciles in flight finish. The Hikawas a
+/// module swap concerns (those without `spec.rules` for the default module, a rule set's own
+/// for a rule set) are reconciled again after it.
+pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let ns = settings.namespace.as_deref();
+    let shutdown = shutdown.shared();
+    let (rulesets, signals) = RuleSets::new();
+    let rulesets = Arc::new(rulesets);
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        events: EventSink::new(client.clone(), "zundoko-operator", &settings.instance),
+        rules: shared.rules.clone(),
+        rulesets: rulesets.clone(),
+        metrics: shared.metrics.clone(),
+        plan_limits: settings.plan_limits.clone(),
+        children: Arc::new(ChildIndex::default()),
+        pace: Pace::new(settings.pace.clone()),
+    });
+    let (hikawas, writer) = reflector::store();
+    // managedFields, labels and annotations (kubectl's last-applied-configuration among them:
+    // up to 256 KiB) are never read here and are most of a small object: not even decoded
+    // (lean.rs). A Hikawa
+    // that is gone is forgotten by the pacing too (after a relist: any not listed).
+    // Whether the Hikawas have been listed once, for readiness. (Not the store's own
+    // `wait_until_ready`: kube wakes only one of its waiters, and the Controller is one.)
+    let (listed, mut hikawas_listed) = tokio::sync::watch::channel(false);
+    let hikawa_events = {
+        let (ctx, hikawas) = (ctx.clone(), hikawas.clone());
+        reflector(
+            writer,
+            watcher(api::<LeanHikawa>(&client, ns), watcher::Config::default()).default_backoff().map_ok(lean::hikawa_event),
+        )
+        .inspect_ok(move |event| match event {
+            Event::Delete(hikawa) => {
+                let uid = hikawa.uid().unwrap_or_default();
+                ctx.pace.forget(&uid);
+                ctx.rulesets.forget_member(&uid);
+            }
+            Event::InitDone => {
+                let alive: std::collections::HashSet<String> = hikawas.state().iter().filter_map(|h| h.uid()).collect();
+                ctx.pace.retain(|uid| alive.contains(uid));
+                ctx.rulesets.retain_members(|uid| alive.contains(uid));
+                listed.send_replace(true);
+            }
+            _ => {}
+        })
+        .applied_objects()
+    };
+    let zundokos = children::zundoko_stream(api(&client, ns), HIKAWA_LABEL, ctx.children.clone());
+    let kiyoshis = children::kiyoshi_stream(api(&client, ns), HIKAWA_LABEL, ctx.children.clone());
+
+    shared.health.set_reconciling(true);
+    // Aborted when this function ends or is dropped (a lost term drops it mid-flight): it
+    // must not outlive the caches it waits on, nor mark a later term's caches synced.
+    let _synced = {
+        let (children, health) = (ctx.children.clone(), shared.health.clone());
+        AbortOnDrop(tokio::spawn(async move {
+            let listed = async move { hikawas_listed.wait_for(|listed| *listed).await.is_ok() };
+            let _ = futures::join!(children.synced(), listed);
+            health.set_caches_synced();
+        }))
+    };
+    // A swap of the default module concerns the Hikawas that name no rules; a change in what
+    // a rule set serves, those that name it.
+    let swapped = {
+        let hikawas = hikawas.clone();
+        let default_swaps = shared.rules.swaps().map(|()| None);
+        let rule_sets = futures::stream::unfold(signals.changed, |mut rx| async move { rx.recv().await.map(|name| (Some(name), rx)) });
+        futures::stream::select(default_swaps, rule_sets).flat_map(move |rules: Option<String>| {
+            let concerned: Vec<ObjectRef<Hikawa>> =
+                hikawas.state().iter().filter(|h| h.spec.rules == rules).map(|h| ObjectRef::from_obj(h.as_ref())).collect();
+            futures::stream::iter(concerned)
+        })
+    };
+    let rules_controller = rulesets::controller::run(
+        client.clone(),
+        rulesets,
+        signals.wake,
+        hikawas.clone(),
+        shared.modules.clone(),
+        shared.metrics.clone(),
+        rulesets::controller::Settings { namespaces: settings.rules_namespaces.clone(), instance: settings.instance.clone() },
+        shutdown.clone(),
+    );
+    info!(namespace = ns.unwrap_or("(all)"), concurrency = settings.concurrency, "starting the Hikawa controller");
+    let hikawa_controller = Controller::for_stream(hikawa_events, hikawas)
+        .owns_stream(zundokos)
+        .owns_stream(kiyoshis)
+        .reconcile_on(swapped)
+        .with_config(controller::Config::default().concurrency(settings.concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile failed");
+            }
+        });
+    futures::join!(hikawa_controller, rules_controller);
+    shared.health.set_reconciling(false);
+    info!("the Hikawa controller stopped");
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn key(hikawa: &Hikawa) -> String {
+    format!("{}/{}", hikawa.namespace().unwrap_or_default(), hikawa.name_any())
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+async fn reconcile(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Action> {
+    let span = info_span!("reconcile", hikawa = %key(&hikawa));
+    reconcile_inner(hikawa, ctx).instrument(span).await
+}
+
+async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Action> {
+    if hikawa.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    ctx.metrics.reconciled();
+    // Deciding from half-filled caches would re-say words that exist: wait for the first list.
+    if !ctx.children.is_synced() {
+        ctx.metrics.not_decided("catching-up");
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
+    let uid = hikawa.uid().ok_or_else(|| Error::MissingField(format!("Hikawa {} has no uid", key(&hikawa))))?;
+    ctx.rulesets.member(&uid, hikawa.spec.rules.as_deref());
+    // The rules that decide: the default module, or the rule set named (its candidate for
+    // the Hikawas in the candidate's share).
+    let chosen = match hikawa.spec.rules.as_deref() {
+        None => match ctx.rules.current() {
+            Some(rules) => Ok((rules, None)),
+            // Only reachable if the controller is started before a module: nothing to decide with.
+            None => return Ok(Action::requeue(Duration::from_secs(1))),
+        },
+        Some(name) => match ctx.rulesets.choose(name, &uid) {
+            Choice::Decide { rules, candidate } => Ok((rules, candidate)),
+            Choice::CatchingUp => {
+                ctx.metrics.not_decided("catching-up");
+                return Ok(Action::requeue(Duration::from_millis(200)));
+            }
+            Choice::Unavailable(error) => Err(error),
+        },
+    };
+    let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
+    let children = ctx.children.owned(&hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &uid, claimed);
+    let seen = Footprint {
+        generation: hikawa.metadata.generation.unwrap_or(0),
+        zundokos: children.zundokos.len() as u32,
+        kiyoshi: children.kiyoshi.is_some(),
+        status: hikawa.status.clone(),
+        module: match &chosen {
+            Ok((rules, _)) => rules.identity().digest.clone(),
+            Err(unavailable) => format!("unavailable: {}", unavailable.reason()),
+        },
+    };
+    let started = Instant::now();
+    match ctx.pace.gate(&uid, &seen, started) {
+        Gate::Decide => {}
+        Gate::CatchingUp { retry_in } => {
+            ctx.metrics.not_decided("catching-up");
+            return Ok(Action::requeue(retry_in));
+        }
+        Gate::Unchanged { due } => {
+            ctx.metrics.not_decided("unchanged");
+            return Ok(due.map_or_else(Action::await_change, Action::requeue));
+        }
+        Gate::Throttled { retry_in, report } => {
+            ctx.metrics.not_decided("throttled");
+            if report {
+                let pace = ctx.pace.settings();
+                let note = format!(
+                    "more than {} decisions without a word in a burst ({} a second after it): slowed down; the rules ask to decide again and again without saying anything",
+                    pace.idle_burst, pace.idle_per_sec
+                );
+                warn!(retry_in_ms = retry_in.as_millis() as u64, "{note}");
+                ctx.events.warn(&ctx.pace, &hikawa, "Throttled", &note, "Decide").await;
+            }
+            return Ok(Action::requeue(retry_in));
+        }
+    }
+
+    // Rules that serve nothing are recorded like a failure, and paced like one.
+    let (rules, candidate) = match chosen {
+        Ok(chosen) => chosen,
+        Err(unavailable) => return Err(failed(&ctx, &hikawa, &uid, seen, unavailable, None, started).await),
+    };
+    let entropy: u64 = rand::random();
+    let observed = Arc::new(observe(&hikawa, children, now_ms(), entropy));
+    let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
+    ctx.metrics.decided(&decision);
+    if let Some(candidate) = &candidate {
+        ctx.rulesets.record(candidate, decision.outcome.is_ok());
+    }
+    let module = decision.module.clone();
+    let plan = match decision.outcome {
+        Ok(plan) => plan,
+        Err(error) => {
+            warn!(
+                module = %module.digest,
+                entropy = format_args!("{entropy:#018x}"),
+                reason = error.reason(),
+                %error,
+                "the rules failed; nothing applied"
+            );
+            return Err(failed(&ctx, &hikawa, &uid, seen, Error::Guest(error), Some(&module), started).await);
+        }
+    };
+    info!(
+        module = %module.digest,
+        entropy = format_args!("{entropy:#018x}"),
+        words = observed.zundokos.len(),
+        %plan,
+        fuel = decision.fuel_used.unwrap_or(0),
+        elapsed_us = decision.elapsed.as_micros() as u64,
+        "decided"
+    );
+    let applied = match apply::apply(&ctx, &hikawa, &observed, &plan, &module).await {
+        Ok(applied) => applied,
+        Err(error) => return Err(failed(&ctx, &hikawa, &uid, seen, error, Some(&module), started).await),
+    };
+    let left = Footprint {
+        zundokos: seen.zundokos + applied.zundokos,
+        kiyoshi: seen.kiyoshi || applied.kiyoshi,
+        status: Some(applied.status),
+        ..seen
+    };
+    let requeue = plan.requeue_after().map(Duration::from_millis);
+    let requeue = ctx.pace.decided(&uid, left, requeue, applied.zundokos + applied.kiyoshi as u32, started);
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event) at once if
+/// it will not go away by itself, else once it has happened three times in a row; then back
+/// off. Returns the error for the error policy.
+async fn failed(ctx: &Context, hikawa: &Hikawa, uid: &str, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, started: Instant) -> Error {
+    let mut left = seen;
+    if error.is_lasting() || ctx.pace.failures(uid) + 1 >= 3 {
+        let message = error.to_string();
+        // The Event first: whoever sees the failed status finds its Event already there.
+        ctx.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
+        let failed = status::after_failure(hikawa.status.as_ref(), left.generation, error.reason(), &message, module, now_ms());
+        match apply::write_status(ctx, hikawa, failed).await {
+            Ok(stored) => left.status = Some(stored),
+            Err(write_error) => warn!(error = %write_error, "could not record the failure in the status"),
+        }
+    }
+    ctx.pace.failed(uid, left, started);
+    error
+}
+
+fn error_policy(hikawa: Arc<Hikawa>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_failed(error.reason());
+    let delay = ctx.pace.retry_in(&hikawa.uid().unwrap_or_default(), Instant::now());
+    warn!(hikawa = %key(&hikawa), reason = error.reason(), %error, retry_in_ms = delay.as_millis() as u64, "reconcile failed");
+    Action::requeue(delay)
+}
