@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::cluster::{Cluster, Song};
 use common::module_bytes;
-use common::replica::{NS, Replica, said_events, setup};
+use common::replica::{NS, Replica, Setup, said_events, setup};
 use common::running::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -25,6 +25,16 @@ use zundoko_rules::classic;
 
 const RENEW_DEADLINE: Duration = Duration::from_secs(3);
 const LEASE: Duration = Duration::from_secs(4);
+
+/// The cluster as `make deploy` leaves it, and two replicas serving the module from its
+/// ConfigMap.
+async fn two_replicas(what: &str) -> (Setup, Replica, Replica) {
+    let setup = setup(what, true).await;
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let a = Replica::spawn("operator-a", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
+    let b = Replica::spawn("operator-b", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
+    (setup, a, b)
+}
 
 async fn holder(cluster: &Cluster) -> Option<String> {
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
@@ -68,11 +78,8 @@ async fn songs(cluster: &Cluster, names: &[String]) -> Vec<(String, Song)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_leader_stops_writing_within_its_renew_deadline_and_stands_by_once_healed() {
-    let setup = setup("partition", true).await;
+    let (setup, a, b) = two_replicas("partition").await;
     let cluster = &setup.cluster;
-    let missing = setup.dir.join("no-module-file-here.wasm");
-    let a = Replica::spawn("operator-a", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
-    let b = Replica::spawn("operator-b", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
     let names: Vec<String> = (0..4).map(|i| format!("p-{i}")).collect();
     for name in &names {
         cluster.create_hikawa("default", name, 300, &[]).await;
@@ -150,11 +157,8 @@ async fn a_partitioned_leader_stops_writing_within_its_renew_deadline_and_stands
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_connection_cut_once_a_second_for_20_seconds_leaves_every_song_valid() {
-    let setup = setup("cuts", true).await;
+    let (setup, a, b) = two_replicas("cuts").await;
     let cluster = &setup.cluster;
-    let missing = setup.dir.join("no-module-file-here.wasm");
-    let a = Replica::spawn("operator-a", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
-    let b = Replica::spawn("operator-b", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
     let mut names: Vec<String> = (0..4).map(|i| format!("c-{i}")).collect();
     for name in &names {
         cluster.create_hikawa("default", name, 200, &[]).await;
