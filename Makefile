@@ -13,8 +13,10 @@ RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
 FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
-GUEST_OUT_DIR := target/$(GUEST_TARGET)/guest
-COMPONENTIZE := target/debug/componentize
+# Cargo's build output (CARGO_TARGET_DIR when set); the components go to target/ whatever it is.
+CARGO_OUT := $(or $(CARGO_TARGET_DIR),target)
+GUEST_OUT_DIR := $(CARGO_OUT)/$(GUEST_TARGET)/guest
+COMPONENTIZE := $(CARGO_OUT)/debug/componentize
 # A component must stay well under a ConfigMap's 1 MiB; the product's budget is 64 KiB.
 GUEST_MAX_BYTES := 65536
 # A 64 KiB shadow stack instead of rustc's 1 MiB: every call gets a fresh instance, and a
@@ -124,6 +126,18 @@ crds: ## Regenerate deploy/crds/ from the Rust types.
 crds-check: ## Fail when deploy/crds/ differs from the Rust types.
 	@$(CARGO) run -q -p zundoko-operator -- crd | diff -u deploy/crds/zundokokiyoshi.yaml - \
 	  || { echo "deploy/crds/ is stale: run 'make crds'" >&2; exit 1; }
+
+# The PrometheusRule is rules.yaml's groups under a header: one source, never edited by hand
+# (host/tests/monitoring.rs fails when they differ). Top-level comments are rules.yaml's own.
+MONITORING := deploy/monitoring
+
+.PHONY: monitoring
+monitoring: ## Regenerate deploy/monitoring/prometheusrule.yaml from deploy/monitoring/rules.yaml.
+	@{ printf '%s\n' '# Generated from rules.yaml by `make monitoring`: edit rules.yaml, not this file.' \
+	  'apiVersion: monitoring.coreos.com/v1' 'kind: PrometheusRule' 'metadata:' '  name: zundoko-operator' \
+	  '  namespace: zundoko-system' '  labels:' '    app.kubernetes.io/name: zundoko-operator' 'spec:'; \
+	  sed -e '/^#/d' -e 's/^\(.\)/  \1/' $(MONITORING)/rules.yaml; } > $(MONITORING)/prometheusrule.yaml
+	@echo "$(MONITORING)/prometheusrule.yaml <- $(MONITORING)/rules.yaml"
 
 .PHONY: dev-apiserver
 dev-apiserver: ## Run the local API server in the foreground (PORT=, KUBECONFIG_OUT=).
