@@ -173,6 +173,7 @@ fn exposed_metric_names() -> BTreeSet<String> {
     metrics.swap_rejected("NotAComponent");
     metrics.ruleset_serving("classic", Some(&module), None);
     metrics.rollout_ended("rolled-back");
+    metrics.ruleset_rejected("classic", "ModulePinMismatch");
     let mut names = BTreeSet::new();
     for line in metrics.encode().lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else { continue };

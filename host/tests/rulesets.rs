@@ -298,6 +298,9 @@ async fn a_refused_source_is_shown_on_the_resource_while_the_old_module_serves()
     let ready_condition = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert!(ready_condition.status == "True" && ready_condition.message.contains("refused"), "{ready_condition:?}");
     assert!(rules_events(&cluster, "r").await.iter().any(|(reason, _)| reason == "NotAComponent"));
+    // Counted for alerts, once, by rule set and reason.
+    let metrics = operator.shared.metrics.encode();
+    assert!(metrics.contains("zundoko_ruleset_rejections_total{rules=\"r\",reason=\"NotAComponent\"} 1"), "{metrics}");
     sing(&cluster, "meanwhile", 0, Some("r"), &[]).await;
     cluster.assert_songs_complete("default", &["meanwhile".to_string()], &classic(), Duration::from_secs(60)).await;
 
@@ -328,6 +331,10 @@ async fn a_refused_source_is_shown_on_the_resource_while_the_old_module_serves()
     let status = wait_rules(&cluster, "outside", "SourceNotAllowed", |s| s.reason.as_deref() == Some("SourceNotAllowed")).await;
     assert_eq!(status.phase.as_deref(), Some("Rejected"));
     assert!(status.message.unwrap().contains(RULES_NS));
+    let metrics = operator.shared.metrics.encode();
+    for (rules, reason) in [("pinned", "ModulePinMismatch"), ("outside", "SourceNotAllowed")] {
+        assert!(metrics.contains(&format!("zundoko_ruleset_rejections_total{{rules=\"{rules}\",reason=\"{reason}\"}} 1")), "{metrics}");
+    }
     operator.stop().await;
 }
 

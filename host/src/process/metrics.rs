@@ -48,6 +48,13 @@ pub struct RuleSetLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleSetProblemLabels {
+    /// The ZundokoRules' name.
+    pub rules: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
 }
@@ -78,6 +85,7 @@ pub struct Metrics {
     lease_last_renew: Gauge<f64, std::sync::atomic::AtomicU64>,
     ruleset_info: Family<RuleSetLabels, Gauge>,
     rollouts: Family<ResultLabels, Counter>,
+    ruleset_rejections: Family<RuleSetProblemLabels, Counter>,
     modules_compiled: Gauge,
     modules_compiled_bytes: Gauge,
     /// The labels each rule set has in `ruleset_info` (a family cannot list its own).
@@ -112,6 +120,7 @@ impl Metrics {
             lease_last_renew: Gauge::default(),
             ruleset_info: Family::default(),
             rollouts: Family::default(),
+            ruleset_rejections: Family::default(),
             modules_compiled: Gauge::default(),
             modules_compiled_bytes: Gauge::default(),
             ruleset_shown: Mutex::default(),
@@ -155,6 +164,11 @@ impl Metrics {
             metrics.ruleset_info.clone(),
         );
         metrics.registry.register("rollouts", "Candidate rollouts ended, by result (promoted, rolled-back)", metrics.rollouts.clone());
+        metrics.registry.register(
+            "ruleset_rejections",
+            "Problems a ZundokoRules reported (its status and a Warning Event), by rule set and reason: its module or candidate refused, or its source unreadable; what it served before keeps serving",
+            metrics.ruleset_rejections.clone(),
+        );
         metrics.registry.register("modules_compiled", "Rules modules compiled and in memory (each shared by all who serve it)", metrics.modules_compiled.clone());
         metrics.registry.register(
             "modules_compiled_bytes",
@@ -271,6 +285,10 @@ impl Metrics {
         if !keep.is_empty() {
             shown.insert(rules.into(), keep.to_vec());
         }
+    }
+
+    pub fn ruleset_rejected(&self, rules: &str, reason: &str) {
+        self.ruleset_rejections.get_or_create(&RuleSetProblemLabels { rules: rules.into(), reason: reason.into() }).inc();
     }
 
     pub fn rollout_ended(&self, result: &str) {

@@ -324,6 +324,9 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
             match reason.as_str() {
                 "Promoted" => ctx.metrics.rollout_ended("promoted"),
                 "RolledBack" => ctx.metrics.rollout_ended("rolled-back"),
+                // Every other Warning is a problem the status now names (a module refused, a
+                // source unreadable).
+                _ if type_ == EventType::Warning => ctx.metrics.ruleset_rejected(&name, &reason),
                 _ => {}
             }
             info!(reason, note, "rule set");
