@@ -17,7 +17,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::deploy::{documents, render};
+use common::deploy::{copy_tree, documents, render};
 use common::kubelet::temp_dir;
 use common::module_bytes;
 use k8s_openapi::api::core::v1::Namespace;
@@ -346,19 +346,6 @@ fn promtool_accepts_every_dashboard_query() {
     std::fs::write(&file, serde_yaml::to_string(&serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]})).unwrap()).unwrap();
     let text = run_ok(Command::new(&promtool).arg("check").arg("rules").arg(&file).output().unwrap(), "promtool check rules on the dashboard's queries");
     assert!(text.contains(&format!("SUCCESS: {count} rules found")), "{text}");
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&src, &dst);
-        } else if src.extension().is_none_or(|e| e != "wasm") {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -42,7 +42,7 @@ pub fn documents(yaml: &str) -> Vec<Value> {
 }
 
 /// deploy/ without the build output, which the caller replaces.
-fn copy_tree(from: &Path, to: &Path) {
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
