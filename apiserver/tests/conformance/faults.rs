@@ -108,6 +108,13 @@ fn http(user_agent: &str) -> reqwest::Client {
     reqwest::Client::builder().user_agent(user_agent).build().unwrap()
 }
 
+/// A client with this User-Agent, and its watch of the widgets.
+async fn watching(url: &str, user_agent: &str) -> (reqwest::Client, mpsc::UnboundedReceiver<Result<Value, String>>) {
+    let client = http(user_agent);
+    let events = watch_events(&client, format!("{url}{WIDGETS}?watch=true")).await;
+    (client, events)
+}
+
 /// A watch's events as they arrive; the channel closes when the stream ends, after an
 /// `Err` if it broke.
 async fn watch_events(http: &reqwest::Client, url: String) -> mpsc::UnboundedReceiver<Result<Value, String>> {
@@ -163,9 +170,7 @@ async fn partition_holds_one_client_until_heal() {
     let raw = Raw::new(&s);
     raw.install_widgets().await;
     let url = s.url();
-    let (a, b) = (http(UA_A), http(UA_B));
-    let mut watch_a = watch_events(&a, format!("{url}{WIDGETS}?watch=true")).await;
-    let mut watch_b = watch_events(&b, format!("{url}{WIDGETS}?watch=true")).await;
+    let ((a, mut watch_a), (b, mut watch_b)) = (watching(&url, UA_A).await, watching(&url, UA_B).await);
 
     let before = SystemTime::now();
     s.faults().partition("operator-a");
@@ -232,9 +237,7 @@ async fn drop_connections_ends_one_clients_watches() {
     let raw = Raw::new(&s);
     raw.install_widgets().await;
     let url = s.url();
-    let (a, b) = (http(UA_A), http(UA_B));
-    let mut watch_a = watch_events(&a, format!("{url}{WIDGETS}?watch=true")).await;
-    let mut watch_b = watch_events(&b, format!("{url}{WIDGETS}?watch=true")).await;
+    let ((a, mut watch_a), (_b, mut watch_b)) = (watching(&url, UA_A).await, watching(&url, UA_B).await);
     s.faults().drop_connections("operator-a");
     ends(&mut watch_a, Duration::from_secs(3)).await;
     assert_eq!(raw.post(WIDGETS, &widget("after", 1)).await.0, 201);
