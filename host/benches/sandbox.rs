@@ -7,10 +7,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use zundoko_operator::modules::ModuleLoader;
-use zundoko_operator::reconcile::plan_check::PlanLimits;
 use zundoko_operator::modules::rules::{NativeRules, Rules};
 use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::modules::swap::digest;
+use zundoko_operator::reconcile::plan_check::PlanLimits;
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::{Observed, Said};
 

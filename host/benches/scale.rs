@@ -36,15 +36,15 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use zundoko_apiserver::{ApiServer, ServerConfig};
+use zundoko_operator::crd::{self, Hikawa, HikawaSpec};
+use zundoko_operator::modules::rules::{NativeRules, Rules, RulesSlot, decide};
+use zundoko_operator::modules::rulesets::RuleSets;
+use zundoko_operator::process::metrics::Metrics;
 use zundoko_operator::reconcile::children::ChildIndex;
 use zundoko_operator::reconcile::context::Context;
-use zundoko_operator::crd::{self, Hikawa, HikawaSpec};
 use zundoko_operator::reconcile::events::EventSink;
-use zundoko_operator::process::metrics::Metrics;
 use zundoko_operator::reconcile::pace::{Pace, PaceSettings};
 use zundoko_operator::reconcile::plan_check::PlanLimits;
-use zundoko_operator::modules::rulesets::RuleSets;
-use zundoko_operator::modules::rules::{NativeRules, Rules, RulesSlot, decide};
 use zundoko_rules::Observed;
 
 const ROLE: &str = "ZUNDOKO_BENCH_ROLE";

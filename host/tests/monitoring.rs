@@ -24,9 +24,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use serde_json::Value;
-use zundoko_operator::process::metrics::Metrics;
 use zundoko_operator::modules::rules::Decision;
 use zundoko_operator::modules::sandbox::ModuleIdentity;
+use zundoko_operator::process::metrics::Metrics;
 use zundoko_rules::{Action, ChildKind, ModuleInfo, Plan};
 
 fn monitoring_dir() -> PathBuf {

@@ -5,9 +5,9 @@ mod common;
 
 use common::{fixture_bytes, module_bytes};
 use sha2::{Digest, Sha256};
-use zundoko_operator::reconcile::plan_check::{PlanLimits, PlanRejection};
 use zundoko_operator::modules::rules::{NativeRules, Rules, decide};
 use zundoko_operator::modules::sandbox::{GuestError, RULES_EXPORT, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_operator::reconcile::plan_check::{PlanLimits, PlanRejection};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::song::mix;
 use zundoko_rules::{Observed, Said};

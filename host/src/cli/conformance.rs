@@ -14,10 +14,10 @@ use rand::{RngCore, SeedableRng, rngs::StdRng};
 use serde::Serialize;
 use zundoko_rules::{ChildKind, Hikawa, Observed, Plan};
 
-use crate::reconcile::plan_check::{self, PlanLimits};
 use crate::modules::rules::smoke_test;
-use crate::text::printable;
 use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
+use crate::reconcile::plan_check::{self, PlanLimits};
+use crate::text::printable;
 
 /// A module must fit a ConfigMap many times over: the product's budget.
 pub const MAX_MODULE_BYTES: usize = 64 << 10;

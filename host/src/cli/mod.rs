@@ -10,11 +10,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use crate::reconcile::plan_check::PlanLimits;
 use crate::modules::sandbox::{RulesModule, SandboxEngine, SandboxLimits, WORLD};
 use crate::modules::swap::configmap::ConfigMapRef;
 use crate::modules::swap::file::FileSource;
 use crate::process::telemetry::LogFormat;
+use crate::reconcile::plan_check::PlanLimits;
 
 #[derive(Parser, Debug)]
 #[command(

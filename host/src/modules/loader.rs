@@ -6,9 +6,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::reconcile::plan_check::PlanLimits;
 use crate::modules::rules::smoke_test;
 use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine};
+use crate::reconcile::plan_check::PlanLimits;
 
 /// Modules kept compiled after they stop serving.
 const RECENT_MODULES: usize = 4;

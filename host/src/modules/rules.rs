@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use zundoko_rules::{Observed, Plan, RuleSet};
 
-use crate::reconcile::plan_check::{self, PlanLimits};
 use crate::modules::sandbox::{GuestError, GuestLog, GuestOutcome, ModuleIdentity, RulesModule};
+use crate::reconcile::plan_check::{self, PlanLimits};
 
 /// Something that can make a decision: the wasm sandbox or native rules.
 pub trait Rules: Send + Sync + 'static {

@@ -18,15 +18,15 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use zundoko_rules::RuleSet;
 
-use crate::reconcile::context::Shared;
-use crate::reconcile::controller::{self, Settings};
-use crate::process::leader::{Election, LeaderSettings, Term, fence};
 use crate::modules::ModuleLoader;
 use crate::modules::rules::{NativeRules, RulesSlot};
 use crate::modules::sandbox::{SandboxEngine, SandboxLimits};
 use crate::modules::swap::configmap::ConfigMapRef;
 use crate::modules::swap::file::FileSource;
 use crate::modules::swap::{SwapEvents, SwapOutcome, Swapper};
+use crate::process::leader::{Election, Fence, LeaderSettings, Term, fence};
+use crate::reconcile::context::Shared;
+use crate::reconcile::controller::{self, Settings};
 
 /// Where the rules come from.
 #[derive(Clone, Debug, Default)]
@@ -71,7 +71,9 @@ pub async fn start(
     config: OperatorConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Running> {
-    let client = fence::with_timeout(client, config.api_timeout);
+    // Every request bounded; the controller's writes are fenced per term (lead_and_reconcile).
+    let raw = client;
+    let client = fence::guarded(raw.clone(), Fence::open(config.api_timeout));
     let slot = Arc::new(match &config.modules.native {
         Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
         None => RulesSlot::empty(),
@@ -104,7 +106,7 @@ pub async fn start(
         shared.metrics.module_serving(rules.identity());
     }
 
-    let task = tokio::spawn(lead_and_reconcile(client, shared.clone(), config, stopped));
+    let task = tokio::spawn(lead_and_reconcile(raw, client, shared.clone(), config, stopped));
     Ok(Running { shared, http_addr, task })
 }
 
@@ -201,7 +203,9 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 /// (403) to read what the operator needs.
 async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
     let mut delay = Duration::from_millis(500);
-    for attempt in 1.. {
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
         let answer = match &config.leader {
             // The Lease is the first thing a replica needs: try that (not found is fine).
             Some(leader) => kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &leader.namespace)
@@ -233,7 +237,6 @@ async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &
             }
         }
     }
-    unreachable!("the loop returns")
 }
 
 /// A Warning Event on the operator's Pod: the API server may be out of reach just then (a
@@ -252,7 +255,8 @@ async fn tell_lost(events: SwapEvents, note: String) {
 }
 
 /// Once a module serves: reconcile, while this replica holds the lease if there is an election.
-async fn lead_and_reconcile(client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+/// `client` bounds every request; `raw` is what each term's fenced client wraps.
+async fn lead_and_reconcile(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
     tokio::select! {
         _ = shared.rules.loaded() => {}
         _ = stopped(stop.clone()) => return Ok(()),
@@ -274,7 +278,7 @@ async fn lead_and_reconcile(client: Client, shared: Shared, config: OperatorConf
         }
         shared.metrics.set_leader(true);
         // Writes only while the fence permits; reads as usual.
-        let fenced = fence::fenced(client.clone(), election.fence.clone());
+        let fenced = fence::guarded(raw.clone(), election.fence.clone());
         let reconciling = controller::run(fenced, shared.clone(), config.controller.clone(), stopped(stop.clone()));
         tokio::select! {
             // Shut down gracefully: reconciles in flight finished.

@@ -14,12 +14,12 @@ use sha2::{Digest, Sha256};
 use zundoko_rules::{ChildKind, Observed, Plan};
 
 use crate::crd::SAID_AT;
-use crate::reconcile::context::Context;
 use crate::crd::{Hikawa, HikawaStatus, Kiyoshi, KiyoshiSpec, Zundoko, ZundokoSpec};
 use crate::error::{Error, Result};
+use crate::modules::sandbox::ModuleIdentity;
+use crate::reconcile::context::Context;
 use crate::reconcile::events::EventType;
 use crate::reconcile::lean;
-use crate::modules::sandbox::ModuleIdentity;
 use crate::reconcile::status;
 
 /// Label on every child naming its Hikawa (for `kubectl get zundokos -l ...`); its value is

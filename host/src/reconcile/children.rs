@@ -19,8 +19,8 @@ use tokio::sync::watch as signal;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
 use zundoko_rules::{Said, TimestampMs};
 
-use crate::crd::{Kiyoshi, Zundoko};
 use crate::crd::SAID_AT;
+use crate::crd::{Kiyoshi, Zundoko};
 use crate::reconcile::lean::LeanChild;
 
 

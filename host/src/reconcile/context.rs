@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use crate::reconcile::children::ChildIndex;
-use crate::reconcile::events::EventSink;
-use crate::process::health::Health;
-use crate::process::metrics::Metrics;
 use crate::modules::ModuleLoader;
-use crate::reconcile::pace::Pace;
-use crate::reconcile::plan_check::PlanLimits;
 use crate::modules::rules::RulesSlot;
 use crate::modules::rulesets::RuleSets;
+use crate::process::health::Health;
+use crate::process::metrics::Metrics;
+use crate::reconcile::children::ChildIndex;
+use crate::reconcile::events::EventSink;
+use crate::reconcile::pace::Pace;
+use crate::reconcile::plan_check::PlanLimits;
 
 /// What lives as long as the process, whichever replica leads: the default rules, the
 /// compiled modules, the metrics, and what readiness is made of.

@@ -17,19 +17,19 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::crd::Hikawa;
+use crate::error::{Error, Result};
+use crate::modules::rules::decide_async;
+use crate::modules::rulesets::{self, Choice, RuleSets};
+use crate::modules::sandbox::ModuleIdentity;
 use crate::reconcile::apply::{self, HIKAWA_LABEL};
 use crate::reconcile::children::{self, ChildIndex};
 use crate::reconcile::context::{Context, Shared};
-use crate::crd::Hikawa;
-use crate::error::{Error, Result};
 use crate::reconcile::events::EventSink;
 use crate::reconcile::lean::{self, LeanHikawa};
 use crate::reconcile::observe::observe;
 use crate::reconcile::pace::{Footprint, Gate, Pace, PaceSettings};
 use crate::reconcile::plan_check::PlanLimits;
-use crate::modules::rules::decide_async;
-use crate::modules::rulesets::{self, Choice, RuleSets};
-use crate::modules::sandbox::ModuleIdentity;
 use crate::reconcile::status;
 
 /// Where rule sets' ConfigMaps are read from when nothing else is said: the namespace

@@ -3,8 +3,8 @@
 use kube::ResourceExt;
 use zundoko_rules::{Observed, TimestampMs};
 
-use crate::reconcile::children::Owned;
 use crate::crd::Hikawa;
+use crate::reconcile::children::Owned;
 
 /// The Hikawa as the rules see it.
 pub fn hikawa_view(hikawa: &Hikawa) -> zundoko_rules::Hikawa {

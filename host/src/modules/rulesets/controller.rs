@@ -25,11 +25,11 @@ use super::source::{Checked, Problem, SourceSpec, Sources};
 use super::status::{self, Findings, PROGRESSING, PROMOTED, ROLLED_BACK};
 use super::{Candidate, RuleSets, Serving, Unavailable};
 use crate::crd::{Hikawa, ZundokoRules, ZundokoRulesStatus};
-use crate::reconcile::events::{EventSink, EventType};
-use crate::process::metrics::Metrics;
 use crate::modules::ModuleLoader;
 use crate::modules::rules::Rules;
 use crate::modules::sandbox::RulesModule;
+use crate::process::metrics::Metrics;
+use crate::reconcile::events::{EventSink, EventType};
 
 /// A rule set's status is written at most this often (a rollout's counts change with every
 /// decision); a change of phase waits at most this long too.

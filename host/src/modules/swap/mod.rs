@@ -16,10 +16,10 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::process::metrics::Metrics;
 use crate::modules::ModuleLoader;
 use crate::modules::rules::RulesSlot;
 use crate::modules::sandbox::{GuestError, RulesModule};
+use crate::process::metrics::Metrics;
 
 /// Where a candidate came from, for logs and Events.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -49,7 +49,7 @@ pub struct Election {
 }
 
 impl Election {
-    /// Start competing for the Lease. `client` must bound every request (`fence::with_timeout`).
+    /// Start competing for the Lease. `client` must bound every request (`fence::guarded` with an open fence).
     pub fn start(client: Client, settings: &LeaderSettings, request_timeout: Duration, metrics: Arc<Metrics>) -> Election {
         let fence = Fence::closed(request_timeout);
         let (term_tx, term) = watch::channel(Term::Standby);
