@@ -41,8 +41,8 @@ use zundoko_operator::modules::rules::{NativeRules, Rules, RulesSlot, decide};
 use zundoko_operator::modules::rulesets::RuleSets;
 use zundoko_operator::process::metrics::Metrics;
 use zundoko_operator::reconcile::children::ChildIndex;
-use zundoko_operator::reconcile::context::Context;
-use zundoko_operator::reconcile::events::EventSink;
+use zundoko_operator::process::leader::ShardTable;
+use zundoko_operator::reconcile::context::{Context, Writer};
 use zundoko_operator::reconcile::pace::{Pace, PaceSettings};
 use zundoko_operator::reconcile::plan_check::PlanLimits;
 use zundoko_rules::Observed;
@@ -329,9 +329,12 @@ async fn ceiling_client() {
     config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static("zundoko-operator/bench-ceiling")));
     let client = Client::try_from(config).expect("a client");
     let rules: Arc<dyn Rules> = Arc::new(NativeRules::new(zundoko_rules::classic()));
+    // One process, every shard: the operator without election.
+    let shards = ShardTable::all(32, "bench-ceiling", client.clone());
     let ctx = Arc::new(Context {
         client: client.clone(),
-        events: EventSink::new(client.clone(), "zundoko-operator", "bench-ceiling"),
+        writers: Writer::per_shard(&shards, "bench-ceiling"),
+        shards,
         rules: Arc::new(RulesSlot::new(rules.clone())),
         // No rule sets: the ceiling sings with the default rules only.
         rulesets: Arc::new(RuleSets::new().0),
@@ -383,7 +386,7 @@ async fn ceiling_client() {
                     observed.entropy = rand::random();
                     let decision = decide(rules.as_ref(), &observed, &ctx.plan_limits);
                     let plan = decision.outcome.expect("the classic rules decide");
-                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &song.hikawa, &observed, &plan, &decision.module)
+                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module)
                         .await
                         .expect("the API server takes the writes");
                     words.fetch_add(u64::from(applied.created), Ordering::Relaxed);

@@ -31,6 +31,7 @@ pub const VERSION: &str = "v1beta1";
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Module","type":"string","jsonPath":".status.module.name"}"#,
     printcolumn = r#"{"name":"Rules","type":"string","jsonPath":".spec.rules","priority":1}"#,
+    printcolumn = r#"{"name":"Decided-By","type":"string","jsonPath":".status.decidedBy","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -78,6 +79,10 @@ pub struct HikawaStatus {
     /// The rules module that made the last decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<ModuleStatus>,
+    /// The operator replica (its Pod) that made the last decision: the holder of this
+    /// Hikawa's shard then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
     /// `Ready`: True when the rules decided and the plan was applied; False with the
     /// failure as its reason (GuestTrapped, PlanRejected, OutOfCpuBudget, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

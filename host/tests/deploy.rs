@@ -93,6 +93,7 @@ fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
         ("CustomResourceDefinition", 4),
         ("Deployment", 1),
         ("Namespace", 1),
+        ("PodDisruptionBudget", 1),
         ("Role", 1),
         ("RoleBinding", 1),
         ("Service", 1),
@@ -153,10 +154,11 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("patch", GROUP, "hikawas", "status", "default", "hikawa-sample"),
     ("create", "events.k8s.io", "events", "", "default", ""),
     ("patch", "events.k8s.io", "events", "", "default", "hikawa-sample.17a3b"),
-    // Leader election in its own namespace.
-    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    // Shard Leases and the members Lease, in its own namespace.
+    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-00"),
     ("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
-    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-31"),
+    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-members"),
     // The module ConfigMap, read and watched by name (a metadata.name field selector).
     ("get", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     ("list", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
@@ -177,8 +179,9 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     // serve reads, and the status is only merge-patched.
     ("get", GROUP, "hikawas", "", "default", "hikawa-sample"),
     ("update", GROUP, "hikawas", "status", "default", "hikawa-sample"),
-    // The Lease is taken and renewed by update with its resourceVersion, never patched.
-    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    // A Lease is taken and renewed by update with its resourceVersion, never patched.
+    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-00"),
+    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-members"),
     ("create", GROUP, "hikawas", "", "default", ""),
     ("update", GROUP, "hikawas", "", "default", "hikawa-sample"),
     ("patch", GROUP, "hikawas", "", "default", "hikawa-sample"),
@@ -196,7 +199,11 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-controller-manager"),
     ("create", "coordination.k8s.io", "leases", "", "default", ""),
     ("list", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
-    ("delete", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
+    ("watch", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
+    ("delete", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-00"),
+    // No shard beyond the configured count, and not the single leader Lease of old.
+    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-32"),
+    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
     // Rule sets belong to their users: no spec writes, no create or delete.
     ("get", GROUP, "zundokorules", "", "", "classic"),
     ("patch", GROUP, "zundokorules", "", "", "classic"),
@@ -465,28 +472,54 @@ fn the_module_configmap_keeps_its_name_and_the_operator_watches_it() {
 }
 
 #[test]
-fn leader_election_is_on_with_the_pods_identity_and_rbac_for_its_lease() {
+fn three_replicas_share_the_shards_with_the_pods_identity_and_rbac_for_every_lease() {
     let deployment: Deployment = one("Deployment");
-    assert!(deployment.spec.unwrap().replicas.is_none(), "replicas left to `kubectl scale`: applying it would conflict");
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(3), "every replica works: three share the shards");
     let pod = pod();
     assert_eq!(pod.service_account_name.as_deref(), Some(ACCOUNT));
     assert_ne!(pod.automount_service_account_token, Some(false), "the operator needs its token");
+    // Spread over nodes and zones, but never left pending for want of them.
+    let spread = pod.topology_spread_constraints.unwrap_or_default();
+    let keys: Vec<&str> = spread.iter().map(|t| t.topology_key.as_str()).collect();
+    assert_eq!(keys, ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]);
+    for t in &spread {
+        assert_eq!((t.max_skew, t.when_unsatisfiable.as_str()), (1, "ScheduleAnyway"), "{t:?}");
+        let selects = t.label_selector.as_ref().and_then(|s| s.match_labels.clone()).unwrap_or_default();
+        assert_eq!(selects.get("app.kubernetes.io/name").map(String::as_str), Some("zundoko-operator"));
+    }
+    // A drain takes one replica at a time, and the budget selects the Deployment's pods.
+    let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = one("PodDisruptionBudget");
+    assert_eq!(pdb.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let pdb = pdb.spec.unwrap();
+    assert_eq!(pdb.max_unavailable, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)));
+    assert_eq!(pdb.selector.and_then(|s| s.match_labels), spec.selector.match_labels);
+
     let c = operator_container();
     let on = c.args.iter().flatten().any(|a| a == "--leader-election") || env(&c, "ZUNDOKO_LEADER_ELECTION").as_deref() == Some("true");
-    assert!(on, "leader election, so a second replica never acts");
+    assert!(on, "shards held through Leases, so no Hikawa has two deciders");
     for (name, field) in [("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")] {
         let from = c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value_from.clone()).and_then(|v| v.field_ref);
         assert_eq!(from.map(|f| f.field_path).as_deref(), Some(field), "{name} from the downward API");
     }
-    let lease = setting(&c, "--lease-name", "ZUNDOKO_LEASE_NAME").unwrap_or_else(|| "zundoko-operator".into());
+    let prefix = setting(&c, "--lease-name", "ZUNDOKO_LEASE_NAME").unwrap_or_else(|| "zundoko-operator".into());
+    let shards: u16 = setting(&c, "--shards", "ZUNDOKO_SHARDS").map_or(32, |s| s.parse().unwrap());
     let rbac = operator_rbac();
-    for verb in ["get", "update"] {
-        assert!(rbac.allows(verb, "coordination.k8s.io", "leases", "", NAMESPACE, &lease), "{verb} lease {lease}");
+    // Every Lease the replicas use, by the operator's own naming: the Role names them all.
+    let names = zundoko_operator::process::leader::assign::lease_names(&prefix, shards);
+    assert_eq!(names.len(), shards as usize + 1);
+    for lease in &names {
+        for verb in ["get", "update"] {
+            assert!(rbac.allows(verb, "coordination.k8s.io", "leases", "", NAMESPACE, lease), "{verb} lease {lease}");
+        }
+        // Taken and renewed only by an update carrying the resourceVersion read: never a
+        // patch (or a forced apply) that would overwrite another holder's record.
+        assert!(!rbac.allows("patch", "coordination.k8s.io", "leases", "", NAMESPACE, lease), "no patch of {lease}");
     }
-    // Taken and renewed only by an update carrying the resourceVersion read: never a patch
-    // (or a forced apply) that would overwrite another holder's record.
-    assert!(!rbac.allows("patch", "coordination.k8s.io", "leases", "", NAMESPACE, &lease), "no patch of the Lease");
-    assert!(rbac.allows("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""), "create the lease");
+    assert!(rbac.allows("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""), "create the leases");
+    // Nothing beyond them: the next shard's name is not granted.
+    let next = zundoko_operator::process::leader::assign::lease_name(&prefix, shards, shards + 1);
+    assert!(!rbac.allows("get", "coordination.k8s.io", "leases", "", NAMESPACE, &next), "{next}");
 }
 
 /// `make deploy IMG=...` replaces the render's `image:` line with sed: there must be exactly one.

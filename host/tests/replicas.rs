@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::cluster::Cluster;
 use common::kubelet::temp_dir;
 use common::module_bytes;
-use common::replica::{NS, Replica, Setup, put_module, said_events, setup};
+use common::replica::{LEADER_LEASE, ONE_SHARD, NS, Replica, Setup, put_module, said_events, setup};
 use common::running::{config, eventually, file, start_with};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::PostParams;
@@ -66,8 +66,8 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
         candidate: None,
     };
     Api::<ZundokoRules>::all(cluster.client.clone()).create(&PostParams::default(), &ZundokoRules::new("japanese", spec)).await.unwrap();
-    let a = Replica::spawn("operator-a", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
-    let b = Replica::spawn("operator-b", &setup.kubeconfig, &setup.env, &missing, &setup.dir);
+    let a = Replica::spawn_with("operator-a", &setup.kubeconfig, &setup.env, ONE_SHARD, &missing, &setup.dir);
+    let b = Replica::spawn_with("operator-b", &setup.kubeconfig, &setup.env, ONE_SHARD, &missing, &setup.dir);
 
     let names: Vec<String> = (0..6).map(|i| format!("ha-{i}")).collect();
     for name in &names {
@@ -80,7 +80,7 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
 
     // Exactly one sings: the Lease holder; the other is a ready standby.
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
-    let holder = leases.get("zundoko-operator").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    let holder = leases.get(LEADER_LEASE).await.unwrap().spec.unwrap().holder_identity.unwrap();
     let (leader, standby) = if holder == a.name { (a, b) } else { (b, a) };
     assert_eq!(holder, leader.name, "{}\n{}", leader.log(), standby.log());
     let singers: std::collections::BTreeSet<String> =
@@ -130,7 +130,7 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
     let mut env = setup.env.clone();
     env.push(("ZUNDOKO_WAIT_FOR_MODULE".into(), "true".into()));
     let missing = setup.dir.join("no-module-file-here.wasm");
-    let mut op = Replica::spawn("operator-solo", &setup.kubeconfig, &env, &missing, &setup.dir);
+    let mut op = Replica::spawn_with("operator-solo", &setup.kubeconfig, &env, ONE_SHARD, &missing, &setup.dir);
 
     eventually("the HTTP endpoints", Duration::from_secs(30), async || op.get("/healthz").is_some()).await;
     assert_eq!(op.get("/healthz").unwrap().0, 200);
@@ -172,10 +172,10 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "exit status {status}:\n{}", op.log());
-    assert!(op.log().contains("released the leader Lease"), "{}", op.log());
+    assert!(op.log().contains("released the Lease"), "{}", op.log());
     // Written to a file, not a terminal: no colour codes.
     assert!(op.log().contains(" INFO ") && !op.log().contains('\x1b'), "{}", op.log());
-    let lease = Api::<Lease>::namespaced(cluster.client.clone(), NS).get("zundoko-operator").await.unwrap();
+    let lease = Api::<Lease>::namespaced(cluster.client.clone(), NS).get(LEADER_LEASE).await.unwrap();
     let holder = lease.spec.and_then(|s| s.holder_identity);
     assert!(holder.is_none() || holder.as_deref() == Some(""), "released: {holder:?}");
     assert_requests_allowed(&setup, &[]);
@@ -189,9 +189,10 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
     let path = dir.join("rules.wasm");
     std::fs::write(&path, module_bytes("zundoko-classic")).unwrap();
     let mut config = config(zundoko_operator::process::operator::ModuleSources { file: Some(file(path)), ..Default::default() });
-    config.leader = Some(zundoko_operator::process::leader::LeaderSettings {
+    config.leader = Some(zundoko_operator::process::leader::ShardSettings {
         namespace: "default".into(),
-        lease_name: "zundoko-operator".into(),
+        lease_prefix: "zundoko-operator".into(),
+        count: 1,
         identity: "in-process".into(),
         durations: zundoko_operator::process::leader::Durations {
             lease: Duration::from_secs(2),
@@ -210,7 +211,7 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "default");
     let steal = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 3600,
         "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}});
-    leases.patch("zundoko-operator", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&steal)).await.unwrap();
+    leases.patch(LEADER_LEASE, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&steal)).await.unwrap();
     eventually("the replica standing down", Duration::from_secs(10), async || {
         operator.metrics().contains("zundoko_leader 0")
     })
@@ -224,7 +225,7 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
     // The intruder stops renewing (its lease runs out): the replica takes the lease again and
     // the song goes on.
     let expire = serde_json::json!({"spec": {"leaseDurationSeconds": 1}});
-    leases.patch("zundoko-operator", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&expire)).await.unwrap();
+    leases.patch(LEADER_LEASE, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&expire)).await.unwrap();
     eventually("singing again", Duration::from_secs(30), async || words().await > frozen).await;
     assert!(operator.metrics().contains("zundoko_leader 1"));
     operator.stop().await;

@@ -146,13 +146,18 @@ pub struct RunArgs {
     /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
     #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: String,
-    /// Reconcile only while holding a coordination.k8s.io Lease, so that of several replicas
-    /// exactly one acts.
+    /// Share the Hikawas with the other replicas: each decides only for the shards whose
+    /// coordination.k8s.io Lease it holds (its fair share), so no Hikawa has two deciders.
     #[arg(long, env = "ZUNDOKO_LEADER_ELECTION")]
     pub leader_election: bool,
-    /// The Lease's name (in --operator-namespace).
+    /// The Leases' name prefix (in --operator-namespace): `<name>-shard-NN`, one per shard,
+    /// and `<name>-members`, where the replicas say they are alive.
     #[arg(long, env = "ZUNDOKO_LEASE_NAME", default_value = "zundoko-operator")]
     pub lease_name: String,
+    /// Shards the Hikawas fall into (by a hash of their uid), 1 to 256. One replica at most
+    /// per shard works; with 1, one replica decides for all and the others stand by.
+    #[arg(long, env = "ZUNDOKO_SHARDS", default_value_t = 32)]
+    pub shards: u16,
     /// Seconds a lease lasts without renewal: how long a crashed leader holds up the others
     /// (another replica takes it once the Lease has not changed for this long, as it observes
     /// it on its own clock).
@@ -347,11 +352,18 @@ impl RunArgs {
                 durations.renew_deadline
             );
         }
-        let leader = self.leader_election.then(|| crate::process::leader::LeaderSettings {
+        anyhow::ensure!(
+            (1..=crate::process::leader::assign::MAX_SHARDS).contains(&self.shards),
+            "--shards {} is not between 1 and {}",
+            self.shards,
+            crate::process::leader::assign::MAX_SHARDS
+        );
+        let leader = self.leader_election.then(|| crate::process::leader::ShardSettings {
             namespace: self.operator_namespace.clone().unwrap_or_else(|| "default".into()),
-            lease_name: self.lease_name.clone(),
+            lease_prefix: self.lease_name.clone(),
             identity: instance,
             durations,
+            count: self.shards,
         });
         let modules = crate::process::operator::ModuleSources {
             file: self.module.clone().map(|path| FileSource {
@@ -373,6 +385,7 @@ impl RunArgs {
             modules,
             http_addr,
             leader,
+            shards: self.shards,
             api_timeout,
             namespace: self.operator_namespace.clone(),
             pod_name: self.pod_name.clone(),

@@ -11,13 +11,15 @@ pub struct Health {
     rules: Arc<RulesSlot>,
     reconciling: AtomicBool,
     caches_synced: AtomicBool,
+    /// Shards held and their count (a replica holding none is a ready standby).
+    shards: Mutex<(usize, u16)>,
     /// Why the API server could not be reached at start, while it cannot.
     api_unreachable: Mutex<Option<String>>,
 }
 
 impl Health {
     pub fn new(rules: Arc<RulesSlot>) -> Self {
-        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), api_unreachable: Mutex::default() }
+        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), shards: Mutex::new((0, 0)), api_unreachable: Mutex::default() }
     }
 
     /// The controller started (true) or stopped (false) on this replica.
@@ -30,6 +32,10 @@ impl Health {
     /// The API server does not answer yet (`Some(why)`), or does (`None`).
     pub fn set_api_unreachable(&self, why: Option<String>) {
         *self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    pub fn set_shards(&self, held: usize, count: u16) {
+        *self.shards.lock().unwrap_or_else(|e| e.into_inner()) = (held, count);
     }
 
     pub fn set_caches_synced(&self) {
@@ -46,7 +52,11 @@ impl Health {
         };
         let module = &rules.identity().digest;
         match (self.reconciling.load(Ordering::SeqCst), self.caches_synced.load(Ordering::SeqCst)) {
-            (true, true) => Ok(format!("ok: reconciling with {module}")),
+            (true, true) => match *self.shards.lock().unwrap_or_else(|e| e.into_inner()) {
+                (0, count) if count > 0 => Ok(format!("ok: standby with {module} (no shard of {count} held)")),
+                (held, count) if held < count as usize => Ok(format!("ok: reconciling {held} of {count} shards with {module}")),
+                _ => Ok(format!("ok: reconciling with {module}")),
+            },
             (true, false) => Err("the caches of Zundokos and Kiyoshis are not synced yet".into()),
             (false, _) => Ok(format!("ok: standby with {module}")),
         }

@@ -80,6 +80,9 @@ pub struct Metrics {
     swaps: Family<SwapLabels, Counter>,
     module_check_seconds: Histogram,
     leader: Gauge,
+    shards: Gauge,
+    shards_held: Gauge,
+    shard_handovers: Family<ReasonLabels, Counter>,
     lease_renew_failures: Counter,
     /// Unix seconds (fractional) of the last successful acquisition or renewal of the Lease.
     lease_last_renew: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -116,6 +119,9 @@ impl Metrics {
             // 1 ms .. 4 s: compiling a ~32 KiB component takes tens of milliseconds.
             module_check_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 13)),
             leader: Gauge::default(),
+            shards: Gauge::default(),
+            shards_held: Gauge::default(),
+            shard_handovers: Family::default(),
             lease_renew_failures: Counter::default(),
             lease_last_renew: Gauge::default(),
             ruleset_info: Family::default(),
@@ -147,15 +153,22 @@ impl Metrics {
             "Time to check a candidate module: digest, compile, world, smoke test",
             metrics.module_check_seconds.clone(),
         );
-        metrics.registry.register("leader", "1 while this replica holds the leader Lease (or runs without election)", metrics.leader.clone());
+        metrics.registry.register("leader", "1 while this replica holds at least one shard (or runs without election)", metrics.leader.clone());
+        metrics.registry.register("shards", "Shards the Hikawas are split into (--shards)", metrics.shards.clone());
+        metrics.registry.register("shards_held", "Shards this replica holds (deciding or handing over)", metrics.shards_held.clone());
+        metrics.registry.register(
+            "shard_handovers",
+            "Shard Leases that changed hands here: taken, released (handed back), lost (past the renew deadline)",
+            metrics.shard_handovers.clone(),
+        );
         metrics.registry.register(
             "lease_renew_failures",
-            "Tries to renew the leader Lease that failed while leading (past the renew deadline, the replica stops leading)",
+            "Tries to renew a held Lease that failed (past the renew deadline, the replica stops deciding for its shard)",
             metrics.lease_renew_failures.clone(),
         );
         metrics.registry.register(
             "lease_last_renew_timestamp_seconds",
-            "When this replica last acquired or renewed the leader Lease (Unix seconds; 0: never)",
+            "When this replica last acquired or renewed a shard Lease (Unix seconds; 0: never)",
             metrics.lease_last_renew.clone(),
         );
         metrics.registry.register(
@@ -303,6 +316,17 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(leading as i64);
+    }
+
+    /// The shard count, and how many this replica holds.
+    pub fn set_shards(&self, count: u16, held: usize) {
+        self.shards.set(i64::from(count));
+        self.shards_held.set(held as i64);
+        self.leader.set((held > 0) as i64);
+    }
+
+    pub fn shard_handover(&self, reason: &str) {
+        self.shard_handovers.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
     pub fn lease_renewed(&self, at: jiff::Timestamp) {

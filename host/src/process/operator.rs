@@ -1,9 +1,8 @@
 //! The operator process put together: the first module, the module sources and the swapper,
-//! the HTTP endpoints, leader election, and the controller while this replica leads.
+//! the HTTP endpoints, the shards this replica competes for, and the controller.
 //!
-//! Every API request is bounded by `api_timeout`; the controller's writes also go through the
-//! election's fence, and the controller is dropped (reconciles in flight cancelled) the
-//! moment the term ends.
+//! Every API request is bounded by `api_timeout`; the controller's writes for a Hikawa also go
+//! through its shard's fence, so none is sent unless the shard's Lease is surely held.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use crate::modules::sandbox::{SandboxEngine, SandboxLimits};
 use crate::modules::swap::configmap::ConfigMapRef;
 use crate::modules::swap::file::FileSource;
 use crate::modules::swap::{SwapEvents, SwapOutcome, Swapper};
-use crate::process::leader::{Election, Fence, LeaderSettings, Term, fence};
+use crate::process::leader::{Fence, ShardSettings, ShardTable, Sharding, fence};
 use crate::reconcile::context::Shared;
 use crate::reconcile::controller::{self, Settings};
 
@@ -48,8 +47,10 @@ pub struct OperatorConfig {
     pub modules: ModuleSources,
     /// `/metrics`, `/healthz`, `/readyz`; none if `None`.
     pub http_addr: Option<SocketAddr>,
-    /// Reconcile only while holding this Lease; always if `None`.
-    pub leader: Option<LeaderSettings>,
+    /// Share the Hikawas with other replicas through shard Leases; hold every shard if `None`.
+    pub leader: Option<ShardSettings>,
+    /// Shards the Hikawas fall into (the children's shard label names them).
+    pub shards: u16,
     /// The longest any API request may take (retries included); shorter than the renew deadline.
     pub api_timeout: Duration,
     /// The operator's own namespace and Pod (downward API), for swap Events.
@@ -82,6 +83,8 @@ pub async fn start(
     let engine = SandboxEngine::new(config.sandbox.clone())?;
     let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
     let shared = Shared::new(slot.clone(), modules);
+    // Not ready until the API server has answered once (before the first try too).
+    shared.health.set_api_unreachable(Some("not reached yet".into()));
     let http_addr = match config.http_addr {
         Some(addr) => {
             let (bound, server) = crate::process::http::bind(addr, shared.health.clone(), shared.metrics.clone())
@@ -207,9 +210,9 @@ async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &
     loop {
         attempt += 1;
         let answer = match &config.leader {
-            // The Lease is the first thing a replica needs: try that (not found is fine).
+            // The Leases are the first thing a replica needs: try one (not found is fine).
             Some(leader) => kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &leader.namespace)
-                .get_opt(&leader.lease_name)
+                .get_opt(&crate::process::leader::assign::members_lease_name(&leader.lease_prefix))
                 .await
                 .map(drop),
             None => client.apiserver_version().await.map(drop),
@@ -240,7 +243,7 @@ async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &
 }
 
 /// A Warning Event on the operator's Pod: the API server may be out of reach just then (a
-/// partition is one way to lose the Lease), so it is tried again for about two minutes.
+/// partition is one way to lose shards), so it is tried again for about two minutes.
 async fn tell_lost(events: SwapEvents, note: String) {
     let mut delay = Duration::from_secs(1);
     for _ in 0..8 {
@@ -254,50 +257,32 @@ async fn tell_lost(events: SwapEvents, note: String) {
     warn!("could not publish the LeaderLost Event on the operator's Pod");
 }
 
-/// Once a module serves: reconcile, while this replica holds the lease if there is an election.
-/// `client` bounds every request; `raw` is what each term's fenced client wraps.
+/// Once a module serves: reconcile the Hikawas of the shards this replica holds (all of them
+/// without election) until shut down, then hand the shards back. `client` bounds every
+/// request; `raw` is what each shard's fenced client wraps.
 async fn lead_and_reconcile(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
     tokio::select! {
         _ = shared.rules.loaded() => {}
         _ = stopped(stop.clone()) => return Ok(()),
     }
     let Some(leader) = &config.leader else {
-        shared.metrics.set_leader(true);
-        controller::run(client, shared.clone(), config.controller.clone(), stopped(stop)).await;
+        let table = ShardTable::all(config.shards, &config.controller.instance, client.clone());
+        shared.metrics.set_shards(table.count, table.count as usize);
+        controller::run(client, table, shared.clone(), config.controller.clone(), stopped(stop)).await;
         return Ok(());
     };
-    let election = Election::start(client.clone(), leader, config.api_timeout, shared.metrics.clone());
+    let mut sharding = Sharding::start(raw, client.clone(), leader, config.api_timeout, shared.metrics.clone());
+    // Shards lost past their renew deadline: said on the Pod, once the API server answers.
+    let mut lost = std::mem::replace(&mut sharding.lost, mpsc::unbounded_channel().1);
     let pod_events = swap_events(&client, &config);
-    let mut term = election.term.clone();
-    loop {
-        tokio::select! {
-            _ = stopped(stop.clone()) => break,
-            held = term.wait_for(|t| *t == Term::Leading) => if held.is_err() {
-                anyhow::bail!("the leader election stopped");
-            },
+    tokio::spawn(async move {
+        while let Some(why) = lost.recv().await {
+            let note = format!("stopped deciding for shards past their renew deadline ({why}); their decisions cancelled, waiting to take shards again");
+            tokio::spawn(tell_lost(pod_events.clone(), crate::text::printable(&note, 1024)));
         }
-        shared.metrics.set_leader(true);
-        // Writes only while the fence permits; reads as usual.
-        let fenced = fence::guarded(raw.clone(), election.fence.clone());
-        let reconciling = controller::run(fenced, shared.clone(), config.controller.clone(), stopped(stop.clone()));
-        tokio::select! {
-            // Shut down gracefully: reconciles in flight finished.
-            _ = reconciling => {}
-            // The term ended: the controller is dropped here, and every reconcile with it.
-            _ = term.wait_for(|t| *t != Term::Leading) => {}
-        }
-        shared.metrics.set_leader(false);
-        shared.health.set_reconciling(false);
-        if *stop.borrow() {
-            break;
-        }
-        if let Term::Lost(why) = term.borrow().clone() {
-            let events = pod_events.clone();
-            let note = format!("stopped leading: {why}; reconciles cancelled, standing by");
-            tokio::spawn(tell_lost(events, note));
-        }
-    }
-    drop(term);
-    election.resign().await;
+    });
+    // Graceful: reconciles in flight finish, then every shard is handed back.
+    controller::run(client, sharding.table.clone(), shared.clone(), config.controller.clone(), stopped(stop)).await;
+    sharding.resign().await;
     Ok(())
 }

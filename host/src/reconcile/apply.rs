@@ -17,7 +17,8 @@ use crate::crd::SAID_AT;
 use crate::crd::{Hikawa, HikawaStatus, Kiyoshi, KiyoshiSpec, Zundoko, ZundokoSpec};
 use crate::error::{Error, Result};
 use crate::modules::sandbox::ModuleIdentity;
-use crate::reconcile::context::Context;
+use crate::process::leader::assign::SHARD_LABEL;
+use crate::reconcile::context::{Context, Writer};
 use crate::reconcile::events::EventType;
 use crate::reconcile::lean;
 use crate::reconcile::status;
@@ -49,7 +50,7 @@ pub struct Applied {
     pub status: HikawaStatus,
 }
 
-pub async fn apply(ctx: &Context, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity) -> Result<Applied> {
+pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity) -> Result<Applied> {
     let ns = observed.hikawa.namespace.as_str();
     let owner = hikawa
         .controller_owner_ref(&())
@@ -62,18 +63,21 @@ pub async fn apply(ctx: &Context, hikawa: &Hikawa, observed: &Observed, plan: &P
             name: Some(say.name.clone()),
             namespace: Some(ns.to_string()),
             owner_references: Some(vec![owner.clone()]),
-            labels: Some(BTreeMap::from([(HIKAWA_LABEL.to_string(), label_value(&observed.hikawa.name))])),
+            labels: Some(BTreeMap::from([
+                (HIKAWA_LABEL.to_string(), label_value(&observed.hikawa.name)),
+                (SHARD_LABEL.to_string(), w.shard_label.clone()),
+            ])),
             annotations: Some(BTreeMap::from([(SAID_AT.to_string(), status::rfc3339_millis(observed.now))])),
             ..ObjectMeta::default()
         };
         let created = match say.kind {
             ChildKind::Zundoko => {
                 let child = Zundoko { metadata: meta, spec: ZundokoSpec { say: say.word.clone() } };
-                create(&ctx.client, ns, &child, &owner.uid).await?
+                create(&w.client, ns, &child, &owner.uid).await?
             }
             ChildKind::Kiyoshi => {
                 let child = Kiyoshi { metadata: meta, spec: KiyoshiSpec { say: say.word.clone() } };
-                create(&ctx.client, ns, &child, &owner.uid).await?
+                create(&w.client, ns, &child, &owner.uid).await?
             }
         };
         match say.kind {
@@ -90,12 +94,24 @@ pub async fn apply(ctx: &Context, hikawa: &Hikawa, observed: &Observed, plan: &P
     let desired = status::after_plan(hikawa.status.as_ref(), observed.hikawa.generation, plan, said_at, module, observed.now);
     // The word's Event and the status are independent writes: send them together.
     // `related` names the child: each word is its own Event.
-    let publish = futures::future::join_all(
-        events.into_iter().map(|(word, child)| async move { ctx.events.publish(hikawa, EventType::Normal, "Said", &word, "Say", Some(child)).await }),
-    );
-    let (status, _) = futures::join!(write_status(ctx, hikawa, desired), publish);
+    let uid = owner.uid.as_str();
+    let publish = futures::future::join_all(events.into_iter().map(|(word, child)| say(ctx, w, hikawa, uid, word, child)));
+    let (status, _) = futures::join!(write_status(ctx, w, hikawa, desired), publish);
     applied.status = status?;
     Ok(applied)
+}
+
+/// A word's Said Event; if no connection carries it, it waits for the Hikawa's next reconcile.
+async fn say(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, word: String, child: ObjectReference) {
+    if !w.events.publish(hikawa, EventType::Normal, "Said", &word, "Say", Some(child.clone())).await {
+        ctx.pace.unsaid(uid, word, child);
+    }
+}
+
+/// The Said Events a reconcile of this Hikawa could not publish: again, now.
+pub async fn say_unsaid(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str) {
+    let unsaid = ctx.pace.take_unsaid(uid);
+    futures::future::join_all(unsaid.into_iter().map(|(word, child)| say(ctx, w, hikawa, uid, word, child))).await;
 }
 
 /// Create a child. Already there and controlled by this Hikawa (a retried or restarted
@@ -128,14 +144,15 @@ where
 /// Merge-patch the status subresource, only if it changed (an unchanged write would wake
 /// this Hikawa's watch for nothing). Fields the new status drops are sent as null, so the
 /// stored status is exactly `desired`. Returns the status as stored.
-pub async fn write_status(ctx: &Context, hikawa: &Hikawa, desired: HikawaStatus) -> Result<HikawaStatus> {
+pub async fn write_status(ctx: &Context, w: &Writer, hikawa: &Hikawa, mut desired: HikawaStatus) -> Result<HikawaStatus> {
+    desired.decided_by = Some(ctx.shards.identity.clone());
     if hikawa.status.as_ref() == Some(&desired) {
         return Ok(desired);
     }
     let patch = serde_json::json!({ "status": replacing_patch(hikawa.status.as_ref(), &desired) });
     // Of the answer (the whole Hikawa) only the status is decoded.
     let written: lean::StatusOnly =
-        lean::patch_status::<Hikawa, _, _>(&ctx.client, &hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &Patch::Merge(&patch)).await?;
+        lean::patch_status::<Hikawa, _, _>(&w.client, &hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &Patch::Merge(&patch)).await?;
     Ok(written.status.unwrap_or(desired))
 }
 

@@ -7,10 +7,11 @@
 //! say which Hikawa and which index, whatever else the object carries. Whether a child
 //! belongs to a Hikawa is decided by its controller owner reference (the Hikawa's uid).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
-use futures::{Stream, TryStreamExt};
+use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::runtime::watcher::Event;
@@ -21,8 +22,8 @@ use zundoko_rules::{Said, TimestampMs};
 
 use crate::crd::SAID_AT;
 use crate::crd::{Kiyoshi, Zundoko};
+use crate::process::leader::assign;
 use crate::reconcile::lean::LeanChild;
-
 
 /// Which Hikawa a child belongs to by its name: namespace and Hikawa name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -118,6 +119,8 @@ pub struct ChildIndex {
     words: Interner,
     namespaces: Interner,
     synced: signal::Sender<(bool, bool)>,
+    /// The shards whose children each kind's last full list covered: Zundokos, Kiyoshis.
+    covered: RwLock<(BTreeSet<u16>, BTreeSet<u16>)>,
 }
 
 /// The children of one Hikawa that it owns, in index order.
@@ -135,6 +138,7 @@ impl Default for ChildIndex {
             words: Interner::default(),
             namespaces: Interner::default(),
             synced: signal::Sender::new((false, false)),
+            covered: RwLock::default(),
         }
     }
 }
@@ -205,6 +209,18 @@ impl ChildIndex {
     pub async fn synced(&self) {
         let mut rx = self.synced.subscribe();
         let _ = rx.wait_for(|(z, k)| *z && *k).await;
+    }
+
+    /// Whether the children of `shard` have been listed (both kinds) since the watch began
+    /// to cover it: only then may a decision for its Hikawas read them.
+    pub fn covers(&self, shard: u16) -> bool {
+        let covered = self.covered.read().unwrap_or_else(|p| p.into_inner());
+        covered.0.contains(&shard) && covered.1.contains(&shard)
+    }
+
+    fn listed(&self, kiyoshis: bool, shards: &BTreeSet<u16>) {
+        let mut covered = self.covered.write().unwrap_or_else(|p| p.into_inner());
+        if kiyoshis { covered.1 = shards.clone() } else { covered.0 = shards.clone() }
     }
 
     pub fn is_synced(&self) -> bool {
@@ -287,41 +303,96 @@ impl ChildIndex {
     }
 }
 
-/// The watch of the Zundokos: keeps the index current and yields each changed child, so the
-/// controller reconciles its owner.
+/// The watch of the Zundokos of the shards `held`: keeps the index current and yields each
+/// changed child, so the controller reconciles its owner.
 pub fn zundoko_stream(
     api: Api<LeanChild<Zundoko>>,
     label: &str,
+    held: signal::Receiver<BTreeSet<u16>>,
+    count: u16,
     index: Arc<ChildIndex>,
 ) -> impl Stream<Item = Result<LeanChild<Zundoko>, watcher::Error>> + Send {
-    child_stream(api, label, move |event| index.apply_zundoko(event))
+    child_stream(api, label, held, count, index, false, |index, event| index.apply_zundoko(event))
 }
 
 /// The watch of the Kiyoshis, as [`zundoko_stream`].
 pub fn kiyoshi_stream(
     api: Api<LeanChild<Kiyoshi>>,
     label: &str,
+    held: signal::Receiver<BTreeSet<u16>>,
+    count: u16,
     index: Arc<ChildIndex>,
 ) -> impl Stream<Item = Result<LeanChild<Kiyoshi>, watcher::Error>> + Send {
-    child_stream(api, label, move |event| index.apply_kiyoshi(event))
+    child_stream(api, label, held, count, index, true, |index, event| index.apply_kiyoshi(event))
 }
 
+type Watch<K> = Pin<Box<dyn Stream<Item = Result<Event<LeanChild<K>>, watcher::Error>> + Send>>;
+
 /// The watch of one kind of child, each event handed to `index` first. Only children
-/// carrying the operator's label are watched: the operator needs no others. Children are
-/// decoded leanly (`lean::LeanChild`): their managedFields, labels and other annotations are
-/// never allocated.
+/// carrying the operator's label and in a shard held here are watched (`assign::
+/// children_selector`); when the shards held change, the watch starts again with the new
+/// selector, and the index is replaced by its full list (a shard's children count as listed
+/// only from then). With no shard held nothing is watched and the index is empty. Children
+/// are decoded leanly (`lean::LeanChild`): their managedFields, labels and other annotations
+/// are never allocated.
 fn child_stream<K>(
     api: Api<LeanChild<K>>,
     label: &str,
-    index: impl Fn(&Event<LeanChild<K>>) + Send + 'static,
+    held: signal::Receiver<BTreeSet<u16>>,
+    count: u16,
+    index: Arc<ChildIndex>,
+    kiyoshis: bool,
+    apply: impl Fn(&ChildIndex, &Event<LeanChild<K>>) + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<LeanChild<K>, watcher::Error>> + Send
 where
-    K: kube::Resource<DynamicType = ()> + 'static,
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    watcher(api, watcher::Config::default().labels(label))
-        .default_backoff()
-        .inspect_ok(move |event| index(event))
-        .touched_objects()
+    let label = label.to_string();
+    let watch_for = move |shards: &BTreeSet<u16>| -> Option<Watch<K>> {
+        let selector = assign::children_selector(&label, shards, count)?;
+        Some(watcher(api.clone(), watcher::Config::default().labels(&selector)).default_backoff().boxed())
+    };
+    let state = (held, None::<(BTreeSet<u16>, Watch<K>)>, watch_for, index, apply);
+    futures::stream::unfold(state, move |(mut held, mut current, watch_for, index, apply)| async move {
+        loop {
+            if current.is_none() {
+                let shards = held.borrow_and_update().clone();
+                match watch_for(&shards) {
+                    Some(watch) => current = Some((shards, watch)),
+                    None => {
+                        // Nothing held: nothing cached, and nothing to wait for.
+                        apply(&index, &Event::Init);
+                        apply(&index, &Event::InitDone);
+                        index.listed(kiyoshis, &shards);
+                        if held.changed().await.is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let (shards, watch) = current.as_mut().expect("set above");
+            tokio::select! {
+                event = watch.next() => {
+                    let event = event?;
+                    if let Ok(event) = &event {
+                        apply(&index, event);
+                        if matches!(event, Event::InitDone) {
+                            index.listed(kiyoshis, shards);
+                        }
+                    }
+                    return Some((event, (held, current, watch_for, index, apply)));
+                }
+                changed = held.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    current = None;
+                }
+            }
+        }
+    })
+    .touched_objects()
 }
 
 #[cfg(test)]

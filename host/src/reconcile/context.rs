@@ -1,5 +1,6 @@
-//! What every reconcile is handed: the API client, the index of children, the default rules
-//! and the rule sets, the metrics, the limits, the per-Hikawa pacing and the Event sink.
+//! What every reconcile is handed: the API client, the shards and their writers, the index of
+//! children, the default rules and the rule sets, the metrics, the limits and the per-Hikawa
+//! pacing.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use crate::modules::ModuleLoader;
 use crate::modules::rules::RulesSlot;
 use crate::modules::rulesets::RuleSets;
 use crate::process::health::Health;
+use crate::process::leader::ShardTable;
 use crate::process::metrics::Metrics;
 use crate::reconcile::children::ChildIndex;
 use crate::reconcile::events::EventSink;
@@ -33,9 +35,34 @@ impl Shared {
     }
 }
 
-pub struct Context {
+/// Where one shard's writes go: its fenced client (refused unless this replica surely holds
+/// the shard), its Event sink on that client, and the label its children carry.
+pub struct Writer {
     pub client: Client,
     pub events: EventSink,
+    pub shard_label: String,
+}
+
+impl Writer {
+    /// One per shard of `shards`, by shard number; Events report `instance`.
+    pub fn per_shard(shards: &ShardTable, instance: &str) -> Vec<Writer> {
+        (0..shards.count)
+            .map(|shard| Writer {
+                client: shards.client(shard).clone(),
+                events: EventSink::new(shards.client(shard).clone(), "zundoko-operator", instance),
+                shard_label: shards.label(shard),
+            })
+            .collect()
+    }
+}
+
+pub struct Context {
+    /// Reads (every request bounded in time).
+    pub client: Client,
+    /// Which shards this replica decides for.
+    pub shards: Arc<ShardTable>,
+    /// Per shard, by shard number.
+    pub writers: Vec<Writer>,
     pub rules: Arc<RulesSlot>,
     /// The ZundokoRules and what each serves.
     pub rulesets: Arc<RuleSets>,

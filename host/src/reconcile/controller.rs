@@ -24,8 +24,8 @@ use crate::modules::rulesets::{self, Choice, RuleSets};
 use crate::modules::sandbox::ModuleIdentity;
 use crate::reconcile::apply::{self, HIKAWA_LABEL};
 use crate::reconcile::children::{self, ChildIndex};
-use crate::reconcile::context::{Context, Shared};
-use crate::reconcile::events::EventSink;
+use crate::process::leader::{Entered, ShardTable};
+use crate::reconcile::context::{Context, Shared, Writer};
 use crate::reconcile::lean::{self, LeanHikawa};
 use crate::reconcile::observe::observe;
 use crate::reconcile::pace::{Footprint, Gate, Pace, PaceSettings};
@@ -78,14 +78,15 @@ where
 /// Run until `shutdown` completes, then let reconciles in flight finish. The Hikawas a
 /// module swap concerns (those without `spec.rules` for the default module, a rule set's own
 /// for a rule set) are reconciled again after it.
-pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settings: Settings, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let ns = settings.namespace.as_deref();
     let shutdown = shutdown.shared();
     let (rulesets, signals) = RuleSets::new();
     let rulesets = Arc::new(rulesets);
     let ctx = Arc::new(Context {
         client: client.clone(),
-        events: EventSink::new(client.clone(), "zundoko-operator", &settings.instance),
+        shards: shards.clone(),
+        writers: Writer::per_shard(&shards, &settings.instance),
         rules: shared.rules.clone(),
         rulesets: rulesets.clone(),
         metrics: shared.metrics.clone(),
@@ -123,10 +124,24 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
         })
         .applied_objects()
     };
-    let zundokos = children::zundoko_stream(api(&client, ns), HIKAWA_LABEL, ctx.children.clone());
-    let kiyoshis = children::kiyoshi_stream(api(&client, ns), HIKAWA_LABEL, ctx.children.clone());
+    // Only the children of the shards held: the watch follows them.
+    let zundokos = children::zundoko_stream(api(&client, ns), HIKAWA_LABEL, shards.held(), shards.count, ctx.children.clone());
+    let kiyoshis = children::kiyoshi_stream(api(&client, ns), HIKAWA_LABEL, shards.held(), shards.count, ctx.children.clone());
 
     shared.health.set_reconciling(true);
+    // Readiness names the shards held (none: a ready standby).
+    let _shards_shown = {
+        let (mut held, health, count) = (shards.held(), shared.health.clone(), shards.count);
+        AbortOnDrop(tokio::spawn(async move {
+            loop {
+                let n = held.borrow_and_update().len();
+                health.set_shards(n, count);
+                if held.changed().await.is_err() {
+                    break;
+                }
+            }
+        }))
+    };
     // Aborted when this function ends or is dropped (a lost term drops it mid-flight): it
     // must not outlive the caches it waits on, nor mark a later term's caches synced.
     let _synced = {
@@ -149,8 +164,35 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
             futures::stream::iter(concerned)
         })
     };
+    // A shard just taken: its Hikawas are decided afresh, from the API server's state (the
+    // children are the truth), as after a restart: what this replica remembered of them
+    // from an earlier hold is forgotten.
+    let taken = {
+        let (hikawas, ctx) = (hikawas.clone(), ctx.clone());
+        let taken = futures::stream::unfold(shards.taken(), |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(shard) => return Some((shard, rx)),
+                    // Missed some: every shard is worth a look then.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        });
+        taken.flat_map(move |shard| {
+            let mine: Vec<ObjectRef<Hikawa>> = hikawas
+                .state()
+                .iter()
+                .filter(|h| h.uid().is_some_and(|uid| ctx.shards.shard_of(&uid) == shard))
+                .inspect(|h| ctx.pace.forget(&h.uid().unwrap_or_default()))
+                .map(|h| ObjectRef::from_obj(h.as_ref()))
+                .collect();
+            futures::stream::iter(mine)
+        })
+    };
     let rules_controller = rulesets::controller::run(
         client.clone(),
+        shards.clone(),
         rulesets,
         signals.wake,
         hikawas.clone(),
@@ -164,6 +206,7 @@ pub async fn run(client: Client, shared: Shared, settings: Settings, shutdown: i
         .owns_stream(zundokos)
         .owns_stream(kiyoshis)
         .reconcile_on(swapped)
+        .reconcile_on(taken)
         .with_config(controller::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -185,6 +228,9 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// When a reconcile comes back for Said Events it could not publish.
+const UNSAID_RETRY: Duration = Duration::from_millis(500);
+
 fn key(hikawa: &Hikawa) -> String {
     format!("{}/{}", hikawa.namespace().unwrap_or_default(), hikawa.name_any())
 }
@@ -202,14 +248,28 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     if hikawa.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    let uid = hikawa.uid().ok_or_else(|| Error::MissingField(format!("Hikawa {} has no uid", key(&hikawa))))?;
+    ctx.rulesets.member(&uid, hikawa.spec.rules.as_deref());
+    // Another replica's shard never reaches the rules here. When this replica takes it, its
+    // Hikawas are reconciled again (`taken`).
+    let shard = ctx.shards.shard_of(&uid);
+    let _in_flight = match ctx.shards.enter(shard) {
+        Entered::Decide(in_flight) => in_flight,
+        Entered::NotHeld => return Ok(Action::await_change()),
+        Entered::NotNow => {
+            ctx.metrics.not_decided("lease-renewal-late");
+            return Ok(Action::requeue(Duration::from_millis(100)));
+        }
+    };
+    let w = &ctx.writers[shard as usize];
     ctx.metrics.reconciled();
-    // Deciding from half-filled caches would re-say words that exist: wait for the first list.
-    if !ctx.children.is_synced() {
+    // Deciding from half-filled caches would re-say words that exist: wait for the shard's
+    // children to be listed.
+    if !ctx.children.covers(shard) {
         ctx.metrics.not_decided("catching-up");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    let uid = hikawa.uid().ok_or_else(|| Error::MissingField(format!("Hikawa {} has no uid", key(&hikawa))))?;
-    ctx.rulesets.member(&uid, hikawa.spec.rules.as_deref());
+    apply::say_unsaid(&ctx, w, &hikawa, &uid).await;
     // The rules that decide: the default module, or the rule set named (its candidate for
     // the Hikawas in the candidate's share).
     let chosen = match hikawa.spec.rules.as_deref() {
@@ -259,7 +319,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
                     pace.idle_burst, pace.idle_per_sec
                 );
                 warn!(retry_in_ms = retry_in.as_millis() as u64, "{note}");
-                ctx.events.warn(&ctx.pace, &hikawa, "Throttled", &note, "Decide").await;
+                w.events.warn(&ctx.pace, &hikawa, "Throttled", &note, "Decide").await;
             }
             return Ok(Action::requeue(retry_in));
         }
@@ -268,7 +328,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     // Rules that serve nothing are recorded like a failure, and paced like one.
     let (rules, candidate) = match chosen {
         Ok(chosen) => chosen,
-        Err(unavailable) => return Err(failed(&ctx, &hikawa, &uid, seen, unavailable, None, started).await),
+        Err(unavailable) => return Err(failed(&ctx, w, &hikawa, &uid, seen, unavailable, None, started).await),
     };
     let entropy: u64 = rand::random();
     let observed = Arc::new(observe(&hikawa, children, now_ms(), entropy));
@@ -288,7 +348,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
                 %error,
                 "the rules failed; nothing applied"
             );
-            return Err(failed(&ctx, &hikawa, &uid, seen, Error::Guest(error), Some(&module), started).await);
+            return Err(failed(&ctx, w, &hikawa, &uid, seen, Error::Guest(error), Some(&module), started).await);
         }
     };
     info!(
@@ -300,9 +360,9 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         elapsed_us = decision.elapsed.as_micros() as u64,
         "decided"
     );
-    let applied = match apply::apply(&ctx, &hikawa, &observed, &plan, &module).await {
+    let applied = match apply::apply(&ctx, w, &hikawa, &observed, &plan, &module).await {
         Ok(applied) => applied,
-        Err(error) => return Err(failed(&ctx, &hikawa, &uid, seen, error, Some(&module), started).await),
+        Err(error) => return Err(failed(&ctx, w, &hikawa, &uid, seen, error, Some(&module), started).await),
     };
     let left = Footprint {
         zundokos: seen.zundokos + applied.zundokos,
@@ -312,20 +372,29 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     };
     let requeue = plan.requeue_after().map(Duration::from_millis);
     let requeue = ctx.pace.decided(&uid, left, requeue, applied.zundokos + applied.kiyoshi as u32, started);
+    // A word whose Event is still to publish: soon, even if the song is over.
+    let requeue = if ctx.pace.has_unsaid(&uid) { Some(requeue.map_or(UNSAID_RETRY, |r| r.min(UNSAID_RETRY))) } else { requeue };
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event) at once if
 /// it will not go away by itself, else once it has happened three times in a row; then back
 /// off. Returns the error for the error policy.
-async fn failed(ctx: &Context, hikawa: &Hikawa, uid: &str, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, started: Instant) -> Error {
+#[allow(clippy::too_many_arguments)]
+async fn failed(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, started: Instant) -> Error {
     let mut left = seen;
+    // A write refused because the shard may be gone is not the Hikawa's failure: nothing
+    // is recorded on it (the new holder decides afresh).
+    if error.reason() == "NotLeading" {
+        ctx.pace.failed(uid, left, started);
+        return error;
+    }
     if error.is_lasting() || ctx.pace.failures(uid) + 1 >= 3 {
         let message = error.to_string();
         // The Event first: whoever sees the failed status finds its Event already there.
-        ctx.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
+        w.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
         let failed = status::after_failure(hikawa.status.as_ref(), left.generation, error.reason(), &message, module, now_ms());
-        match apply::write_status(ctx, hikawa, failed).await {
+        match apply::write_status(ctx, w, hikawa, failed).await {
             Ok(stored) => left.status = Some(stored),
             Err(write_error) => warn!(error = %write_error, "could not record the failure in the status"),
         }

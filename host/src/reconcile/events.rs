@@ -47,7 +47,9 @@ impl EventSink {
     /// reconcile. An Event about a `related` object (a word's, naming its child) is named after
     /// that object and `object`'s uid, so it is sent again once when its connection fails
     /// (a cut connection, a timeout) and still never makes two: the second finds it there.
-    pub async fn publish<K>(&self, object: &K, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>)
+    /// Returns false only if such an Event could not be sent for want of a connection (the
+    /// caller may try it again later); every other outcome is final.
+    pub async fn publish<K>(&self, object: &K, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>) -> bool
     where
         K: Resource<DynamicType = ()>,
     {
@@ -68,16 +70,18 @@ impl EventSink {
         for attempt in 1..=tries {
             // Nothing of the answer is needed: it is not decoded.
             match crate::reconcile::lean::create::<Event, serde::de::IgnoredAny>(&self.client, &ns, &event).await {
-                Ok(_) => return,
-                // The first try landed after all.
-                Err(kube::Error::Api(status)) if status.code == 409 && attempt > 1 => return,
+                Ok(_) => return true,
+                // Named after its word: an earlier try landed after all.
+                Err(kube::Error::Api(status)) if status.code == 409 && once.is_some() => return true,
                 Err(error @ kube::Error::Api(_)) => {
-                    return tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event");
+                    tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event");
+                    return true;
                 }
-                Err(error) if attempt == tries => tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event"),
+                Err(error) if attempt == tries => tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event yet"),
                 Err(error) => tracing::debug!(%error, reason, "publishing an Event again"),
             }
         }
+        once.is_none()
     }
 
     /// Publish a Warning; the same reason and note again for the same Hikawa counts on the

@@ -104,6 +104,8 @@ struct Entry {
     failures: u32,
     throttle_reported: Option<Instant>,
     warning: Option<WarningSeries>,
+    /// Words said whose Said Event could not be published yet: (word, child).
+    unsaid: Vec<(String, k8s_openapi::api::core::v1::ObjectReference)>,
 }
 
 /// Per-Hikawa pacing state, keyed by uid. Forgotten when the Hikawa is deleted.
@@ -132,6 +134,7 @@ impl Pace {
             failures: 0,
             throttle_reported: None,
             warning: None,
+            unsaid: Vec::new(),
         });
         f(entry, &self.settings)
     }
@@ -224,6 +227,22 @@ impl Pace {
 
     pub fn warned(&self, uid: &str, series: WarningSeries) {
         self.with(uid, Instant::now(), |e, _| e.warning = Some(series));
+    }
+
+    /// A word's Said Event could not be published (its connection failed twice): it is
+    /// published at the Hikawa's next reconcile (its name makes a second copy impossible).
+    pub fn unsaid(&self, uid: &str, word: String, child: k8s_openapi::api::core::v1::ObjectReference) {
+        self.with(uid, Instant::now(), |e, _| e.unsaid.push((word, child)));
+    }
+
+    pub fn has_unsaid(&self, uid: &str) -> bool {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(uid).is_some_and(|e| !e.unsaid.is_empty())
+    }
+
+    /// The Said Events still to publish for a Hikawa, taken.
+    pub fn take_unsaid(&self, uid: &str) -> Vec<(String, k8s_openapi::api::core::v1::ObjectReference)> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get_mut(uid).map(|e| std::mem::take(&mut e.unsaid)).unwrap_or_default()
     }
 
     /// The Hikawa is gone: forget it.

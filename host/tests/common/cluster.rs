@@ -60,7 +60,9 @@ impl Cluster {
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
         let shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(self.client.clone(), shared.clone(), settings, async move {
+        // One process: every shard is its own.
+        let shards = zundoko_operator::process::leader::ShardTable::all(32, "in-process", self.client.clone());
+        let task = tokio::spawn(controller::run(self.client.clone(), shards, shared.clone(), settings, async move {
             let _ = stopped.await;
         }));
         Operator { task, stop, slot, shared }

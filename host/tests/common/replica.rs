@@ -13,13 +13,18 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use serde_json::Value;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, Song};
 use super::deploy::{documents, render};
 use super::kubelet::temp_dir;
 use super::module_bytes;
 use super::rbac::RbacRules;
 
 pub const NS: &str = "zundoko-system";
+
+/// One shard: one replica decides for every Hikawa and the others stand by (a leader).
+pub const ONE_SHARD: &[(&str, &str)] = &[("ZUNDOKO_SHARDS", "1")];
+/// The Lease of that one shard.
+pub const LEADER_LEASE: &str = "zundoko-operator-shard-00";
 
 /// The operator container's environment in the rendered Deployment (values only; the
 /// downward-API ones are set per process below).
@@ -150,3 +155,29 @@ pub async fn said_events(cluster: &Cluster) -> Vec<Event> {
     list
 }
 
+/// Every song's children: indexes 1..n, each word once, and exactly one Said Event per child.
+/// (For songs that have ended: a song still going on may say a word between the two lists.)
+pub async fn assert_each_word_once(cluster: &Cluster, songs: &[(String, Song)]) {
+    let said = said_events(cluster).await;
+    let ours = |e: &&Event| e.regarding.as_ref().and_then(|r| r.name.as_ref()).is_some_and(|n| songs.iter().any(|(name, _)| name == n));
+    let mut related: Vec<String> = said.iter().filter(ours).filter_map(|e| e.related.as_ref()?.name.clone()).collect();
+    let total = related.len();
+    related.sort();
+    related.dedup();
+    assert_eq!(related.len(), total, "a word's Said Event twice");
+    let children: usize = songs.iter().map(|(_, s)| s.words.len() + s.kiyoshis.len()).sum();
+    for (name, song) in songs {
+        let expected: Vec<u32> = (1..=song.words.len() as u32).collect();
+        assert_eq!(song.indexes, expected, "{name}: indexes");
+        assert!(song.kiyoshis.len() <= 1, "{name}: {:?}", song.kiyoshis);
+    }
+    assert_eq!(total, children, "one Said Event per word");
+}
+
+pub async fn songs(cluster: &Cluster, names: &[String]) -> Vec<(String, Song)> {
+    let mut all = vec![];
+    for name in names {
+        all.push((name.clone(), cluster.song("default", name).await));
+    }
+    all
+}

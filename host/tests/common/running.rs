@@ -51,6 +51,7 @@ pub fn config(modules: ModuleSources) -> OperatorConfig {
         modules,
         http_addr: None,
         leader: None,
+        shards: 32,
         api_timeout: Duration::from_secs(5),
         namespace: None,
         pod_name: None,

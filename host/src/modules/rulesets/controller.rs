@@ -28,6 +28,7 @@ use crate::crd::{Hikawa, ZundokoRules, ZundokoRulesStatus};
 use crate::modules::ModuleLoader;
 use crate::modules::rules::Rules;
 use crate::modules::sandbox::RulesModule;
+use crate::process::leader::{ShardTable, assign};
 use crate::process::metrics::Metrics;
 use crate::reconcile::events::{EventSink, EventType};
 
@@ -57,11 +58,13 @@ struct Memo {
 }
 
 pub struct Context {
-    client: Client,
+    /// A rule set's status and Events are written by one replica: the holder of its shard.
+    shards: Arc<ShardTable>,
     sets: Arc<RuleSets>,
     sources: Sources,
     hikawas: Store<Hikawa>,
-    events: EventSink,
+    /// Per shard: Events through the shard's fenced client.
+    events: Vec<EventSink>,
     metrics: Arc<Metrics>,
     modules: Arc<ModuleLoader>,
     /// By uid: a rule set deleted and created again under its name starts afresh.
@@ -85,6 +88,7 @@ pub struct Settings {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: Client,
+    shards: Arc<ShardTable>,
     sets: Arc<RuleSets>,
     wake: mpsc::UnboundedReceiver<String>,
     hikawas: Store<Hikawa>,
@@ -95,11 +99,11 @@ pub async fn run(
 ) {
     let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone());
     let ctx = Arc::new(Context {
-        client: client.clone(),
+        events: (0..shards.count).map(|s| EventSink::new(shards.client(s).clone(), "zundoko-operator", &settings.instance)).collect(),
+        shards,
         sets: sets.clone(),
         sources,
         hikawas,
-        events: EventSink::new(client.clone(), "zundoko-operator", &settings.instance),
         metrics,
         modules,
         memo: Mutex::default(),
@@ -312,7 +316,9 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         }
         _ => REFRESH_EVERY,
     };
-    if before.as_ref() != Some(&desired) {
+    // One writer per rule set: the holder of its shard. The others serve as its status says.
+    let shard = assign::shard_of_rules(&name, ctx.shards.count);
+    if ctx.shards.holds(shard) && before.as_ref() != Some(&desired) {
         let last_write = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.1));
         if let Some(at) = last_write
             && at.elapsed() < STATUS_EVERY
@@ -330,9 +336,9 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
                 _ => {}
             }
             info!(reason, note, "rule set");
-            ctx.events.publish(zr.as_ref(), type_, &reason, &crate::text::printable(&note, 1024), "Serve", None).await;
+            ctx.events[shard as usize].publish(zr.as_ref(), type_, &reason, &crate::text::printable(&note, 1024), "Serve", None).await;
         }
-        let api: Api<ZundokoRules> = Api::all(ctx.client.clone());
+        let api: Api<ZundokoRules> = Api::all(ctx.shards.client(shard).clone());
         // Fields neither the status last written nor the cached one should keep become null.
         let mut fields = crate::reconcile::apply::replacing_patch(before.as_ref(), &desired);
         if let (Some(fields), Ok(serde_json::Value::Object(cached))) = (fields.as_object_mut(), serde_json::to_value(&zr.status)) {

@@ -1,0 +1,192 @@
+//! Active-active replicas: `zundoko-operator run` processes with the Deployment's environment
+//! (32 shards) against the local API server. Every replica works on its fair share of the
+//! shards, decides only for them, and a shard changes hands only after its holder's writes:
+//! scaled 1 -> 3 -> 2 and a replica killed mid-song, every song stays valid with each word
+//! said once.
+//!
+//! Durations here (Replica::spawn): lease 4 s, renew deadline 3 s, retry 0.5 s, API timeout 1.5 s.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::replica::{NS, Replica, assert_each_word_once, said_events, setup, songs};
+use common::running::eventually;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use zundoko_operator::process::leader::assign;
+use zundoko_rules::classic;
+
+const SHARDS: u16 = 32;
+const LEASE: Duration = Duration::from_secs(4);
+const RETRY: Duration = Duration::from_millis(500);
+
+/// Who holds each shard Lease now (an empty holder is none).
+async fn holders(cluster: &Cluster) -> BTreeMap<u16, String> {
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
+    let mut held = BTreeMap::new();
+    for lease in leases.list(&ListParams::default()).await.unwrap() {
+        let name = lease.name_any();
+        let Some(shard) = (0..SHARDS).find(|&s| assign::lease_name("zundoko-operator", s, SHARDS) == name) else { continue };
+        if let Some(holder) = lease.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty()) {
+            held.insert(shard, holder);
+        }
+    }
+    held
+}
+
+fn held(replica: &Replica) -> usize {
+    replica.metric("zundoko_shards_held ").unwrap_or(0.0) as usize
+}
+
+/// Every shard held, each live replica at its fair share (ceil(32 / n)) or one below it.
+async fn balanced(replicas: &[&Replica]) -> bool {
+    let fair = assign::fair_share(SHARDS, replicas.len());
+    let counts: Vec<usize> = replicas.iter().map(|r| held(r)).collect();
+    counts.iter().sum::<usize>() == SHARDS as usize && counts.iter().all(|&c| c + 1 >= fair && c <= fair)
+}
+
+fn decisions(replica: &Replica) -> f64 {
+    replica.metric("zundoko_guest_call_duration_seconds_count ").unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_300_hikawas_each_deciding_for_its_own_shards_only() {
+    let setup = setup("shards", true).await;
+    let cluster = &setup.cluster;
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let replicas: Vec<Replica> =
+        ["operator-a", "operator-b", "operator-c"].iter().map(|n| Replica::spawn(n, &setup.kubeconfig, &setup.env, &missing, &setup.dir)).collect();
+    let all: Vec<&Replica> = replicas.iter().collect();
+    let started = Instant::now();
+    eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&all).await).await;
+    println!("balanced 10/11/11 {:?} after the three started", started.elapsed());
+    // `kubectl get lease` shows who holds what: the Leases agree with the replicas.
+    let leases = holders(cluster).await;
+    assert_eq!(leases.len(), SHARDS as usize, "{leases:?}");
+    for r in &replicas {
+        assert_eq!(leases.values().filter(|h| **h == r.name).count(), held(r), "{}'s Leases", r.name);
+        let (code, body) = r.get("/readyz").unwrap();
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains(&format!("of {SHARDS} shards")), "{body}");
+    }
+
+    // Short songs (Zun Zun Doko), all at once.
+    let names: Vec<String> = (0..300).map(|i| format!("s-{i:03}")).collect();
+    for chunk in names.chunks(30) {
+        futures::future::join_all(chunk.iter().map(|n| cluster.create_hikawa("default", n, 0, &[("zuns", "2")]))).await;
+    }
+    let rules = zundoko_rules::RuleSet { zuns: 2, ..classic() };
+    cluster.assert_songs_complete("default", &names, &rules, Duration::from_secs(240)).await;
+    let sung = songs(cluster, &names).await;
+    assert_each_word_once(cluster, &sung).await;
+
+    // Each Hikawa was decided by the holder of its shard, and named it in its status; every
+    // word's Event came from that holder.
+    let leases = holders(cluster).await;
+    let mut expected: BTreeMap<String, f64> = BTreeMap::new();
+    let mut owner_of: BTreeMap<String, String> = BTreeMap::new();
+    let api = cluster.hikawas("default");
+    for ((name, song), hikawa) in sung.iter().zip(futures::future::join_all(names.iter().map(|n| api.get(n))).await) {
+        let hikawa = hikawa.unwrap();
+        let shard = assign::shard_of(&hikawa.uid().unwrap(), SHARDS);
+        let holder = leases[&shard].clone();
+        assert_eq!(hikawa.status.as_ref().and_then(|s| s.decided_by.clone()).as_deref(), Some(holder.as_str()), "{name}");
+        // One decision per word and one for the Kiyoshi.
+        *expected.entry(holder.clone()).or_default() += (song.words.len() + 1) as f64;
+        owner_of.insert(name.clone(), holder);
+    }
+    for event in said_events(cluster).await {
+        let hikawa = event.regarding.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
+        if let Some(holder) = owner_of.get(&hikawa) {
+            assert_eq!(event.reporting_instance.as_deref(), Some(holder.as_str()), "{hikawa}'s word said by another replica");
+        }
+    }
+    // Every decision a replica logged was for a Hikawa of its shards.
+    let total: f64 = expected.values().sum();
+    for r in &replicas {
+        let log = r.log();
+        let decided: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" decided "))
+            .filter_map(|l| l.split("reconcile{hikawa=default/").nth(1)?.split('}').next())
+            .collect();
+        let strangers: BTreeSet<&str> = decided.iter().copied().filter(|h| owner_of.get(*h) != Some(&r.name)).collect();
+        assert!(strangers.is_empty(), "{} decided for Hikawas of shards it does not hold: {strangers:?}", r.name);
+        let (made, due) = (decisions(r), expected.get(&r.name).copied().unwrap_or(0.0));
+        println!("{}: {} shards, {made} decisions for {due} words and Kiyoshis of its Hikawas ({:.0} % of a third)", r.name, held(r), made / (total / 3.0) * 100.0);
+        assert_eq!(decided.len() as f64, made, "every decision logged");
+        assert!(made >= due, "{}: {made} decisions for {due} words", r.name);
+    }
+    // The shards (what the balance decides) split within 20 % of a third.
+    for r in &replicas {
+        let share = held(r) as f64 / (f64::from(SHARDS) / 3.0);
+        assert!((0.8..=1.2).contains(&share), "{}: {share}", r.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
+    let setup = setup("shard-moves", true).await;
+    let cluster = &setup.cluster;
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let spawn = |name: &str| Replica::spawn(name, &setup.kubeconfig, &setup.env, &missing, &setup.dir);
+    let mut names: Vec<String> = Vec::new();
+    let sing = async |names: &mut Vec<String>, from: usize| {
+        for i in from..from + 12 {
+            let name = format!("m-{i:02}");
+            cluster.create_hikawa("default", &name, 150, &[]).await;
+            names.push(name);
+        }
+    };
+
+    // One replica: every shard.
+    let a = spawn("operator-a");
+    eventually("one replica holding every shard", Duration::from_secs(30), async || held(&a) == SHARDS as usize).await;
+    sing(&mut names, 0).await;
+    cluster.wait_words("default", &names, 2, Duration::from_secs(60)).await;
+
+    // Scaled to three during the songs: shards move one at a time, drained first.
+    let b = spawn("operator-b");
+    let c = spawn("operator-c");
+    let scaled = Instant::now();
+    eventually("three replicas balanced", Duration::from_secs(60), async || balanced(&[&a, &b, &c]).await).await;
+    println!("1 -> 3: balanced {:?} after the two started", scaled.elapsed());
+    sing(&mut names, 12).await;
+    let handovers = |r: &Replica| r.metric("zundoko_shard_handovers_total{reason=\"released\"} ").unwrap_or(0.0);
+    assert!(handovers(&a) >= 20.0, "a handed back its extra shards: {}", handovers(&a));
+
+    // Scaled down to two: c leaves gracefully, handing its shards back at once.
+    c.terminate();
+    let left = Instant::now();
+    eventually("two replicas balanced", Duration::from_secs(30), async || balanced(&[&a, &b]).await).await;
+    println!("3 -> 2: balanced {:?} after SIGTERM", left.elapsed());
+    assert!(c.log().contains("handed every shard back"), "{}", c.log());
+
+    // b is killed mid-song: its shards are served again within a lease duration and a retry.
+    sing(&mut names, 24).await;
+    let mut b = b;
+    let b_shards: BTreeSet<u16> = holders(cluster).await.into_iter().filter(|(_, h)| *h == b.name).map(|(s, _)| s).collect();
+    assert!(!b_shards.is_empty());
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    let killed = Instant::now();
+    eventually("a holding every shard again", Duration::from_secs(30), async || held(&a) == SHARDS as usize).await;
+    let taken = killed.elapsed();
+    println!("kill -9: b's {} shards taken {taken:?} after the kill (lease {LEASE:?}, retry {RETRY:?})", b_shards.len());
+    // The members' and the shards' expiry both run from when a last saw them change: at most
+    // a lease duration and a retry period (and the tick of the balancer, and this poll).
+    assert!(taken <= LEASE + 2 * RETRY + Duration::from_secs(1), "b's shards taken only {taken:?} after the kill:\n{}", a.log());
+
+    cluster.assert_songs_complete("default", &names, &classic(), Duration::from_secs(180)).await;
+    assert_each_word_once(cluster, &songs(cluster, &names).await).await;
+    let reasons = |r: &Replica| {
+        ["taken", "released", "lost"].map(|reason| r.metric(&format!("zundoko_shard_handovers_total{{reason=\"{reason}\"}} ")).unwrap_or(0.0))
+    };
+    println!("handovers (taken, released, lost): a {:?}", reasons(&a));
+    assert_eq!(reasons(&a)[2], 0.0, "a never lost a shard:\n{}", a.log());
+    assert_eq!(a.metric("zundoko_reconcile_errors_total"), None, "{}", a.log());
+}
