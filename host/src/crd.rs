@@ -297,7 +297,23 @@ pub struct RolloutStatus {
     /// When it was promoted or rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
-    /// Decisions the candidate made, and how many of them failed.
+    /// Decisions the candidate made, and how many of them failed: over every replica.
+    #[serde(default)]
+    pub decisions: u64,
+    #[serde(default)]
+    pub failures: u64,
+    /// Each replica's own count (by its Pod name): every replica writes its own entry, the
+    /// one that writes the rule set's status sums them into `decisions` and `failures`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replicas: BTreeMap<String, ReplicaCount>,
+}
+
+/// One replica's count of a candidate's decisions.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaCount {
+    /// The candidate these decisions were made by (an entry for other bytes does not count).
+    pub digest: String,
     #[serde(default)]
     pub decisions: u64,
     #[serde(default)]

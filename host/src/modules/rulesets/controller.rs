@@ -24,7 +24,7 @@ use super::rollout::{self, Tally, Thresholds};
 use super::source::{Checked, Problem, SourceSpec, Sources};
 use super::status::{self, Findings, PROGRESSING, PROMOTED, ROLLED_BACK};
 use super::{Candidate, RuleSets, Serving, Unavailable};
-use crate::crd::{Hikawa, ZundokoRules, ZundokoRulesStatus};
+use crate::crd::{Hikawa, ReplicaCount, ZundokoRules, ZundokoRulesStatus};
 use crate::modules::ModuleLoader;
 use crate::modules::rules::Rules;
 use crate::modules::sandbox::RulesModule;
@@ -52,12 +52,16 @@ struct Memo {
     checked_at: Option<String>,
     /// The status as last written (the cache may not show it yet), and when.
     written: Option<(ZundokoRulesStatus, Instant)>,
+    /// When this replica last wrote its own count (not being the writer).
+    counted_at: Option<Instant>,
     /// When each source's ConfigMap (the source's, the candidate's) was last read.
     read_at: [Option<Instant>; 2],
     failures: u32,
 }
 
 pub struct Context {
+    /// Reads, and this replica's own count in a rule set's status.
+    client: Client,
     /// A rule set's status and Events are written by one replica: the holder of its shard.
     shards: Arc<ShardTable>,
     sets: Arc<RuleSets>,
@@ -99,6 +103,7 @@ pub async fn run(
 ) {
     let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone());
     let ctx = Arc::new(Context {
+        client: client.clone(),
         events: (0..shards.count).map(|s| EventSink::new(shards.client(s).clone(), "zundoko-operator", &settings.instance)).collect(),
         shards,
         sets: sets.clone(),
@@ -251,21 +256,50 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
     let now = now_ms();
 
     // The status as last written: this process's last write if the cache does not show it yet.
+    // One writer per rule set: the holder of its shard. The others serve as its status says,
+    // and write only their own count. A writer's own last write counts until the cache
+    // shows it; a replica that does not write (or no longer does) goes by the cache alone.
+    let shard = assign::shard_of_rules(&name, ctx.shards.count);
+    let writes = ctx.shards.holds(shard);
+    if !writes {
+        ctx.with_memo(&uid, |m| m.written = None);
+    }
     let before = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.0.clone())).or_else(|| zr.status.clone());
     // The rollout: from the status (so a restart resumes it) and what was counted here.
     let recorded = before.as_ref().and_then(|s| s.rollout.as_ref());
+    // Replicas count their own decisions: this one's entry, and the others' as the cache
+    // shows them (fresher than this replica's last write).
+    let me = ctx.shards.identity.as_str();
     let rollout = match (&candidate_module, &thresholds) {
         (Some(module), Some(thresholds)) => {
             let digest = &module.identity().digest;
             let previous = recorded.filter(|r| &r.digest == digest);
             if let Some(p) = previous {
-                ctx.sets.resume(&name, digest, Tally { decisions: p.decisions, failures: p.failures }, p.state == ROLLED_BACK);
+                // A status written before replicas counted apart: its count is this one's.
+                let mine = match p.replicas.get(me) {
+                    Some(c) if &c.digest == digest => Tally { decisions: c.decisions, failures: c.failures },
+                    _ if p.replicas.is_empty() => Tally { decisions: p.decisions, failures: p.failures },
+                    _ => Tally::default(),
+                };
+                ctx.sets.resume(&name, digest, mine, p.state == ROLLED_BACK);
             }
+            let cached = zr.status.as_ref().and_then(|s| s.rollout.as_ref()).filter(|r| &r.digest == digest);
+            let others = cached.map(|r| r.replicas.iter().filter(|(replica, c)| replica.as_str() != me && &c.digest == digest)).into_iter().flatten();
+            let others = others.fold(Tally::default(), |t, (_, c)| Tally { decisions: t.decisions + c.decisions, failures: t.failures + c.failures });
+            ctx.sets.others_counted(&name, digest, others);
             let promoted = previous.is_some_and(|r| r.state == PROMOTED);
             // A candidate rolls out beside a module that serves; once promoted it is that module.
             (stable_module.is_some() || promoted).then(|| {
                 let (tally, rolled_back) = ctx.sets.tally(&name, digest).unwrap_or_default();
-                status::advance(previous, digest, tally, rolled_back, thresholds, now)
+                let mut advanced = status::advance(previous, digest, tally, rolled_back, thresholds, now);
+                if let Some(cached) = cached {
+                    advanced.replicas.extend(cached.replicas.iter().filter(|(r, _)| r.as_str() != me).map(|(r, c)| (r.clone(), c.clone())));
+                }
+                let mine = ctx.sets.own_tally(&name, digest).unwrap_or_default();
+                if mine.decisions > 0 || advanced.replicas.contains_key(me) {
+                    advanced.replicas.insert(me.into(), ReplicaCount { digest: digest.clone(), decisions: mine.decisions, failures: mine.failures });
+                }
+                advanced
             })
         }
         _ => None,
@@ -316,9 +350,9 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         }
         _ => REFRESH_EVERY,
     };
-    // One writer per rule set: the holder of its shard. The others serve as its status says.
-    let shard = assign::shard_of_rules(&name, ctx.shards.count);
-    if ctx.shards.holds(shard) && before.as_ref() != Some(&desired) {
+    if !writes {
+        count_own(&ctx, &zr, &uid, me, rollout.as_ref()).await?;
+    } else if before.as_ref() != Some(&desired) {
         let last_write = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.1));
         if let Some(at) = last_write
             && at.elapsed() < STATUS_EVERY
@@ -346,12 +380,46 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
                 fields.entry(key.clone()).or_insert(serde_json::Value::Null);
             }
         }
+        // The other replicas' counts are theirs: only this replica's entry is written (and
+        // the entries of another candidate's rollout removed).
+        if let Some(rollout) = fields.get_mut("rollout").and_then(|r| r.as_object_mut()) {
+            let mut replicas = serde_json::Map::new();
+            let stale = before.as_ref().and_then(|b| b.rollout.as_ref()).filter(|r| Some(&r.digest) != desired.rollout.as_ref().map(|d| &d.digest));
+            for replica in stale.map(|r| r.replicas.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+                replicas.insert(replica, serde_json::Value::Null);
+            }
+            if let Some(own) = desired.rollout.as_ref().and_then(|r| r.replicas.get(me)) {
+                replicas.insert(me.into(), serde_json::to_value(own).expect("a count serializes"));
+            }
+            rollout.insert("replicas".into(), serde_json::Value::Object(replicas));
+        }
         let patch = serde_json::json!({ "status": fields });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         ctx.with_memo(&uid, |m| m.written = Some((desired, Instant::now())));
     }
     ctx.with_memo(&uid, |m| m.failures = 0);
     Ok(Action::requeue(requeue))
+}
+
+/// A replica that does not write the rule set's status writes its own count of the
+/// candidate's decisions into it (its entry only: a merge patch leaves the others'), while
+/// the rollout the status records is of the same candidate and still going on; at most once
+/// every [`STATUS_EVERY`]. Through the plain client: the entry is this replica's alone, so a
+/// late write cannot overwrite anyone else's.
+async fn count_own(ctx: &Context, zr: &ZundokoRules, uid: &str, me: &str, rollout: Option<&crate::crd::RolloutStatus>) -> Result<(), Error> {
+    let Some(own) = rollout.and_then(|r| r.replicas.get(me)) else { return Ok(()) };
+    let recorded = zr.status.as_ref().and_then(|s| s.rollout.as_ref());
+    let current = recorded.is_some_and(|r| r.digest == own.digest && r.state == PROGRESSING);
+    if !current || recorded.and_then(|r| r.replicas.get(me)) == Some(own) {
+        return Ok(());
+    }
+    if ctx.with_memo(uid, |m| m.counted_at).is_some_and(|at| at.elapsed() < STATUS_EVERY) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({ "status": { "rollout": { "replicas": { me: own } } } });
+    Api::<ZundokoRules>::all(ctx.client.clone()).patch_status(&zr.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    ctx.with_memo(uid, |m| m.counted_at = Some(Instant::now()));
+    Ok(())
 }
 
 fn unavailable(status: &ZundokoRulesStatus, problem: Option<&Problem>) -> Unavailable {

@@ -70,8 +70,22 @@ pub enum Choice {
 #[derive(Debug)]
 struct CandidateTally {
     digest: String,
+    /// This replica's own decisions.
     tally: Tally,
+    /// The other replicas' decisions, as their entries in the status say.
+    others: Tally,
     rolled_back: bool,
+}
+
+impl CandidateTally {
+    fn new(digest: &str, tally: Tally, rolled_back: bool) -> Self {
+        CandidateTally { digest: digest.into(), tally, others: Tally::default(), rolled_back }
+    }
+
+    /// Every replica's decisions.
+    fn total(&self) -> Tally {
+        Tally { decisions: self.tally.decisions + self.others.decisions, failures: self.tally.failures + self.others.failures }
+    }
 }
 
 /// What the rule set controller and the Hikawa controller hear from [`RuleSets`].
@@ -165,25 +179,23 @@ impl RuleSets {
             return; // decided by a candidate that has since been replaced
         }
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = tallies.entry(decision.rules.clone()).or_insert_with(|| CandidateTally {
-            digest: decision.digest.clone(),
-            tally: Tally::default(),
-            rolled_back: false,
-        });
+        let entry = tallies.entry(decision.rules.clone()).or_insert_with(|| CandidateTally::new(&decision.digest, Tally::default(), false));
         if entry.digest != decision.digest {
-            *entry = CandidateTally { digest: decision.digest.clone(), tally: Tally::default(), rolled_back: false };
+            *entry = CandidateTally::new(&decision.digest, Tally::default(), false);
         }
         if entry.rolled_back {
             return;
         }
         entry.tally.decisions += 1;
         entry.tally.failures += u64::from(!ok);
+        // Judged on every replica's decisions, as the status will be.
         let thresholds = candidate.thresholds;
-        if thresholds.failed_too_often(entry.tally) {
+        let total = entry.total();
+        if thresholds.failed_too_often(total) {
             entry.rolled_back = true;
             drop(tallies);
             self.stop_candidate(&decision.rules, &decision.digest);
-        } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| entry.tally.decisions == n) {
+        } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| total.decisions == n) {
             let _ = self.wake.send(decision.rules.clone());
         }
     }
@@ -206,7 +218,22 @@ impl RuleSets {
     /// process has counted none for these bytes.
     pub fn tally(&self, name: &str, digest: &str) -> Option<(Tally, bool)> {
         let tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        tallies.get(name).filter(|t| t.digest == digest).map(|t| (t.tally, t.rolled_back))
+        tallies.get(name).filter(|t| t.digest == digest).map(|t| (t.total(), t.rolled_back))
+    }
+
+    /// This replica's own share of [`tally`](Self::tally).
+    pub fn own_tally(&self, name: &str, digest: &str) -> Option<Tally> {
+        let tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        tallies.get(name).filter(|t| t.digest == digest).map(|t| t.tally)
+    }
+
+    /// The other replicas' decisions for the candidate `digest`, as the status has them.
+    pub fn others_counted(&self, name: &str, digest: &str, others: Tally) {
+        let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
+        if entry.digest == digest {
+            entry.others = others;
+        }
     }
 
     /// Start counting a candidate's decisions from what its status says (a restarted
@@ -216,7 +243,7 @@ impl RuleSets {
         match tallies.get(name) {
             Some(t) if t.digest == digest => {}
             _ => {
-                tallies.insert(name.into(), CandidateTally { digest: digest.into(), tally, rolled_back });
+                tallies.insert(name.into(), CandidateTally::new(digest, tally, rolled_back));
             }
         }
     }

@@ -42,7 +42,15 @@ pub fn advance(previous: Option<&RolloutStatus>, digest: &str, tally: Tally, rol
         (_, Some(at)) if was == Some(state) => Some(at),
         _ => Some(rfc3339_millis(now)),
     };
-    RolloutStatus { digest: digest.into(), state: state.into(), started_at, ended_at, decisions: tally.decisions, failures: tally.failures }
+    RolloutStatus {
+        digest: digest.into(),
+        state: state.into(),
+        started_at,
+        ended_at,
+        decisions: tally.decisions,
+        failures: tally.failures,
+        replicas: previous.map(|r| r.replicas.clone()).unwrap_or_default(),
+    }
 }
 
 pub fn module_status(identity: &ModuleIdentity) -> ModuleStatus {
