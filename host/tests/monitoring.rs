@@ -106,7 +106,9 @@ fn every_alert_has_a_severity_a_summary_a_description_and_unit_tests_where_it_fi
         "ZundokoRolloutRolledBack",
         "ZundokoReconcileErrors",
         "ZundokoHikawasThrottled",
-        "ZundokoNoLeader",
+        "ZundokoShardsUnheld",
+        "ZundokoShardsLost",
+        "ZundokoLeaseRenewalsFailing",
         "ZundokoOperatorDown",
         "ZundokoGuestFuelNearBudget",
     ] {
@@ -174,6 +176,7 @@ fn exposed_metric_names() -> BTreeSet<String> {
     metrics.ruleset_serving("classic", Some(&module), None);
     metrics.rollout_ended("rolled-back");
     metrics.ruleset_rejected("classic", "ModulePinMismatch");
+    metrics.shard_handover("lost");
     let mut names = BTreeSet::new();
     for line in metrics.encode().lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else { continue };
@@ -187,7 +190,16 @@ fn exposed_metric_names() -> BTreeSet<String> {
             _ => names.insert(name.to_string()),
         };
     }
-    for name in ["zundoko_module_swaps_total", "zundoko_leader", "zundoko_plan_actions_total", "zundoko_ruleset_info", "zundoko_rollouts_total"] {
+    for name in [
+        "zundoko_module_swaps_total",
+        "zundoko_leader",
+        "zundoko_plan_actions_total",
+        "zundoko_ruleset_info",
+        "zundoko_rollouts_total",
+        "zundoko_shards",
+        "zundoko_shards_held",
+        "zundoko_shard_handovers_total",
+    ] {
         assert!(names.contains(name), "{name} is not in {names:?}");
     }
     names
@@ -319,14 +331,14 @@ fn rules_and_dashboard_query_only_metrics_the_operator_exposes() {
     }
     // What the issue asks the dashboard to show.
     let titles: Vec<&str> = dashboard["panels"].as_array().unwrap().iter().filter_map(|p| p["title"].as_str()).collect();
-    for title in ["Words/s", "Decisions by outcome", "Guest call time", "Guest fuel used", "Default module", "Rule sets", "Swaps", "Rollouts ended", "Leader", "Memory (RSS)"] {
+    for title in ["Words/s", "Decisions by outcome", "Guest call time", "Guest fuel used", "Default module", "Rule sets", "Swaps", "Rollouts ended", "Shards held", "Shard handovers", "Memory (RSS)"] {
         assert!(titles.contains(&title), "the dashboard has no panel {title:?}: {titles:?}");
     }
     for panel in dashboard["panels"].as_array().unwrap().iter().filter(|p| p["type"] != "row") {
         assert!(panel["targets"].as_array().is_some_and(|t| !t.is_empty()), "panel {} has no query", panel["title"]);
         assert!(panel["gridPos"]["w"].as_u64().is_some_and(|w| w > 0), "panel {} has no place", panel["title"]);
     }
-    for name in ["zundoko_words_total", "zundoko_guest_fuel_used_bucket", "zundoko_guest_call_duration_seconds_bucket", "zundoko_module_info", "zundoko_ruleset_info", "zundoko_module_swaps_total", "zundoko_rollouts_total", "zundoko_leader"] {
+    for name in ["zundoko_words_total", "zundoko_guest_fuel_used_bucket", "zundoko_guest_call_duration_seconds_bucket", "zundoko_module_info", "zundoko_ruleset_info", "zundoko_module_swaps_total", "zundoko_rollouts_total", "zundoko_shards_held", "zundoko_shards", "zundoko_shard_handovers_total"] {
         assert!(used.contains(name), "neither the rules nor the dashboard use {name}");
     }
 }

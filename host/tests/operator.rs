@@ -260,3 +260,36 @@ async fn native_and_wasm_rules_drive_the_same_operator() {
     }
     operator.stop().await;
 }
+
+/// A process that created a word's child and died before its Said Event: the next process to
+/// decide for the Hikawa (after a restart, or the replica that takes its shard) says it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_words_event_lost_with_its_sender_is_published_by_the_next_one() {
+    use kube::Resource;
+    use kube::api::PostParams;
+    use zundoko_operator::crd::{SAID_AT, Zundoko, ZundokoSpec};
+    let cluster = Cluster::start().await;
+    // A word every 100 s: none more during the test.
+    let hikawa = cluster.create_hikawa("default", "orphan", 100_000, &[]).await;
+    let mut child = Zundoko::new("orphan-zundoko-001", ZundokoSpec { say: "Zun".into() });
+    child.metadata.namespace = Some("default".into());
+    child.metadata.owner_references = Some(vec![hikawa.controller_owner_ref(&()).unwrap()]);
+    child.metadata.labels = Some([(zundoko_operator::reconcile::apply::HIKAWA_LABEL.to_string(), "orphan".to_string())].into());
+    child.metadata.annotations = Some([(SAID_AT.to_string(), jiff::Timestamp::now().to_string())].into());
+    Api::<Zundoko>::namespaced(cluster.client.clone(), "default").create(&PostParams::default(), &child).await.unwrap();
+
+    let operator = cluster.operator(Arc::new(NativeRules::new(zundoko_rules::classic())), quick_settings());
+    let said = async || {
+        let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        list.iter().filter(|e| e.reason.as_deref() == Some("Said") && e.related.as_ref().and_then(|r| r.name.as_deref()) == Some("orphan-zundoko-001")).count()
+    };
+    eventually("the lost word's Said Event", Duration::from_secs(20), async || said().await == 1).await;
+    // A second process finds it there: still one.
+    let second = cluster.operator(Arc::new(NativeRules::new(zundoko_rules::classic())), quick_settings());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(said().await, 1);
+    assert_eq!(cluster.song("default", "orphan").await.words, ["Zun"], "no word said meanwhile");
+    second.stop().await;
+    operator.stop().await;
+}

@@ -114,6 +114,29 @@ pub async fn say_unsaid(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str) {
     futures::future::join_all(unsaid.into_iter().map(|(word, child)| say(ctx, w, hikawa, uid, word, child))).await;
 }
 
+/// How long after its word a Said Event may still be missing because its sender died between
+/// the child and its Event (a kill, a lost shard): a new holder sends it again.
+const RESAY_WITHIN_MS: i64 = 5 * 60 * 1000;
+
+/// The first reconcile of a Hikawa in this process (after a start, or a shard taken): the
+/// latest word's and the Kiyoshi's Said Events sent again if they were said recently. Their
+/// names make a copy impossible (the API server answers that they exist); one whose sender
+/// died before sending it is published now.
+pub async fn say_latest_again(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, children: &crate::reconcile::children::Owned, now: i64) {
+    let ns = hikawa.namespace().unwrap_or_default();
+    let reference = |kind: &str, name: &str| ObjectReference {
+        api_version: Some(Zundoko::api_version(&()).to_string()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(ns.clone()),
+        ..ObjectReference::default()
+    };
+    let latest = children.zundokos.last().map(|z| (z, "Zundoko")).into_iter().chain(children.kiyoshi.as_ref().map(|k| (k, "Kiyoshi")));
+    let recent = latest.filter(|(said, _)| said.said_at.is_some_and(|at| now.saturating_sub(at) < RESAY_WITHIN_MS));
+    let again: Vec<_> = recent.map(|(said, kind)| say(ctx, w, hikawa, uid, said.word.clone(), reference(kind, &said.name))).collect();
+    futures::future::join_all(again).await;
+}
+
 /// Create a child. Already there and controlled by this Hikawa (a retried or restarted
 /// reconcile, or a cache that lags) is done; held by anything else is [`Error::ChildNameTaken`].
 /// Returns a reference to the child if this call created it.

@@ -330,9 +330,9 @@ type Watch<K> = Pin<Box<dyn Stream<Item = Result<Event<LeanChild<K>>, watcher::E
 
 /// The watch of one kind of child, each event handed to `index` first. Only children
 /// carrying the operator's label and in a shard held here are watched (`assign::
-/// children_selector`); when the shards held change, the watch starts again with the new
-/// selector, and the index is replaced by its full list (a shard's children count as listed
-/// only from then). With no shard held nothing is watched and the index is empty. Children
+/// children_selector`); when this replica takes a shard the watch does not cover, it starts
+/// again with the new selector, and the index is replaced by its full list (a shard's
+/// children count as listed only from then). A shard handed back changes nothing. With no shard held nothing is watched and the index is empty. Children
 /// are decoded leanly (`lean::LeanChild`): their managedFields, labels and other annotations
 /// are never allocated.
 fn child_stream<K>(
@@ -387,7 +387,11 @@ where
                     if changed.is_err() {
                         return None;
                     }
-                    current = None;
+                    // Only a shard the watch does not cover yet needs a new one: the children
+                    // of a shard handed back may stay cached until then (never read).
+                    if !held.borrow_and_update().is_subset(shards) {
+                        current = None;
+                    }
                 }
             }
         }

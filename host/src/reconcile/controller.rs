@@ -289,6 +289,9 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     };
     let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
     let children = ctx.children.owned(&hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &uid, claimed);
+    if !ctx.pace.knows(&uid) {
+        apply::say_latest_again(&ctx, w, &hikawa, &uid, &children, now_ms()).await;
+    }
     let seen = Footprint {
         generation: hikawa.metadata.generation.unwrap_or(0),
         zundokos: children.zundokos.len() as u32,

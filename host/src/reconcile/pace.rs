@@ -235,6 +235,12 @@ impl Pace {
         self.with(uid, Instant::now(), |e, _| e.unsaid.push((word, child)));
     }
 
+    /// Whether this process remembers anything of the Hikawa (not after a start, nor after
+    /// its shard was taken).
+    pub fn knows(&self, uid: &str) -> bool {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).contains_key(uid)
+    }
+
     pub fn has_unsaid(&self, uid: &str) -> bool {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(uid).is_some_and(|e| !e.unsaid.is_empty())
     }

@@ -294,6 +294,9 @@ impl Balancer {
                     self.table.set(shard, IDLE);
                     self.metrics.shard_handover("lost");
                     self.control(shard, Control::Keep);
+                    if self.releasing.is_some_and(|(s, _)| s == shard) {
+                        self.releasing = None;
+                    }
                     lost.push(format!("shard {shard}: {why}"));
                 }
                 (Term::Leading, Term::Standby) => {
