@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::cluster::Cluster;
 use common::module_bytes;
-use common::replica::{LEADER_LEASE, NS, ONE_SHARD, Replica, Setup, assert_each_word_once, setup, songs};
+use common::replica::{LEADER_LEASE, NS, ONE_SHARD, Replica, Setup, assert_each_word_once, setup, song_write, songs};
 use common::running::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -44,13 +44,6 @@ async fn holder(cluster: &Cluster) -> Option<String> {
 fn leading(replica: &Replica) -> bool {
     replica.metric("zundoko_leader ") == Some(1.0)
 }
-
-/// A write a replica made for the Hikawas (children, statuses, their Events, rule sets): not
-/// the Lease, not the Events on its own Pod.
-fn song_write(r: &RequestRecord) -> bool {
-    matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete") && r.resource != "leases" && !(r.resource == "events" && r.namespace == NS)
-}
-
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_leader_stops_writing_within_its_renew_deadline_and_stands_by_once_healed() {

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::replica::{NS, Replica, assert_each_word_once, said_events, setup, songs};
+use common::replica::{NS, Replica, assert_each_word_once, said_events, setup, song_write, songs};
 use common::running::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;
@@ -189,4 +189,69 @@ async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
     println!("handovers (taken, released, lost): a {:?}", reasons(&a));
     assert_eq!(reasons(&a)[2], 0.0, "a never lost a shard:\n{}", a.log());
     assert_eq!(a.metric("zundoko_reconcile_errors_total"), None, "{}", a.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_again_once_healed() {
+    const RENEW_DEADLINE: Duration = Duration::from_secs(3);
+    let setup = setup("shard-partition", true).await;
+    let cluster = &setup.cluster;
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let replicas: Vec<Replica> =
+        ["operator-a", "operator-b", "operator-c"].iter().map(|n| Replica::spawn(n, &setup.kubeconfig, &setup.env, &missing, &setup.dir)).collect();
+    let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
+    eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&[a, b, c]).await).await;
+    let mut names: Vec<String> = (0..15).map(|i| format!("q-{i:02}")).collect();
+    for name in &names {
+        cluster.create_hikawa("default", name, 200, &[]).await;
+    }
+    // Songs that go on for the whole test: every shard has someone writing.
+    for i in 0..6 {
+        let name = format!("long-{i}");
+        cluster.create_hikawa("default", &name, 150, &[("zuns", "16")]).await;
+    }
+    cluster.wait_words("default", &names, 2, Duration::from_secs(60)).await;
+    let a_shards = held(a);
+
+    // a is cut off: its requests are accepted and never answered.
+    let cut_wall = std::time::SystemTime::now();
+    let cut = Instant::now();
+    let client = format!("({})", a.name);
+    cluster.server.faults().partition(&client);
+    eventually("a stops deciding for its shards", Duration::from_secs(15), async || held(a) == 0).await;
+    let stood_down = cut.elapsed();
+    eventually("b and c hold every shard", Duration::from_secs(30), async || balanced(&[b, c]).await).await;
+    let taken = cut.elapsed();
+    println!("partition: a stood down from its {a_shards} shards {stood_down:?} after the cut, b and c held all 32 {taken:?} after it");
+    assert!(stood_down <= RENEW_DEADLINE + Duration::from_secs(1), "a stood down only {stood_down:?} after the cut:\n{}", a.log());
+    // More songs while a is away: b and c sing them.
+    for i in 15..21 {
+        let name = format!("q-{i:02}");
+        cluster.create_hikawa("default", &name, 200, &[]).await;
+        names.push(name);
+    }
+
+    // Three lease durations, then healed: a beats again, the others hand shards back, a takes
+    // its share.
+    tokio::time::sleep((cut + 3 * LEASE).saturating_duration_since(Instant::now())).await;
+    let healed_wall = std::time::SystemTime::now();
+    cluster.server.faults().heal(&client);
+    let healed = Instant::now();
+    eventually("three replicas balanced again", Duration::from_secs(60), async || balanced(&[a, b, c]).await).await;
+    println!("healed: balanced over three {:?} after", healed.elapsed());
+
+    // None of a's song writes sent after the cut was served, none started after its renew
+    // deadline, and none before it took shards again after healing.
+    let deadline = cut_wall + RENEW_DEADLINE;
+    for r in cluster.server.requests().iter().filter(|r| r.user_agent.contains(&client) && song_write(r)) {
+        if r.at >= cut_wall && r.at < healed_wall {
+            assert_eq!(r.code, 0, "a write of the cut-off replica was served: {r:?}");
+            assert!(r.at <= deadline, "a write started after the renew deadline: {r:?}");
+        }
+    }
+    assert!(a.log().contains("stopped leading"), "{}", a.log());
+    cluster.assert_songs_complete("default", &names, &classic(), Duration::from_secs(120)).await;
+    assert_each_word_once(cluster, &songs(cluster, &names).await).await;
+    let lost = a.metric("zundoko_shard_handovers_total{reason=\"lost\"} ").unwrap_or(0.0);
+    assert_eq!(lost as usize, a_shards, "a lost each of its shards once");
 }

@@ -181,3 +181,9 @@ pub async fn songs(cluster: &Cluster, names: &[String]) -> Vec<(String, Song)> {
     }
     all
 }
+
+/// A write a replica made for the Hikawas (children, statuses, their Events, rule sets): not
+/// the Lease, not the Events on its own Pod.
+pub fn song_write(r: &zundoko_apiserver::RequestRecord) -> bool {
+    matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete") && r.resource != "leases" && !(r.resource == "events" && r.namespace == NS)
+}
