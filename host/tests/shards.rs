@@ -173,13 +173,23 @@ async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
     assert!(!b_shards.is_empty());
     b.child.kill().unwrap();
     b.child.wait().unwrap();
-    let killed = Instant::now();
+    let killed = jiff::Timestamp::now();
     eventually("a holding every shard again", Duration::from_secs(30), async || held(&a) == SHARDS as usize).await;
-    let taken = killed.elapsed();
-    println!("kill -9: b's {} shards taken {taken:?} after the kill (lease {LEASE:?}, retry {RETRY:?})", b_shards.len());
-    // The members' and the shards' expiry both run from when a last saw them change: at most
-    // a lease duration and a retry period (and the tick of the balancer, and this poll).
-    assert!(taken <= LEASE + 2 * RETRY + Duration::from_secs(1), "b's shards taken only {taken:?} after the kill:\n{}", a.log());
+    // When a took each of b's shards, by the Leases' acquireTime (written by a).
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
+    let mut taken = Duration::ZERO;
+    for shard in &b_shards {
+        let lease = leases.get(&assign::lease_name("zundoko-operator", *shard, SHARDS)).await.unwrap().spec.unwrap();
+        assert_eq!(lease.holder_identity.as_deref(), Some(a.name.as_str()));
+        let acquired = lease.acquire_time.unwrap().0;
+        taken = taken.max(Duration::try_from(acquired.duration_since(killed)).unwrap_or_default());
+    }
+    println!("kill -9: b's {} shards all taken {taken:?} after the kill (lease {LEASE:?}, retry {RETRY:?})", b_shards.len());
+    // A shard's expiry runs from when a last saw its record change, which it reads every retry
+    // period: a lease duration and a retry period after the kill at most (b's last renewal came
+    // before it), and the moment to take it. (A protocol bound, loose for a loaded machine: a
+    // takeover that waited for the members to notice too would take a lease duration more.)
+    assert!(taken <= LEASE + RETRY + Duration::from_millis(1500), "b's shards taken only {taken:?} after the kill:\n{}", a.log());
 
     cluster.assert_songs_complete("default", &names, &classic(), Duration::from_secs(180)).await;
     assert_each_word_once(cluster, &songs(cluster, &names).await).await;

@@ -24,7 +24,7 @@ use crate::process::metrics::Metrics;
 pub enum Control {
     /// Take it when it is free or expired; keep it.
     Take,
-    /// Keep it if held; do not take it.
+    /// Keep it if held; take it only from a holder whose Lease expired.
     Keep,
     /// Hand it back if held (its writes are drained); do not take it.
     Release,
@@ -37,8 +37,11 @@ pub enum Seen {
     Unknown,
     /// Held by this replica.
     Mine,
-    /// Free, released or expired: whoever wants it may take it.
+    /// Free or released: whoever wants it may take it.
     Takeable,
+    /// Held by another replica that has not renewed it for a lease duration, as observed
+    /// here: that replica is gone or cut off, and its work waits.
+    Expired,
     /// Held by another replica, not expired as observed here.
     HeldBy(String),
 }
@@ -125,9 +128,9 @@ struct Elector {
 /// How one try ended.
 enum Tried {
     Held,
-    HeldByAnother(String),
+    HeldByAnother { holder: String, expires_in: Duration },
     /// Free or expired, and not wanted.
-    Left,
+    Left { expired: bool },
     Failed(String),
 }
 
@@ -157,6 +160,8 @@ impl Elector {
                 }
                 _ = stop.wait_for(|s| *s) => break,
             };
+            // Another's Lease that expires before the next try: try right then.
+            let mut expires_at = None;
             match tried {
                 Tried::Held => {
                     renewed_at = Some(started);
@@ -168,14 +173,15 @@ impl Elector {
                         self.term.send_replace(Term::Leading);
                     }
                 }
-                Tried::HeldByAnother(holder) => {
+                Tried::HeldByAnother { holder, expires_in } => {
+                    expires_at = Some(Instant::now() + expires_in + Duration::from_millis(10));
                     self.seen.send_replace(Seen::HeldBy(holder.clone()));
                     if self.leading() {
                         self.lose(format!("the Lease {lease} is held by {holder}"));
                     }
                 }
-                Tried::Left => {
-                    self.seen.send_replace(Seen::Takeable);
+                Tried::Left { expired } => {
+                    self.seen.send_replace(if expired { Seen::Expired } else { Seen::Takeable });
                 }
                 Tried::Failed(error) => {
                     self.seen.send_replace(Seen::Unknown);
@@ -191,6 +197,9 @@ impl Elector {
             // Wake at the next try, or at the deadline if it comes first.
             let jitter = self.durations.retry.mul_f64(rand::random::<f64>() * 0.2);
             let mut next = started + self.durations.retry + jitter;
+            if let Some(at) = expires_at {
+                next = next.min(at);
+            }
             if self.leading()
                 && let Some(at) = renewed_at
             {
@@ -238,11 +247,23 @@ impl Elector {
         // Only a renewal that succeeds earns the next one without a read.
         self.renew_blind = false;
         let plan = self.lock.plan(read.as_ref(), Instant::now(), jiff::Timestamp::now());
-        if !matches!(plan, Plan::HeldByAnother { .. }) && !self.leading() && *self.control.borrow() != Control::Take {
-            return Tried::Left;
+        if !matches!(plan, Plan::HeldByAnother { .. }) && !self.leading() {
+            let holder = read.as_ref().and_then(|l| l.spec.as_ref()?.holder_identity.clone()).filter(|h| !h.is_empty());
+            let expired = holder.is_some_and(|h| h != self.lock.identity);
+            // Another replica's Lease that expired is taken at once unless it is being handed
+            // back: its holder is gone or cut off, and its Hikawas wait (the balancer hands
+            // back what exceeds the share afterwards). A free one only when the balancer says.
+            let take = match *self.control.borrow() {
+                Control::Take => true,
+                Control::Keep => expired,
+                Control::Release => false,
+            };
+            if !take {
+                return Tried::Left { expired };
+            }
         }
         let written = match plan {
-            Plan::HeldByAnother { holder, .. } => return Tried::HeldByAnother(holder),
+            Plan::HeldByAnother { holder, expires_in } => return Tried::HeldByAnother { holder, expires_in },
             Plan::Create(lease) => self.api.create(&PostParams::default(), &lease).await,
             Plan::Update(lease) => self.api.replace(&self.lock.name, &PostParams::default(), &lease).await,
         };
