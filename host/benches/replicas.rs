@@ -21,7 +21,9 @@
 //! `cargo bench -p zundoko-operator --bench replicas`. Environment:
 //! `ZUNDOKO_BENCH_REPLICA_HIKAWAS` (default 300), `ZUNDOKO_BENCH_REPLICAS` (default `1,2,3`),
 //! `ZUNDOKO_BENCH_SHARDS` (default 32), `ZUNDOKO_BENCH_LOG` (the replicas' log filter, default
-//! `warn`; each replica's log goes to a file, shown when something goes wrong).
+//! `warn`; each replica's log goes to a file, shown when something goes wrong),
+//! `ZUNDOKO_BENCH_PIN=1` (replica k on CPU (k - 1) mod cores only: a core per replica, so the
+//! gain of each added replica shows even where one replica alone fills every core).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -212,7 +214,8 @@ impl Replica {
         let port = free_port();
         let log = logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("a log file");
-        let process = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"));
+        command
             .args(["run", "--module", module, "--leader-election", "--shards", &shards.to_string()])
             .args(["--operator-namespace", NAMESPACE, "--pod-name", &name, "--lease-name", "zundoko-operator"])
             .args(["--lease-duration-secs", "4", "--lease-renew-deadline-secs", "3", "--lease-retry-period-secs", "0.5"])
@@ -225,9 +228,23 @@ impl Replica {
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
             .stdout(Stdio::null())
-            .stderr(Stdio::from(file))
-            .spawn()
-            .expect("starting the operator");
+            .stderr(Stdio::from(file));
+        if let Some(cpu) = pinned_cpu(k) {
+            use std::os::unix::process::CommandExt as _;
+            // SAFETY: between fork and exec, only sched_setaffinity (async-signal-safe) on a
+            // set built before the fork.
+            let set = cpu_set(cpu);
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let process = command.spawn().expect("starting the operator");
         let pid = process.id().to_string();
         Replica { name, process, pid, port, log, alive: true }
     }
@@ -253,6 +270,20 @@ impl Replica {
             self.alive = false;
         }
     }
+}
+
+/// With `ZUNDOKO_BENCH_PIN=1`, replica k runs on CPU (k - 1) mod cores only: one core's worth
+/// per replica, so words/s shows what each added replica brings until the cores run out.
+fn pinned_cpu(k: usize) -> Option<usize> {
+    let pin = std::env::var("ZUNDOKO_BENCH_PIN").is_ok_and(|v| v == "1");
+    pin.then(|| (k - 1) % std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn cpu_set(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain bits; all zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    set
 }
 
 fn log_tail(path: &Path, lines: usize) -> String {
@@ -506,7 +537,8 @@ where
 fn print_runs(runs: &[Run], hikawas: usize, shards: u16, cores: usize) {
     let base = runs.iter().find(|r| r.replicas == 1).map(Run::words_per_sec);
     println!();
-    println!("== {hikawas} Hikawas, intervalMillis 0, rules zundoko-burn (~5 ms of wasm per call), {shards} shards; {cores} cores ==");
+    let pinned = if pinned_cpu(1).is_some() { ", each replica pinned to one" } else { "" };
+    println!("== {hikawas} Hikawas, intervalMillis 0, rules zundoko-burn (~5 ms of wasm per call), {shards} shards; {cores} cores{pinned} ==");
     println!(
         "{:>8} {:>7} {:>7} {:>8} {:>6} {:>6} {:>6} | {:>11} {:>17} {:>17} {:>14} {:>17} {:>17} | {:>8} {:>10}",
         "replicas", "words", "seconds", "words/s", "x 1", "cores", "server", "shards", "decisions", "words said", "ms/decision", "RSS MiB", "peak RSS MiB", "handover", "rebalanced"
@@ -569,7 +601,8 @@ async fn bench() {
     println!("Kiyoshis) from the first Hikawa created to the last Kiyoshi. Per replica (a/b/c): shards held, decisions (guest calls), words");
     println!("said, mean time per decision, RSS (VmRSS) and peak (VmHWM) at the end. Handover: kill -9 of the replica holding the most");
     println!("shards, after the songs, until the survivors hold every shard again; rebalanced: until each holds at most its fair share.");
-    println!("This machine: {cores} core(s).");
+    let pin = if pinned_cpu(1).is_some() { "; ZUNDOKO_BENCH_PIN=1: replica k runs on CPU (k - 1) mod cores only" } else { "" };
+    println!("This machine: {cores} core(s){pin}.");
     let total = Instant::now();
     let mut runs = Vec::new();
     for n in counts {

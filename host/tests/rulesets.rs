@@ -9,21 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, Operator, quick_settings};
+use common::rules::*;
 use common::running::eventually;
 use common::{fixture_bytes, module_bytes, with_custom_section};
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
-use sha2::{Digest, Sha256};
-use zundoko_operator::crd::{
-    CandidateSpec, ConfigMapSource, Hikawa, HikawaSpec, ModuleSource, RolloutSpec, ZundokoRules, ZundokoRulesSpec, ZundokoRulesStatus,
-};
+use kube::api::{Patch, PatchParams};
+use kube::ResourceExt;
+use zundoko_operator::crd::{CandidateSpec, ConfigMapSource, ModuleSource, ZundokoRulesSpec};
 use zundoko_operator::modules::rules::Rules;
 use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::modules::swap::digest;
 use zundoko_rules::{classic, strict_japanese};
-
-/// The operator reads rule sets' ConfigMaps here by default.
-const RULES_NS: &str = "zundoko-system";
 
 fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
     Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
@@ -35,70 +30,6 @@ async fn start() -> (Cluster, Operator) {
     cluster.create_namespace(RULES_NS).await;
     let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
     (cluster, operator)
-}
-
-fn source(configmap: &str) -> ModuleSource {
-    ModuleSource { config_map: ConfigMapSource { namespace: RULES_NS.into(), name: configmap.into(), key: None } }
-}
-
-fn rules_api(cluster: &Cluster) -> Api<ZundokoRules> {
-    Api::all(cluster.client.clone())
-}
-
-async fn create_rules(cluster: &Cluster, name: &str, spec: ZundokoRulesSpec) {
-    rules_api(cluster).create(&PostParams::default(), &ZundokoRules::new(name, spec)).await.unwrap();
-}
-
-fn plain(configmap: &str) -> ZundokoRulesSpec {
-    ZundokoRulesSpec { source: source(configmap), sha256: None, candidate: None }
-}
-
-async fn rules_status(cluster: &Cluster, name: &str) -> ZundokoRulesStatus {
-    rules_api(cluster).get(name).await.unwrap().status.unwrap_or_default()
-}
-
-async fn wait_rules(cluster: &Cluster, name: &str, what: &str, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
-    eventually(what, Duration::from_secs(30), async || check(&rules_status(cluster, name).await)).await;
-    rules_status(cluster, name).await
-}
-
-async fn sing(cluster: &Cluster, name: &str, interval_millis: u64, rules: Option<&str>, params: &[(&str, &str)]) -> Hikawa {
-    let spec = HikawaSpec {
-        interval_millis,
-        rules: rules.map(str::to_owned),
-        params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-        ..HikawaSpec::default()
-    };
-    let mut hikawa = Hikawa::new(name, spec);
-    hikawa.metadata.namespace = Some("default".into());
-    cluster.hikawas("default").create(&PostParams::default(), &hikawa).await.unwrap()
-}
-
-async fn decided_by(cluster: &Cluster, hikawa: &str) -> Option<String> {
-    let h = cluster.hikawas("default").get(hikawa).await.unwrap();
-    h.status?.module.map(|m| m.digest)
-}
-
-async fn ready(cluster: &Cluster, hikawa: &str) -> Option<(String, String, String)> {
-    let h = cluster.hikawas("default").get(hikawa).await.unwrap();
-    let c = h.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
-    Some((c.status, c.reason, c.message))
-}
-
-/// Events on a rule set (cluster-scoped: its Events are in `default`), oldest first.
-async fn rules_events(cluster: &Cluster, name: &str) -> Vec<(String, String)> {
-    let list = cluster.events_regarding("default", "ZundokoRules", name).await;
-    list.into_iter().map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default())).collect()
-}
-
-/// The share rule, computed here independently: the first 8 bytes of sha256(uid) mod 100.
-fn in_share(uid: &str, percent: u64) -> bool {
-    let hash = Sha256::digest(uid.as_bytes());
-    u64::from_be_bytes(hash[..8].try_into().unwrap()) % 100 < percent
-}
-
-fn names(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,10 +115,6 @@ async fn a_hikawa_switching_rules_mid_song_finishes_it_by_the_new_rules() {
     }
     assert_eq!(operator.shared.metrics.reconcile_errors_total(), 0, "no reconcile failed");
     operator.stop().await;
-}
-
-fn rollout(percent: u8, promote_after_seconds: Option<u64>, promote_after_decisions: Option<u64>, max_failure_percent: u8) -> RolloutSpec {
-    RolloutSpec { percent, promote_after_seconds, promote_after_decisions, max_failure_percent }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -401,83 +328,4 @@ async fn a_configmap_rewritten_in_a_loop_is_read_at_most_once_a_second() {
     println!("40 rewrites in {took:?}: the ConfigMap read {reads} times");
     assert!(reads <= bound, "{reads} reads for 40 rewrites in {took:?} (bound {bound})");
     operator.stop().await;
-}
-
-/// The sum of a rollout's replica entries for its own candidate.
-fn counted(rollout: &zundoko_operator::crd::RolloutStatus) -> (u64, u64) {
-    rollout.replicas.values().filter(|c| c.digest == rollout.digest).fold((0, 0), |(d, f), c| (d + c.decisions, f + c.failures))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rollout_spread_over_three_replicas_promotes_and_rolls_back_as_with_one() {
-    use common::replica::{Replica, setup};
-    let setup = setup("rollout-replicas", true).await;
-    let cluster = &setup.cluster;
-    let missing = setup.dir.join("no-module-file-here.wasm");
-    let replicas: Vec<Replica> =
-        ["operator-a", "operator-b", "operator-c"].iter().map(|n| Replica::spawn(n, &setup.kubeconfig, &setup.env, &missing, &setup.dir)).collect();
-    let held = |r: &Replica| r.metric("zundoko_shards_held ").unwrap_or(0.0);
-    eventually("the shards shared by three", Duration::from_secs(60), async || replicas.iter().all(|r| held(r) >= 10.0)).await;
-
-    // Promotion by decisions, counted over every replica.
-    let stable = module_bytes("zundoko-classic");
-    let candidate = with_custom_section(stable.clone(), 1);
-    let candidate_digest = digest(&candidate);
-    cluster.put_configmap(RULES_NS, "stable", &stable).await;
-    cluster.put_configmap(RULES_NS, "candidate", &candidate).await;
-    let spec = ZundokoRulesSpec {
-        candidate: Some(CandidateSpec { source: source("candidate"), sha256: None, rollout: rollout(50, None, Some(40), 0) }),
-        ..plain("stable")
-    };
-    create_rules(cluster, "p", spec).await;
-    wait_rules(cluster, "p", "the rollout started", |s| s.phase.as_deref() == Some("RollingOut")).await;
-    let songs = names("p", 24);
-    for name in &songs {
-        sing(cluster, name, 100, Some("p"), &[]).await;
-    }
-    let status = wait_rules(cluster, "p", "promotion", |s| s.rollout.as_ref().is_some_and(|r| r.state == "Promoted")).await;
-    let promoted = status.rollout.unwrap();
-    let (entries, _) = counted(&promoted);
-    let counting = promoted.replicas.values().filter(|c| c.decisions > 0).count();
-    println!("promoted after {} decisions, counted by {counting} replicas ({entries} in their entries): {:?}", promoted.decisions, promoted.replicas);
-    assert!(promoted.decisions >= 40 && promoted.failures == 0, "{promoted:?}");
-    assert!(counting >= 2, "the candidate's Hikawas are spread over the replicas, and so are its decisions: {promoted:?}");
-    assert!(entries >= promoted.decisions, "the sum of what the replicas counted: {promoted:?}");
-    assert_eq!(status.module.unwrap().digest, candidate_digest);
-    cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
-
-    // Rolled back past its failure rate, counted over every replica.
-    cluster.put_configmap(RULES_NS, "flaky", &fixture_bytes("zundoko-flaky")).await;
-    let spec = ZundokoRulesSpec {
-        candidate: Some(CandidateSpec { source: source("flaky"), sha256: None, rollout: rollout(50, None, Some(10_000), 20) }),
-        ..plain("stable")
-    };
-    create_rules(cluster, "f", spec).await;
-    wait_rules(cluster, "f", "the rollout started", |s| s.phase.as_deref() == Some("RollingOut")).await;
-    let songs = names("f", 16);
-    for (i, name) in songs.iter().enumerate() {
-        let params: &[(&str, &str)] = if i % 2 == 0 { &[("flaky", "yes")] } else { &[] };
-        sing(cluster, name, 20, Some("f"), params).await;
-    }
-    let status = wait_rules(cluster, "f", "the rollback", |s| s.phase.as_deref() == Some("RolledBack")).await;
-    let rolled_back = status.rollout.clone().unwrap();
-    let (d, f) = (rolled_back.decisions, rolled_back.failures);
-    println!("rolled back after {f} failures in {d} decisions (threshold 20 %): {:?}", rolled_back.replicas);
-    assert!(f * 100 > 20 * d, "{f} failures of {d} are past 20 %");
-    assert_eq!(status.reason.as_deref(), Some("FailureRateExceeded"));
-    assert_eq!(status.module.as_ref().unwrap().digest, digest(&stable), "the stable module serves");
-    cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
-    for name in &songs {
-        assert_eq!(decided_by(cluster, name).await, Some(digest(&stable)), "{name}: after the rollback the stable module decides");
-    }
-
-    // One writer per rule set: each outcome said once, and counted once over the replicas.
-    for (rules, reason) in [("p", "Promoted"), ("f", "RolledBack")] {
-        let said = rules_events(cluster, rules).await.iter().filter(|(r, _)| r == reason).count();
-        assert_eq!(said, 1, "{rules}: one {reason} Event");
-    }
-    let total = |result: &str| -> f64 {
-        replicas.iter().map(|r| r.metric(&format!("zundoko_rollouts_total{{result=\"{result}\"}} ")).unwrap_or(0.0)).sum()
-    };
-    assert_eq!((total("promoted"), total("rolled-back")), (1.0, 1.0));
 }

@@ -1,8 +1,9 @@
 //! Active-active replicas: `zundoko-operator run` processes with the Deployment's environment
 //! (32 shards) against the local API server. Every replica works on its fair share of the
 //! shards, decides only for them, and a shard changes hands only after its holder's writes:
-//! scaled 1 -> 3 -> 2 and a replica killed mid-song, every song stays valid with each word
-//! said once.
+//! scaled 1 -> 3 -> 2, a replica killed mid-song or cut off, every song stays valid with each
+//! word said once; a rollout spread over three replicas ends as with one. Each test runs three
+//! operator processes: one test at a time.
 //!
 //! Durations here (Replica::spawn): lease 4 s, renew deadline 3 s, retry 0.5 s, API timeout 1.5 s.
 
@@ -12,7 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::replica::{NS, Replica, assert_each_word_once, said_events, setup, song_write, songs};
+use common::replica::{NS, Replica, assert_each_word_once, said_events, setup, song_write, songs, spawn_three};
+use common::rules::*;
+use common::{fixture_bytes, module_bytes, with_custom_section};
+use zundoko_operator::modules::swap::digest;
 use common::running::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;
@@ -21,6 +25,12 @@ use zundoko_operator::process::leader::assign;
 use zundoko_rules::classic;
 
 const SHARDS: u16 = 32;
+
+/// Three operator processes per test on a shared machine: the tests of this file one at a time.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    ALONE.lock().await
+}
 const LEASE: Duration = Duration::from_secs(4);
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -55,11 +65,10 @@ fn decisions(replica: &Replica) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_300_hikawas_each_deciding_for_its_own_shards_only() {
+    let _alone = one_at_a_time().await;
     let setup = setup("shards", true).await;
     let cluster = &setup.cluster;
-    let missing = setup.dir.join("no-module-file-here.wasm");
-    let replicas: Vec<Replica> =
-        ["operator-a", "operator-b", "operator-c"].iter().map(|n| Replica::spawn(n, &setup.kubeconfig, &setup.env, &missing, &setup.dir)).collect();
+    let replicas = spawn_three(&setup);
     let all: Vec<&Replica> = replicas.iter().collect();
     let started = Instant::now();
     eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&all).await).await;
@@ -130,6 +139,7 @@ async fn three_replicas_share_300_hikawas_each_deciding_for_its_own_shards_only(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
+    let _alone = one_at_a_time().await;
     let setup = setup("shard-moves", true).await;
     let cluster = &setup.cluster;
     let missing = setup.dir.join("no-module-file-here.wasm");
@@ -203,12 +213,11 @@ async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_again_once_healed() {
+    let _alone = one_at_a_time().await;
     const RENEW_DEADLINE: Duration = Duration::from_secs(3);
     let setup = setup("shard-partition", true).await;
     let cluster = &setup.cluster;
-    let missing = setup.dir.join("no-module-file-here.wasm");
-    let replicas: Vec<Replica> =
-        ["operator-a", "operator-b", "operator-c"].iter().map(|n| Replica::spawn(n, &setup.kubeconfig, &setup.env, &missing, &setup.dir)).collect();
+    let replicas = spawn_three(&setup);
     let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
     eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&[a, b, c]).await).await;
     let mut names: Vec<String> = (0..15).map(|i| format!("q-{i:02}")).collect();
@@ -264,4 +273,66 @@ async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_
     assert_each_word_once(cluster, &songs(cluster, &names).await).await;
     let lost = a.metric("zundoko_shard_handovers_total{reason=\"lost\"} ").unwrap_or(0.0);
     assert_eq!(lost as usize, a_shards, "a lost each of its shards once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_spread_over_three_replicas_promotes_and_rolls_back_as_with_one() {
+    let _alone = one_at_a_time().await;
+    let setup = setup("rollout-replicas", true).await;
+    let cluster = &setup.cluster;
+    let replicas = spawn_three(&setup);
+    let held = |r: &Replica| r.metric("zundoko_shards_held ").unwrap_or(0.0);
+    eventually("the shards shared by three", Duration::from_secs(60), async || replicas.iter().all(|r| held(r) >= 10.0)).await;
+
+    // Promotion by decisions, counted over every replica.
+    let stable = module_bytes("zundoko-classic");
+    let candidate = with_custom_section(stable.clone(), 1);
+    let candidate_digest = digest(&candidate);
+    cluster.put_configmap(RULES_NS, "stable", &stable).await;
+    cluster.put_configmap(RULES_NS, "candidate", &candidate).await;
+    start_rollout(cluster, "p", "candidate", rollout(50, None, Some(40), 0)).await;
+    let songs = names("p", 24);
+    for name in &songs {
+        sing(cluster, name, 100, Some("p"), &[]).await;
+    }
+    let status = wait_rules(cluster, "p", "promotion", |s| s.rollout.as_ref().is_some_and(|r| r.state == "Promoted")).await;
+    let promoted = status.rollout.unwrap();
+    let (entries, _) = counted(&promoted);
+    let counting = promoted.replicas.values().filter(|c| c.decisions > 0).count();
+    println!("promoted after {} decisions, counted by {counting} replicas ({entries} in their entries): {:?}", promoted.decisions, promoted.replicas);
+    assert!(promoted.decisions >= 40 && promoted.failures == 0, "{promoted:?}");
+    assert!(counting >= 2, "the candidate's Hikawas are spread over the replicas, and so are its decisions: {promoted:?}");
+    assert!(entries >= promoted.decisions, "the sum of what the replicas counted: {promoted:?}");
+    assert_eq!(status.module.unwrap().digest, candidate_digest);
+    cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
+
+    // Rolled back past its failure rate, counted over every replica.
+    cluster.put_configmap(RULES_NS, "flaky", &fixture_bytes("zundoko-flaky")).await;
+    start_rollout(cluster, "f", "flaky", rollout(50, None, Some(10_000), 20)).await;
+    let songs = names("f", 16);
+    for (i, name) in songs.iter().enumerate() {
+        let params: &[(&str, &str)] = if i % 2 == 0 { &[("flaky", "yes")] } else { &[] };
+        sing(cluster, name, 20, Some("f"), params).await;
+    }
+    let status = wait_rules(cluster, "f", "the rollback", |s| s.phase.as_deref() == Some("RolledBack")).await;
+    let rolled_back = status.rollout.clone().unwrap();
+    let (d, f) = (rolled_back.decisions, rolled_back.failures);
+    println!("rolled back after {f} failures in {d} decisions (threshold 20 %): {:?}", rolled_back.replicas);
+    assert!(f * 100 > 20 * d, "{f} failures of {d} are past 20 %");
+    assert_eq!(status.reason.as_deref(), Some("FailureRateExceeded"));
+    assert_eq!(status.module.as_ref().unwrap().digest, digest(&stable), "the stable module serves");
+    cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
+    for name in &songs {
+        assert_eq!(decided_by(cluster, name).await, Some(digest(&stable)), "{name}: after the rollback the stable module decides");
+    }
+
+    // One writer per rule set: each outcome said once, and counted once over the replicas.
+    for (rules, reason) in [("p", "Promoted"), ("f", "RolledBack")] {
+        let said = rules_events(cluster, rules).await.iter().filter(|(r, _)| r == reason).count();
+        assert_eq!(said, 1, "{rules}: one {reason} Event");
+    }
+    let total = |result: &str| -> f64 {
+        replicas.iter().map(|r| r.metric(&format!("zundoko_rollouts_total{{result=\"{result}\"}} ")).unwrap_or(0.0)).sum()
+    };
+    assert_eq!((total("promoted"), total("rolled-back")), (1.0, 1.0));
 }

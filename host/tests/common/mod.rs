@@ -49,4 +49,5 @@ pub mod deploy;
 pub mod rbac;
 pub mod kubelet;
 pub mod replica;
+pub mod rules;
 pub mod running;

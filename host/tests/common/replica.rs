@@ -116,6 +116,13 @@ impl Drop for Replica {
     }
 }
 
+/// Three replicas with the Deployment's environment, `operator-a`, `-b` and `-c`, their module
+/// from the ConfigMap (no file).
+pub fn spawn_three(setup: &Setup) -> Vec<Replica> {
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    ["operator-a", "operator-b", "operator-c"].iter().map(|n| Replica::spawn(n, &setup.kubeconfig, &setup.env, &missing, &setup.dir)).collect()
+}
+
 pub struct Setup {
     pub cluster: Cluster,
     pub env: Vec<(String, String)>,

@@ -75,16 +75,18 @@ struct CandidateTally {
     /// The other replicas' decisions, as their entries in the status say.
     others: Tally,
     rolled_back: bool,
+    /// The count the rollback was decided on (what is counted after it does not change why).
+    ended_with: Option<Tally>,
 }
 
 impl CandidateTally {
     fn new(digest: &str, tally: Tally, rolled_back: bool) -> Self {
-        CandidateTally { digest: digest.into(), tally, others: Tally::default(), rolled_back }
+        CandidateTally { digest: digest.into(), tally, others: Tally::default(), rolled_back, ended_with: None }
     }
 
     /// Every replica's decisions.
     fn total(&self) -> Tally {
-        Tally { decisions: self.tally.decisions + self.others.decisions, failures: self.tally.failures + self.others.failures }
+        self.ended_with.unwrap_or(Tally { decisions: self.tally.decisions + self.others.decisions, failures: self.tally.failures + self.others.failures })
     }
 }
 
@@ -193,6 +195,7 @@ impl RuleSets {
         let total = entry.total();
         if thresholds.failed_too_often(total) {
             entry.rolled_back = true;
+            entry.ended_with = Some(total);
             drop(tallies);
             self.stop_candidate(&decision.rules, &decision.digest);
         } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| total.decisions == n) {

@@ -37,6 +37,12 @@ pub fn advance(previous: Option<&RolloutStatus>, digest: &str, tally: Tally, rol
     } else {
         PROGRESSING
     };
+    // An ended rollout keeps the count it ended with: decisions other replicas made before
+    // they heard of the end are in their own entries, not in the record of why it ended.
+    let tally = match previous.filter(|_| matches!(was, Some(PROMOTED | ROLLED_BACK))) {
+        Some(ended) => Tally { decisions: ended.decisions, failures: ended.failures },
+        None => tally,
+    };
     let ended_at = match (state, previous.and_then(|r| r.ended_at.clone())) {
         (PROGRESSING, _) => None,
         (_, Some(at)) if was == Some(state) => Some(at),
@@ -216,6 +222,9 @@ mod tests {
         let failed = advance(Some(&going), "sha256:c", Tally { decisions: 3, failures: 1 }, false, &t, 7_000);
         assert_eq!(failed.state, ROLLED_BACK);
         assert_eq!(advance(Some(&failed), "sha256:c", Tally { decisions: 3, failures: 1 }, false, &t, 9_000), failed, "stays rolled back");
+        // Decisions other replicas made before they heard of the end: not in its record.
+        assert_eq!(advance(Some(&failed), "sha256:c", Tally { decisions: 9, failures: 1 }, false, &t, 9_000), failed, "its count kept");
+        assert_eq!(advance(Some(&promoted), "sha256:c", Tally { decisions: 7, failures: 0 }, false, &t, 9_000).decisions, 3);
         // New bytes: a new rollout.
         assert_eq!(advance(Some(&failed), "sha256:d", Tally::default(), false, &t, 9_000).state, PROGRESSING);
     }

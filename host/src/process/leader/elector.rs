@@ -66,26 +66,16 @@ pub struct Election {
 }
 
 impl Election {
-    /// Start competing for the Lease `name` in `namespace` as `identity`, as `control` says.
-    /// `client` must bound every request (`fence::guarded` with an open fence).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        client: Client,
-        namespace: &str,
-        name: &str,
-        identity: &str,
-        durations: Durations,
-        request_timeout: Duration,
-        metrics: Arc<Metrics>,
-        control: watch::Receiver<Control>,
-    ) -> Election {
+    /// Start competing for `lock`'s Lease, as `control` says. `client` must bound every
+    /// request (`fence::guarded` with an open fence).
+    pub fn start(client: Client, lock: LeaseLock, durations: Durations, request_timeout: Duration, metrics: Arc<Metrics>, control: watch::Receiver<Control>) -> Election {
         let fence = Fence::closed(request_timeout);
         let (term_tx, term) = watch::channel(Term::Standby);
         let (seen_tx, seen) = watch::channel(Seen::Unknown);
         let (stop, stopped) = watch::channel(false);
         let elector = Elector {
-            api: Api::namespaced(client, namespace),
-            lock: LeaseLock::new(namespace, name, identity, &durations),
+            api: Api::namespaced(client, &lock.namespace),
+            lock,
             durations,
             fence: fence.clone(),
             metrics,
@@ -105,7 +95,7 @@ impl Election {
         self.fence.close();
         let _ = self.stop.send(true);
         if tokio::time::timeout(Duration::from_secs(5), self.task).await.is_err() {
-            warn!("releasing the leader Lease timed out; it expires on its own");
+            warn!("releasing a Lease timed out; it expires on its own");
         }
     }
 }

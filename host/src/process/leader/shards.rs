@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use super::assign::{self, Moves};
 use super::elector::{Control, Election, Seen, Term};
 use super::fence::{self, Fence};
-use super::lock::Durations;
+use super::lock::{Durations, LeaseLock};
 use super::members::{self, Membership};
 use crate::process::metrics::Metrics;
 
@@ -191,16 +191,8 @@ impl Sharding {
         for shard in 0..count {
             let (control, controlled) = watch::channel(Control::Keep);
             let name = assign::lease_name(&settings.lease_prefix, shard, count);
-            elections.push(Election::start(
-                client.clone(),
-                &settings.namespace,
-                &name,
-                &settings.identity,
-                settings.durations,
-                request_timeout,
-                metrics.clone(),
-                controlled,
-            ));
+            let lock = LeaseLock::new(&settings.namespace, &name, &settings.identity, &settings.durations);
+            elections.push(Election::start(client.clone(), lock, settings.durations, request_timeout, metrics.clone(), controlled));
             controls.push(control);
         }
         let fences: Vec<Arc<Fence>> = elections.iter().map(|e| e.fence.clone()).collect();
