@@ -291,7 +291,13 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
             // A candidate rolls out beside a module that serves; once promoted it is that module.
             (stable_module.is_some() || promoted).then(|| {
                 let (tally, rolled_back) = ctx.sets.tally(&name, digest).unwrap_or_default();
-                let mut advanced = status::advance(previous, digest, tally, rolled_back, thresholds, now);
+                // Only the writer advances the rollout; the others follow its record (and
+                // progress until there is one).
+                let mut advanced = match previous {
+                    Some(recorded) if !writes => recorded.clone(),
+                    None if !writes => status::advance(None, digest, Tally::default(), false, thresholds, now),
+                    _ => status::advance(previous, digest, tally, rolled_back, thresholds, now),
+                };
                 if let Some(cached) = cached {
                     advanced.replicas.extend(cached.replicas.iter().filter(|(r, _)| r.as_str() != me).map(|(r, c)| (r.clone(), c.clone())));
                 }
@@ -351,7 +357,10 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         _ => REFRESH_EVERY,
     };
     if !writes {
-        count_own(&ctx, &zr, &uid, me, rollout.as_ref()).await?;
+        // Its count is written again at the next reconcile: a failure here fails nothing else.
+        if let Err(error) = count_own(&ctx, &zr, &uid, me, rollout.as_ref()).await {
+            warn!(rules = %name, %error, "could not write this replica's count of the candidate's decisions");
+        }
     } else if before.as_ref() != Some(&desired) {
         let last_write = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.1));
         if let Some(at) = last_write

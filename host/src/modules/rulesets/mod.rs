@@ -107,6 +107,9 @@ pub struct RuleSets {
     /// Why the rule sets cannot be listed, while they cannot (RBAC, say).
     unlistable: Mutex<Option<String>>,
     tallies: Mutex<HashMap<String, CandidateTally>>,
+    /// Whether this replica decides a rule set's rollout (writes its status); all of them
+    /// if unset (one process).
+    decides: std::sync::OnceLock<Box<dyn Fn(&str) -> bool + Send + Sync>>,
     /// The rule set each Hikawa (by uid) names, so a rule set hears at once when one joins
     /// or leaves it (its status counts them).
     members: Mutex<HashMap<String, String>>,
@@ -124,6 +127,7 @@ impl RuleSets {
             synced: AtomicBool::new(false),
             unlistable: Mutex::default(),
             tallies: Mutex::default(),
+            decides: std::sync::OnceLock::new(),
             members: Mutex::default(),
             changed,
             wake,
@@ -171,9 +175,21 @@ impl RuleSets {
         }
     }
 
-    /// Count a candidate's decision. Past the failure threshold the candidate stops at once:
-    /// every Hikawa of the rule set is reconciled with the stable module, and the controller
-    /// records the rollback.
+    /// With replicas: `decides(name)` says whether this replica decides rule set `name`'s
+    /// rollout (the one that writes its status). Set once.
+    pub fn set_decider(&self, decides: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        let _ = self.decides.set(Box::new(decides));
+    }
+
+    fn decides(&self, name: &str) -> bool {
+        self.decides.get().is_none_or(|decides| decides(name))
+    }
+
+    /// Count a candidate's decision. Past the failure threshold (over every replica's count)
+    /// the replica that decides the rollout stops the candidate at once: every Hikawa of the
+    /// rule set is reconciled with the stable module, and the controller records the
+    /// rollback, which the other replicas follow. They only hurry their count to it: a rollout
+    /// has one decider, so it ends as it would with one replica.
     pub fn record(&self, decision: &CandidateDecision, ok: bool) {
         let serving = self.serving.read().unwrap_or_else(|p| p.into_inner()).get(&decision.rules).cloned();
         let Some(candidate) = serving.as_ref().and_then(|s| s.candidate.clone()) else { return };
@@ -193,12 +209,15 @@ impl RuleSets {
         // Judged on every replica's decisions, as the status will be.
         let thresholds = candidate.thresholds;
         let total = entry.total();
-        if thresholds.failed_too_often(total) {
+        if thresholds.failed_too_often(total) && !self.decides(&decision.rules) {
+            drop(tallies);
+            let _ = self.wake.send(decision.rules.clone());
+        } else if thresholds.failed_too_often(total) {
             entry.rolled_back = true;
             entry.ended_with = Some(total);
             drop(tallies);
             self.stop_candidate(&decision.rules, &decision.digest);
-        } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| total.decisions == n) {
+        } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| total.decisions >= n) {
             let _ = self.wake.send(decision.rules.clone());
         }
     }
