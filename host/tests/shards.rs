@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::replica::{NS, Replica, assert_each_word_once, said_events, setup, song_write, songs, spawn_three};
+use common::replica::{NS, Replica, Setup, assert_each_word_once, said_events, setup, song_write, songs, spawn_three};
 use common::rules::*;
 use common::{fixture_bytes, module_bytes, with_custom_section};
 use zundoko_operator::modules::swap::digest;
@@ -59,20 +59,26 @@ async fn balanced(replicas: &[&Replica]) -> bool {
     counts.iter().sum::<usize>() == SHARDS as usize && counts.iter().all(|&c| c + 1 >= fair && c <= fair)
 }
 
+/// One test at a time: three replicas on a fresh API server, once they share the shards.
+async fn three_replicas(what: &str) -> (tokio::sync::MutexGuard<'static, ()>, Setup, Vec<Replica>) {
+    let alone = one_at_a_time().await;
+    let setup = setup(what, true).await;
+    let replicas = spawn_three(&setup);
+    let all: Vec<&Replica> = replicas.iter().collect();
+    let started = Instant::now();
+    eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&all).await).await;
+    println!("balanced 10/11/11 {:?} after the three started", started.elapsed());
+    (alone, setup, replicas)
+}
+
 fn decisions(replica: &Replica) -> f64 {
     replica.metric("zundoko_guest_call_duration_seconds_count ").unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_300_hikawas_each_deciding_for_its_own_shards_only() {
-    let _alone = one_at_a_time().await;
-    let setup = setup("shards", true).await;
+    let (_alone, setup, replicas) = three_replicas("shards").await;
     let cluster = &setup.cluster;
-    let replicas = spawn_three(&setup);
-    let all: Vec<&Replica> = replicas.iter().collect();
-    let started = Instant::now();
-    eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&all).await).await;
-    println!("balanced 10/11/11 {:?} after the three started", started.elapsed());
     // `kubectl get lease` shows who holds what: the Leases agree with the replicas.
     let leases = holders(cluster).await;
     assert_eq!(leases.len(), SHARDS as usize, "{leases:?}");
@@ -213,13 +219,10 @@ async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_again_once_healed() {
-    let _alone = one_at_a_time().await;
     const RENEW_DEADLINE: Duration = Duration::from_secs(3);
-    let setup = setup("shard-partition", true).await;
+    let (_alone, setup, replicas) = three_replicas("shard-partition").await;
     let cluster = &setup.cluster;
-    let replicas = spawn_three(&setup);
     let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
-    eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&[a, b, c]).await).await;
     let mut names: Vec<String> = (0..15).map(|i| format!("q-{i:02}")).collect();
     for name in &names {
         cluster.create_hikawa("default", name, 200, &[]).await;
@@ -277,12 +280,8 @@ async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_spread_over_three_replicas_promotes_and_rolls_back_as_with_one() {
-    let _alone = one_at_a_time().await;
-    let setup = setup("rollout-replicas", true).await;
+    let (_alone, setup, replicas) = three_replicas("rollout-replicas").await;
     let cluster = &setup.cluster;
-    let replicas = spawn_three(&setup);
-    let held = |r: &Replica| r.metric("zundoko_shards_held ").unwrap_or(0.0);
-    eventually("the shards shared by three", Duration::from_secs(60), async || replicas.iter().all(|r| held(r) >= 10.0)).await;
 
     // Promotion by decisions, counted over every replica.
     let stable = module_bytes("zundoko-classic");
