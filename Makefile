@@ -10,7 +10,7 @@ FIXTURES := target/fixtures
 # `make new-rules` scaffolds one, `make rules NAME=` builds one, `make guest` builds them all.
 RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
 # The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
-FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky
+FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
 # Cargo's build output (CARGO_TARGET_DIR when set); the components go to target/ whatever it is.
@@ -114,8 +114,9 @@ bench-swap: guest ## Print hot-swap latency (file ..data swap and API ConfigMap,
 	$(CARGO) bench -p zundoko-operator --bench swap
 
 .PHONY: bench-scale
-bench-scale: guest ## Print operator RSS and words/s at 1,000 and 10,000 Hikawas beside the API server's own ceiling, wasm and native (release; ZUNDOKO_BENCH_SIZES=1000 for a quick run).
+bench-scale: guest fixtures ## Print operator RSS and words/s at 1,000 and 10,000 Hikawas beside the API server's own ceiling, wasm and native; then words/s, RSS and shard handover with 1, 2 and 3 replicas (release; ZUNDOKO_BENCH_SIZES=1000 for a quick run).
 	$(CARGO) bench -p zundoko-operator --bench scale
+	$(CARGO) bench -p zundoko-operator --bench replica_scale
 
 .PHONY: crds
 crds: ## Regenerate deploy/crds/ from the Rust types.

@@ -18,7 +18,7 @@
 //!    until each survivor is at most at its new fair share (rebalanced). Idle: after the songs.
 //!
 //! `make bench-scale` runs it after the scale benchmark; alone:
-//! `cargo bench -p zundoko-operator --bench replicas`. Environment:
+//! `cargo bench -p zundoko-operator --bench replica_scale`. Environment:
 //! `ZUNDOKO_BENCH_REPLICA_HIKAWAS` (default 300), `ZUNDOKO_BENCH_REPLICAS` (default `1,2,3`),
 //! `ZUNDOKO_BENCH_SHARDS` (default 32), `ZUNDOKO_BENCH_LOG` (the replicas' log filter, default
 //! `warn`; each replica's log goes to a file, shown when something goes wrong),
