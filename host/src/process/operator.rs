@@ -72,7 +72,7 @@ pub async fn start(
     config: OperatorConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Running> {
-    // Every request bounded; the controller's writes are fenced per term (lead_and_reconcile).
+    // Every request bounded; the controller's writes are fenced per shard (reconcile_held_shards).
     let raw = client;
     let client = fence::guarded(raw.clone(), Fence::open(config.api_timeout));
     let slot = Arc::new(match &config.modules.native {
@@ -109,7 +109,7 @@ pub async fn start(
         shared.metrics.module_serving(rules.identity());
     }
 
-    let task = tokio::spawn(lead_and_reconcile(raw, client, shared.clone(), config, stopped));
+    let task = tokio::spawn(reconcile_held_shards(raw, client, shared.clone(), config, stopped));
     Ok(Running { shared, http_addr, task })
 }
 
@@ -260,7 +260,7 @@ async fn tell_lost(events: SwapEvents, note: String) {
 /// Once a module serves: reconcile the Hikawas of the shards this replica holds (all of them
 /// without election) until shut down, then hand the shards back. `client` bounds every
 /// request; `raw` is what each shard's fenced client wraps.
-async fn lead_and_reconcile(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
     tokio::select! {
         _ = shared.rules.loaded() => {}
         _ = stopped(stop.clone()) => return Ok(()),

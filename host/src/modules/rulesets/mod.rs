@@ -99,6 +99,9 @@ pub struct Signals {
     pub wake: mpsc::UnboundedReceiver<String>,
 }
 
+/// Whether this replica decides a rule set's rollout, by the rule set's name.
+type Decider = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
 pub struct RuleSets {
     serving: RwLock<HashMap<String, Arc<Serving>>>,
     /// Rule sets that exist, published or not yet (their first check still running).
@@ -109,7 +112,7 @@ pub struct RuleSets {
     tallies: Mutex<HashMap<String, CandidateTally>>,
     /// Whether this replica decides a rule set's rollout (writes its status); all of them
     /// if unset (one process).
-    decides: std::sync::OnceLock<Box<dyn Fn(&str) -> bool + Send + Sync>>,
+    decides: std::sync::OnceLock<Decider>,
     /// The rule set each Hikawa (by uid) names, so a rule set hears at once when one joins
     /// or leaves it (its status counts them).
     members: Mutex<HashMap<String, String>>,
