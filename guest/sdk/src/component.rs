@@ -1,17 +1,8 @@
-//! The wasm side of `export_rules!`: the WIT bindings and the calls from the host, converted
+//! The wasm side of `export_rules!`: the calls from the host (through `bindings`), converted
 //! to and from the plain model. Every decision is made by the rule set.
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "zundoko-rules",
-    pub_export_macro: true,
-    export_macro_name: "export_component",
-    default_bindings_module: "zundoko_guest_sdk::component",
-});
-
+use crate::bindings::zundokokiyoshi::rules::types as wit;
 use crate::{Rules, convert};
-use zundokokiyoshi::rules::log::{Level, log};
-use zundokokiyoshi::rules::types as wit;
 
 /// Every call runs in a fresh instance that is thrown away after it: a bump allocator.
 #[global_allocator]
@@ -30,17 +21,5 @@ pub fn reconcile(rules: &impl Rules, observed: wit::Observed) -> Result<wit::Pla
 /// A panic aborts the instance (panic=abort); report its message through the log import
 /// first, so the host can say why the guest trapped.
 fn report_panics() {
-    std::panic::set_hook(Box::new(|info| log(Level::Error, &format!("panic: {info}"))));
-}
-
-/// The log import, for `crate::log`.
-pub(crate) fn write_log(level: crate::log::Level, message: &str) {
-    let level = match level {
-        crate::log::Level::Trace => Level::Trace,
-        crate::log::Level::Debug => Level::Debug,
-        crate::log::Level::Info => Level::Info,
-        crate::log::Level::Warn => Level::Warn,
-        crate::log::Level::Error => Level::Error,
-    };
-    log(level, message);
+    std::panic::set_hook(Box::new(|info| crate::log::log(crate::log::Level::Error, &format!("panic: {info}"))));
 }

@@ -1,7 +1,7 @@
 //! WIT bindings <-> the model's plain types. Field for field; no logic.
 
 use crate as rules;
-use crate::component::zundokokiyoshi::rules::types as wit;
+use crate::bindings::zundokokiyoshi::rules::types as wit;
 
 pub fn observed(o: wit::Observed) -> rules::Observed {
     rules::Observed {

@@ -19,6 +19,9 @@ pub mod testing;
 
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
+pub mod bindings;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
 pub mod component;
 #[cfg(target_arch = "wasm32")]
 mod convert;
@@ -70,20 +73,20 @@ macro_rules! export_rules {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct ZundokoRulesComponent;
-            impl $crate::component::exports::zundokokiyoshi::rules::rules::Guest for ZundokoRulesComponent {
-                fn info() -> $crate::component::zundokokiyoshi::rules::types::ModuleInfo {
+            impl $crate::bindings::exports::zundokokiyoshi::rules::rules::Guest for ZundokoRulesComponent {
+                fn info() -> $crate::bindings::zundokokiyoshi::rules::types::ModuleInfo {
                     $crate::component::info(&$rules)
                 }
                 fn reconcile(
-                    observed: $crate::component::zundokokiyoshi::rules::types::Observed,
+                    observed: $crate::bindings::zundokokiyoshi::rules::types::Observed,
                 ) -> ::core::result::Result<
-                    $crate::component::zundokokiyoshi::rules::types::Plan,
-                    $crate::component::zundokokiyoshi::rules::types::RuleError,
+                    $crate::bindings::zundokokiyoshi::rules::types::Plan,
+                    $crate::bindings::zundokokiyoshi::rules::types::RuleError,
                 > {
                     $crate::component::reconcile(&$rules, observed)
                 }
             }
-            $crate::component::export_component!(ZundokoRulesComponent with_types_in $crate::component);
+            $crate::bindings::export_component!(ZundokoRulesComponent with_types_in $crate::bindings);
         };
     };
 }

@@ -12,7 +12,17 @@ pub enum Level {
 
 pub fn log(level: Level, message: &str) {
     #[cfg(target_arch = "wasm32")]
-    crate::component::write_log(level, message);
+    {
+        use crate::bindings::zundokokiyoshi::rules::log::{Level as Wit, log};
+        let level = match level {
+            Level::Trace => Wit::Trace,
+            Level::Debug => Wit::Debug,
+            Level::Info => Wit::Info,
+            Level::Warn => Wit::Warn,
+            Level::Error => Wit::Error,
+        };
+        log(level, message);
+    }
     #[cfg(not(target_arch = "wasm32"))]
     eprintln!("[{level:?}] {message}");
 }
