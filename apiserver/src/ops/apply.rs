@@ -5,8 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::patching::finish_patch;
-use super::write::create_locked;
+use super::write::{create_locked, finish_patch};
 use super::{Resp, Target, WriteOpts, check_type, external, meta_mut};
 use crate::patch;
 use crate::status::{ApiError, ApiResult};

@@ -3,11 +3,11 @@
 use serde_json::Value;
 
 use super::apply::apply;
-use super::write::update_locked;
-use super::{Resp, Target, WriteOpts, external, meta_mut};
+use super::write::finish_patch;
+use super::{Resp, Target, WriteOpts, external};
 use crate::patch;
 use crate::status::{ApiError, ApiResult};
-use crate::store::{State, Store, meta_str};
+use crate::store::Store;
 
 pub const APPLY: &str = "application/apply-patch+yaml";
 pub const MERGE: &str = "application/merge-patch+json";
@@ -39,30 +39,4 @@ pub fn patch(store: &Store, t: &Target, content_type: &str, body: &[u8], opts: &
     let r = finish_patch(&mut st, t, obj, &existing, opts)?;
     store.changed(st.rv);
     Ok(r)
-}
-
-/// Runs a patched object through the update path.
-pub(super) fn finish_patch(st: &mut State, t: &Target, mut obj: Value, existing: &Value, opts: &WriteOpts) -> ApiResult<Resp> {
-    if !obj.is_object() {
-        return Err(ApiError::bad_request("the patched object is not an object"));
-    }
-    let want_av = t.def.api_version(&t.version);
-    if obj.get("apiVersion").and_then(Value::as_str) != Some(want_av.as_str()) || obj.get("kind").and_then(Value::as_str) != Some(t.def.kind.as_str()) {
-        return Err(ApiError::bad_request("the patch changed apiVersion or kind"));
-    }
-    if meta_str(&obj, "name") != t.name() {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({}) does not match the name on the URL ({})",
-            meta_str(&obj, "name"),
-            t.name()
-        )));
-    }
-    let rv = meta_str(&obj, "resourceVersion").to_string();
-    let cur = meta_str(existing, "resourceVersion").to_string();
-    if rv.is_empty() {
-        meta_mut(&mut obj).insert("resourceVersion".into(), cur.into());
-    } else if rv != cur {
-        return Err(ApiError::optimistic_lock(&t.def.group, &t.def.plural, t.name()));
-    }
-    update_locked(st, t, obj, existing, opts, 200)
 }
