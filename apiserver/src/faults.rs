@@ -25,6 +25,8 @@ struct Config {
     watch_drop_every: Option<Duration>,
     /// Client matches, in the order they were set.
     partitions: Vec<String>,
+    /// Those of `partitions` whose held writes are delivered when they heal.
+    late_partitions: Vec<String>,
     client_latency: Vec<(String, Duration)>,
     /// (client, rate, Retry-After seconds)
     throttles: Vec<(String, f64, u64)>,
@@ -73,11 +75,24 @@ impl Conn {
     }
 }
 
+/// What a partition does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Not partitioned.
+    No,
+    /// Never processed.
+    Forever,
+    /// Processed when the partition heals (a write), its answer never sent.
+    UntilHealed,
+}
+
 /// The fault knobs of a running server. Verbs are Kubernetes verbs (`get`, `list`, `watch`,
 /// `create`, `update`, `patch`, `delete`, `deletecollection`) or `*` for all.
 pub struct Faults {
     cfg: Mutex<Config>,
     drop_tx: watch::Sender<u64>,
+    /// Raised at every heal: held writes waiting to be delivered late look again.
+    heal_tx: watch::Sender<u64>,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     next_conn: AtomicU64,
 }
@@ -86,7 +101,7 @@ pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "dele
 
 impl Default for Faults {
     fn default() -> Self {
-        Faults { cfg: Mutex::new(Config::default()), drop_tx: watch::channel(0).0, conns: Mutex::new(HashMap::new()), next_conn: AtomicU64::new(0) }
+        Faults { cfg: Mutex::new(Config::default()), drop_tx: watch::channel(0).0, heal_tx: watch::channel(0).0, conns: Mutex::new(HashMap::new()), next_conn: AtomicU64::new(0) }
     }
 }
 
@@ -159,11 +174,37 @@ impl Faults {
             }
         }
     }
+    /// A partition whose writes land late: as `partition`, but when it heals every write it
+    /// held (create, update, patch, delete) is processed then, in no particular order, and
+    /// its answer still never sent, as a network that held packets and delivers them at last.
+    /// Reads it held are dropped (their answer would go nowhere). Each late write is logged
+    /// again, with its code and `late`.
+    pub fn partition_late(&self, client: &str) {
+        {
+            let mut c = self.cfg();
+            if !c.late_partitions.iter().any(|m| m == client) {
+                c.late_partitions.push(client.to_string());
+            }
+        }
+        self.partition(client);
+    }
     /// Ends `partition(client)` (`""` or `*`: every partition): every connection held by it
-    /// is closed without an answer, and its held requests are dropped, never processed.
+    /// is closed without an answer, and its held requests are dropped, never processed (or,
+    /// after `partition_late`, its held writes are processed now).
     pub fn heal(&self, client: &str) {
-        self.cfg().partitions.retain(|m| !(client.is_empty() || client == "*" || m == client));
+        {
+            let mut c = self.cfg();
+            let healed = |m: &String| client.is_empty() || client == "*" || m == client;
+            c.partitions.retain(|m| !healed(m));
+            c.late_partitions.retain(|m| !healed(m));
+        }
+        self.heal_tx.send_modify(|g| *g += 1);
         self.close_healed();
+    }
+    /// Resolves once no partition holds this User-Agent any more.
+    pub(crate) async fn healed(&self, user_agent: &str) {
+        let mut heals = self.heal_tx.subscribe();
+        let _ = heals.wait_for(|_| !self.partitioned(user_agent)).await;
     }
     /// Whether a request with this User-Agent would be held by a partition now.
     pub fn partitioned(&self, user_agent: &str) -> bool {
@@ -202,13 +243,13 @@ impl Faults {
 
     /// Holds the connection if a partition matches the request's User-Agent. Under the
     /// config lock, so a `heal` either comes before (not held) or finds it held (closed).
-    pub(crate) fn hold_if_partitioned(&self, conn: &Conn, user_agent: &str) -> bool {
+    pub(crate) fn hold_if_partitioned(&self, conn: &Conn, user_agent: &str) -> Hold {
         let c = self.cfg();
-        let held = c.partitions.iter().any(|m| matches(m, user_agent));
-        if held {
-            conn.hold();
+        if !c.partitions.iter().any(|m| matches(m, user_agent)) {
+            return Hold::No;
         }
-        held
+        conn.hold();
+        if c.late_partitions.iter().any(|m| matches(m, user_agent)) { Hold::UntilHealed } else { Hold::Forever }
     }
 
     /// The latency to add for a request from this User-Agent.

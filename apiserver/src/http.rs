@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use crate::discovery;
-use crate::faults::{Conn, Faults};
+use crate::faults::{Conn, Faults, Hold};
 use crate::ops::{self, DeleteOpts, FieldValidation, ListQuery, Target, WriteOpts};
 use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
@@ -45,8 +45,11 @@ pub struct RequestRecord {
     pub method: String,
     pub path: String,
     pub user_agent: String,
-    /// When the request arrived.
+    /// When the request arrived (for a late one: when it was processed).
     pub at: SystemTime,
+    /// Held by a `partition_late` and processed when it healed (logged twice: held, code 0,
+    /// at arrival; then processed, with its code and `late`).
+    pub late: bool,
 }
 
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -275,11 +278,29 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         path: path.clone(),
         user_agent,
         at,
+        late: false,
     };
     conn.set_user_agent(&record.user_agent);
-    if inner.faults.hold_if_partitioned(&conn, &record.user_agent) {
-        // Read, logged, never processed nor answered: the connection waits to be closed.
-        let _ = http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await;
+    let hold = inner.faults.hold_if_partitioned(&conn, &record.user_agent);
+    if hold != Hold::No {
+        // Read, logged, never answered: the connection waits to be closed. A write held
+        // until the heal is processed then, by a task of its own (the connection is gone).
+        let body = http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await.map(|b| b.to_bytes());
+        if let (Hold::UntilHealed, Ok(body), Some(rr)) = (hold, body, rr.filter(|r| !matches!(r.verb, "get" | "list" | "watch")))
+        {
+            let (inner, mut record) = (inner.clone(), record.clone());
+            tokio::spawn(async move {
+                inner.faults.healed(&record.user_agent).await;
+                let headers = Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent };
+                let code = match resource_request(&inner, rr, &query, &headers, &body) {
+                    Ok(r) => r.status().as_u16(),
+                    Err(e) => e.code,
+                };
+                (record.code, record.at, record.late) = (code, SystemTime::now(), true);
+                tracing::debug!(verb = %record.verb, path = %record.path, code, "request held by a partition, processed late");
+                push_log(&inner, record);
+            });
+        }
         push_log(&inner, record);
         return std::future::pending().await;
     }

@@ -214,6 +214,46 @@ async fn partition_holds_one_client_until_heal() {
 }
 
 #[tokio::test]
+async fn a_late_partition_delivers_its_held_writes_at_heal_and_never_answers_them() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    raw.post(WIDGETS, &widget("w", 1)).await;
+    let (_, current) = raw.get(&format!("{WIDGETS}/w")).await;
+    let rv = current["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let url = s.url();
+    let a = http(UA_A);
+    s.faults().partition_late("operator-a");
+    assert!(s.faults().partitioned(UA_A));
+    let send = |body: Value, method: reqwest::Method, path: String, content_type: &'static str| {
+        let (a, url) = (a.clone(), url.clone());
+        tokio::spawn(async move { a.request(method, format!("{url}{path}")).header("Content-Type", content_type).body(body.to_string()).send().await })
+    };
+    // Held: a create, a patch carrying the resourceVersion read, a read.
+    let create = send(widget("late", 1), reqwest::Method::POST, WIDGETS.to_string(), "application/json");
+    let stale = send(json!({"metadata": {"resourceVersion": rv}, "spec": {"size": 7}}), reqwest::Method::PATCH, format!("{WIDGETS}/w"), "application/merge-patch+json");
+    let read = send(json!({}), reqwest::Method::GET, format!("{WIDGETS}/w"), "application/json");
+    assert!(eventually(Duration::from_secs(3), || async { s.requests().iter().filter(|r| r.user_agent == UA_A && r.code == 0).count() == 3 }).await);
+    // Meanwhile another client moves the object on: the held patch is now stale.
+    let (code, _) = raw.patch(&format!("{WIDGETS}/w"), "application/merge-patch+json", &json!({"spec": {"size": 2}})).await;
+    assert_eq!(code, 200);
+    assert_eq!(raw.get(&format!("{WIDGETS}/late")).await.0, 404, "nothing held is processed before the heal");
+
+    s.faults().heal("operator-a");
+    for held in [create, stale, read] {
+        let r = tokio::time::timeout(Duration::from_secs(3), held).await.expect("closed at heal").unwrap();
+        assert!(r.is_err(), "a held request is never answered: {r:?}");
+    }
+    // Landed late: the create is served, the stale patch refused by its precondition, the read dropped.
+    assert!(eventually(Duration::from_secs(3), || async { s.requests().iter().filter(|r| r.late).count() == 2 }).await);
+    let late: Vec<(String, u16)> = s.requests().into_iter().filter(|r| r.late).map(|r| (r.verb, r.code)).collect();
+    assert!(late.contains(&("create".into(), 201)) && late.contains(&("patch".into(), 409)), "{late:?}");
+    assert_eq!(raw.get(&format!("{WIDGETS}/late")).await.0, 200);
+    assert_eq!(raw.get(&format!("{WIDGETS}/w")).await.1["spec"]["size"], 2, "the stale patch did not land");
+    assert!(!s.faults().partitioned(UA_A));
+}
+
+#[tokio::test]
 async fn clear_heals_partitions() {
     let s = server().await;
     let url = s.url();
