@@ -94,7 +94,8 @@ impl Election {
     pub async fn resign(self) {
         self.fence.close();
         let _ = self.stop.send(true);
-        if tokio::time::timeout(Duration::from_secs(5), self.task).await.is_err() {
+        // The release waits out the writes in flight (a request timeout at most), then one PUT.
+        if tokio::time::timeout(self.fence.request_timeout() + Duration::from_secs(5), self.task).await.is_err() {
             warn!("releasing a Lease timed out; it expires on its own");
         }
     }
@@ -277,6 +278,10 @@ impl Elector {
             return;
         }
         self.fence.close();
+        // The taker starts at once: every write this term let through must have ended first
+        // (a drained shard has none left; one whose decisions outlived the drain, or a rule
+        // set's status, may). Each ends within the request timeout.
+        self.fence.quiet().await;
         let last = self.last_written.take();
         if let Some(released) = last.and_then(|last| self.lock.release(&last, jiff::Timestamp::now())) {
             let lease = format!("{}/{}", self.lock.namespace, self.lock.name);

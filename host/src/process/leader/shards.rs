@@ -229,7 +229,9 @@ impl Sharding {
     /// at once rather than a lease duration later.
     pub async fn resign(self) {
         let _ = self.stop.send(true);
-        if tokio::time::timeout(Duration::from_secs(10), self.task).await.is_err() {
+        // Drain (5 s at most), then each release waits out its writes in flight (a request
+        // timeout at most) before one PUT: well within the pod's 30 s grace period.
+        if tokio::time::timeout(Duration::from_secs(20), self.task).await.is_err() {
             warn!("handing the shards back timed out; their Leases expire on their own");
         }
     }
