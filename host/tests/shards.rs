@@ -219,6 +219,8 @@ async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_again_once_healed() {
+    // The network holds what a sends and delivers it when it heals: its writes land late,
+    // long after b and c took its shards, and must change nothing.
     const RENEW_DEADLINE: Duration = Duration::from_secs(3);
     let (_alone, setup, replicas) = three_replicas("shard-partition").await;
     let cluster = &setup.cluster;
@@ -235,11 +237,11 @@ async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_
     cluster.wait_words("default", &names, 2, Duration::from_secs(60)).await;
     let a_shards = held(a);
 
-    // a is cut off: its requests are accepted and never answered.
+    // a is cut off: its requests are accepted and never answered; its writes land at the heal.
     let cut_wall = std::time::SystemTime::now();
     let cut = Instant::now();
     let client = format!("({})", a.name);
-    cluster.server.faults().partition(&client);
+    cluster.server.faults().partition_late(&client);
     eventually("a stops deciding for its shards", Duration::from_secs(15), async || held(a) == 0).await;
     let stood_down = cut.elapsed();
     eventually("b and c hold every shard", Duration::from_secs(30), async || balanced(&[b, c]).await).await;
@@ -265,7 +267,7 @@ async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_
     // None of a's song writes sent after the cut was served, none started after its renew
     // deadline, and none before it took shards again after healing.
     let deadline = cut_wall + RENEW_DEADLINE;
-    for r in cluster.server.requests().iter().filter(|r| r.user_agent.contains(&client) && song_write(r)) {
+    for r in cluster.server.requests().iter().filter(|r| r.user_agent.contains(&client) && song_write(r) && !r.late) {
         if r.at >= cut_wall && r.at < healed_wall {
             assert_eq!(r.code, 0, "a write of the cut-off replica was served: {r:?}");
             assert!(r.at <= deadline, "a write started after the renew deadline: {r:?}");
@@ -273,7 +275,27 @@ async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_
     }
     assert!(a.log().contains("stopped leading"), "{}", a.log());
     cluster.assert_songs_complete("default", &names, &classic(), Duration::from_secs(120)).await;
+    // What a held landed at the heal, when b and c had long gone on: no child of it was
+    // created and no status of it written (each refused: the child's name is taken, the
+    // status's resourceVersion is old); its Events are named per word, so at most one lands.
+    let late: Vec<_> = cluster.server.requests().into_iter().filter(|r| r.late && r.user_agent.contains(&client) && song_write(r)).collect();
+    let mut tally: BTreeMap<(String, String, u16), usize> = BTreeMap::new();
+    for r in &late {
+        *tally.entry((r.resource.clone(), r.subresource.clone(), r.code)).or_default() += 1;
+    }
+    println!("a's held song writes landed late at the heal (resource, subresource, code): {tally:?}");
+    assert!(late.iter().any(|r| r.resource == "zundokos"), "a's decisions after the cut sent children, held: {tally:?}");
+    for r in late.iter().filter(|r| r.resource != "events") {
+        assert_eq!(r.code, 409, "a write that landed late changed a song: {r:?}");
+    }
     assert_each_word_once(cluster, &songs(cluster, &names).await).await;
+    // Every status agrees with its song: none was undone by a late write.
+    let hikawas = cluster.hikawas("default").list(&ListParams::default()).await.unwrap();
+    for h in hikawas.items.iter().filter(|h| names.contains(&h.name_any())) {
+        let song = cluster.song("default", &h.name_any()).await;
+        let status = h.status.clone().unwrap_or_default();
+        assert_eq!((status.num_zundokos_said as usize, status.kiyoshied), (song.words.len(), song.kiyoshis.len() == 1), "{}: {status:?}", h.name_any());
+    }
     let lost = a.metric("zundoko_shard_handovers_total{reason=\"lost\"} ").unwrap_or(0.0);
     assert_eq!(lost as usize, a_shards, "a lost each of its shards once");
 }

@@ -167,16 +167,30 @@ where
 /// Merge-patch the status subresource, only if it changed (an unchanged write would wake
 /// this Hikawa's watch for nothing). Fields the new status drops are sent as null, so the
 /// stored status is exactly `desired`. Returns the status as stored.
+///
+/// The patch carries the resourceVersion the decision was made from: a status computed from
+/// an older Hikawa is refused (409) rather than written over a newer one, so a write that
+/// lands late (a replica that lost its shard, a request held in the network) can never undo
+/// what the shard's next holder wrote.
 pub async fn write_status(ctx: &Context, w: &Writer, hikawa: &Hikawa, mut desired: HikawaStatus) -> Result<HikawaStatus> {
     desired.decided_by = Some(ctx.shards.identity.clone());
     if hikawa.status.as_ref() == Some(&desired) {
         return Ok(desired);
     }
-    let patch = serde_json::json!({ "status": replacing_patch(hikawa.status.as_ref(), &desired) });
+    let patch = status_patch(hikawa, &desired);
     // Of the answer (the whole Hikawa) only the status is decoded.
     let written: lean::StatusOnly =
         lean::patch_status::<Hikawa, _, _>(&w.client, &hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &Patch::Merge(&patch)).await?;
     Ok(written.status.unwrap_or(desired))
+}
+
+/// The status merge patch from `hikawa` (as the decision saw it) to `desired`, on the
+/// condition that the Hikawa is still at the resourceVersion the decision saw.
+fn status_patch(hikawa: &Hikawa, desired: &HikawaStatus) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": { "resourceVersion": hikawa.resource_version() },
+        "status": replacing_patch(hikawa.status.as_ref(), desired),
+    })
 }
 
 /// `desired` as a merge patch over `current`: fields `current` has and `desired` lacks become null.
@@ -208,6 +222,16 @@ mod tests {
             assert!(value.chars().last().unwrap().is_ascii_alphanumeric());
         }
         assert_ne!(label_value(&format!("{}1", "e".repeat(70))), label_value(&format!("{}2", "e".repeat(70))), "distinct");
+    }
+
+    #[test]
+    fn a_status_is_written_only_over_the_hikawa_it_was_decided_from() {
+        let mut hikawa = Hikawa::new("h", crate::crd::HikawaSpec::default());
+        hikawa.metadata.resource_version = Some("41".into());
+        hikawa.status = Some(HikawaStatus { num_zundokos_said: 3, ..HikawaStatus::default() });
+        let patch = status_patch(&hikawa, &HikawaStatus { num_zundokos_said: 4, ..HikawaStatus::default() });
+        assert_eq!(patch["metadata"]["resourceVersion"], "41", "a precondition: a late or stale write is refused (409)");
+        assert_eq!(patch["status"]["numZundokosSaid"], 4);
     }
 
     #[test]

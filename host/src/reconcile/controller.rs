@@ -292,9 +292,6 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     };
     let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
     let children = ctx.children.owned(&hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &uid, claimed);
-    if !ctx.pace.knows(&uid) {
-        apply::say_latest_again(&ctx, w, &hikawa, &uid, &children, now_ms()).await;
-    }
     let seen = Footprint {
         generation: hikawa.metadata.generation.unwrap_or(0),
         zundokos: children.zundokos.len() as u32,
@@ -305,6 +302,11 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
             Err(unavailable) => format!("unavailable: {}", unavailable.reason()),
         },
     };
+    // A word this process did not see itself say (it just took the shard or started, or a
+    // write that timed out landed after all): its Said Event may never have been sent.
+    if ctx.pace.said_elsewhere(&uid, &seen) {
+        apply::say_latest_again(&ctx, w, &hikawa, &uid, &children, now_ms()).await;
+    }
     let started = Instant::now();
     match ctx.pace.gate(&uid, &seen, started) {
         Gate::Decide => {}

@@ -235,10 +235,12 @@ impl Pace {
         self.with(uid, Instant::now(), |e, _| e.unsaid.push((word, child)));
     }
 
-    /// Whether this process remembers anything of the Hikawa (not after a start, nor after
-    /// its shard was taken).
-    pub fn knows(&self, uid: &str) -> bool {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).contains_key(uid)
+    /// Whether the caches show children this process's last decision did not leave: it
+    /// remembers no decision for the Hikawa (after a start, or its shard just taken), or
+    /// another replica said them, or a create of its own that timed out landed after all.
+    pub fn said_elsewhere(&self, uid: &str, seen: &Footprint) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get(uid).and_then(|e| e.left.as_ref()).is_none_or(|left| seen.zundokos > left.zundokos || (seen.kiyoshi && !left.kiyoshi))
     }
 
     pub fn has_unsaid(&self, uid: &str) -> bool {
@@ -347,6 +349,23 @@ mod tests {
             pace.decided("s", fp(i + 1, ""), Some(Duration::ZERO), 1, t0);
         }
         assert_eq!(pace.gate("s", &fp(100, ""), t0), Gate::Decide);
+    }
+
+    #[test]
+    fn words_it_did_not_leave_itself_are_said_elsewhere() {
+        let pace = Pace::new(settings());
+        let t0 = Instant::now();
+        assert!(pace.said_elsewhere("u", &fp(3, "a")), "nothing remembered: a start, or a shard just taken");
+        pace.decided("u", fp(4, "a"), None, 1, t0);
+        assert!(!pace.said_elsewhere("u", &fp(3, "a")), "its own word not in the caches yet");
+        assert!(!pace.said_elsewhere("u", &fp(4, "a")), "its own word");
+        assert!(pace.said_elsewhere("u", &fp(5, "a")), "a word it did not say (a write of its own landed late, or another replica)");
+        let kiyoshi = Footprint { kiyoshi: true, ..fp(4, "a") };
+        assert!(pace.said_elsewhere("u", &kiyoshi));
+        pace.failed("u", fp(4, "a"), t0);
+        assert!(pace.said_elsewhere("u", &fp(5, "a")), "a create that failed here and landed after all");
+        pace.forget("u");
+        assert!(pace.said_elsewhere("u", &fp(4, "a")));
     }
 
     #[test]
