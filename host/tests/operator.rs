@@ -209,6 +209,11 @@ async fn api_faults_do_not_break_any_song() {
     for name in &names {
         cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
     }
+    // Nothing lost: a word's Event refused with a 500 or a conflict is sent again.
+    let songs = common::replica::songs(&cluster, &names).await;
+    let words: usize = songs.iter().map(|(_, s)| s.words.len() + s.kiyoshis.len()).sum();
+    eventually("a Said Event for every word", Duration::from_secs(30), async || common::replica::said_events(&cluster).await.len() >= words).await;
+    common::replica::assert_each_word_once(&cluster, &songs).await;
     operator.stop().await;
 }
 

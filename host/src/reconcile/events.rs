@@ -46,9 +46,10 @@ impl EventSink {
     /// `default`, as kube-apiserver's own do). Best effort: a lost Event must not fail the
     /// reconcile. An Event about a `related` object (a word's, naming its child) is named after
     /// that object and `object`'s uid, so it is sent again once when its connection fails
-    /// (a cut connection, a timeout) and still never makes two: the second finds it there.
-    /// Returns false only if such an Event could not be sent for want of a connection (the
-    /// caller may try it again later); every other outcome is final.
+    /// (a cut connection, a timeout, a 429 or 5xx answer) and still never makes two: the
+    /// second finds it there. Returns false only if such an Event could not be sent for want
+    /// of a connection or a server that takes it (the caller may try it again later); every
+    /// other outcome is final.
     pub async fn publish<K>(&self, object: &K, type_: EventType, reason: &str, note: &str, action: &str, related: Option<ObjectReference>) -> bool
     where
         K: Resource<DynamicType = ()>,
@@ -72,7 +73,15 @@ impl EventSink {
             match crate::reconcile::lean::create::<Event, serde::de::IgnoredAny>(&self.client, &ns, &event).await {
                 Ok(_) => return true,
                 // Named after its word: an earlier try landed after all.
-                Err(kube::Error::Api(status)) if status.code == 409 && once.is_some() => return true,
+                Err(kube::Error::Api(status)) if status.is_already_exists() && once.is_some() => return true,
+                // The server could not take it just now: like a broken connection, a word's
+                // Event waits for the next reconcile.
+                Err(kube::Error::Api(status)) if retry_later(&status) && once.is_some() && attempt == tries => {
+                    tracing::warn!(object = %object.name_any(), code = status.code, message = %status.message, reason, "could not publish an Event yet");
+                }
+                Err(kube::Error::Api(status)) if retry_later(&status) && once.is_some() => {
+                    tracing::debug!(code = status.code, reason, "publishing an Event again");
+                }
                 Err(error @ kube::Error::Api(_)) => {
                     tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event");
                     return true;
@@ -134,4 +143,10 @@ impl EventSink {
             ..Event::default()
         }
     }
+}
+
+/// An answer that says nothing about the Event itself: the server was overloaded (429),
+/// failing (5xx) or in a storage conflict (409 other than AlreadyExists). Worth sending again.
+fn retry_later(status: &kube::core::Status) -> bool {
+    status.code == 429 || status.code >= 500 || (status.code == 409 && !status.is_already_exists())
 }
