@@ -194,13 +194,15 @@ async fn api_faults_do_not_break_any_song() {
     let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
     for name in &names {
         // The test's own writes retry through the injected errors.
+        let started = std::time::Instant::now();
         loop {
+            assert!(started.elapsed() < Duration::from_secs(60), "could not create {name} through the faults");
             let mut h = zundoko_operator::crd::Hikawa::new(name, zundoko_operator::crd::HikawaSpec { interval_millis: 0, ..Default::default() });
             h.metadata.namespace = Some("default".into());
-            match cluster.hikawas("default").create(&Default::default(), &h).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(s)) if s.is_already_exists() => break,
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            match tokio::time::timeout(Duration::from_secs(10), cluster.hikawas("default").create(&Default::default(), &h)).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(kube::Error::Api(s))) if s.is_already_exists() => break,
+                Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
     }

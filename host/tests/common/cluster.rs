@@ -89,18 +89,23 @@ impl Cluster {
     pub async fn wait_kiyoshied(&self, ns: &str, names: &[String], timeout: Duration) {
         let started = Instant::now();
         loop {
-            let list = self.hikawas(ns).list(&ListParams::default()).await;
-            if let Ok(list) = list {
-                let done = list
-                    .items
-                    .iter()
-                    .filter(|h| names.contains(&h.name_any()) && h.status.as_ref().is_some_and(|s| s.kiyoshied))
-                    .count();
-                if done == names.len() {
-                    return;
+            // Each list bounded too: a test that waits forever tells nothing.
+            let seen = match tokio::time::timeout(Duration::from_secs(10), self.hikawas(ns).list(&ListParams::default())).await {
+                Ok(Ok(list)) => {
+                    let done = list
+                        .items
+                        .iter()
+                        .filter(|h| names.contains(&h.name_any()) && h.status.as_ref().is_some_and(|s| s.kiyoshied))
+                        .count();
+                    if done == names.len() {
+                        return;
+                    }
+                    format!("only {done} of {} Hikawas kiyoshied", names.len())
                 }
-                assert!(started.elapsed() < timeout, "only {done} of {} Hikawas kiyoshied after {timeout:?}", names.len());
-            }
+                Ok(Err(error)) => format!("the last list failed: {error}"),
+                Err(_) => "the last list got no answer within 10 s".into(),
+            };
+            assert!(started.elapsed() < timeout, "{seen} after {timeout:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -219,7 +224,8 @@ impl Operator {
     /// Graceful stop: reconciles in flight finish.
     pub async fn stop(self) {
         let _ = self.stop.send(());
-        self.task.await.unwrap();
+        // Graceful: the reconciles in flight finish first; one that never ends is a bug.
+        tokio::time::timeout(Duration::from_secs(60), self.task).await.expect("the operator stops within a minute").unwrap();
     }
 }
 
