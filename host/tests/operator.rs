@@ -220,6 +220,19 @@ async fn api_faults_do_not_break_any_song() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_before_its_caches_were_ever_listed_it_still_stops() {
+    // Every list refused: neither cache is ever filled, and kube-runtime's graceful shutdown
+    // alone would wait for them forever. The operator stops after its grace period.
+    let cluster = Cluster::start().await;
+    cluster.server.faults().set_error_rate("list", 1.0);
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
+    eventually("the operator tried to list", Duration::from_secs(10), async || cluster.server.requests().iter().any(|r| r.verb == "list" && r.code == 500)).await;
+    let stopping = std::time::Instant::now();
+    operator.stop().await;
+    println!("stopped {:?} after being asked (grace {:?})", stopping.elapsed(), zundoko_operator::reconcile::controller::SHUTDOWN_GRACE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
     let cluster = Cluster::start().await;
     let operator = cluster.operator(fixture("zundoko-hostile"), quick_settings());
@@ -235,6 +248,12 @@ async fn a_failing_guest_marks_only_its_hikawa_and_the_others_finish() {
         assert_eq!(warnings, 0, "{name} has no Warning Events");
     }
     for (name, reason, says) in [("trapper", "GuestTrapped", "hostile guest panics on purpose"), ("trespasser", "PlanRejected", "kube-system")] {
+        // The good songs (interval 0) can end before a failure is recorded: wait for it.
+        let failed = async || {
+            let hikawa = cluster.hikawas("default").get(name).await.unwrap();
+            hikawa.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
+        };
+        eventually(&format!("{name} marked failed"), Duration::from_secs(30), failed).await;
         let hikawa = cluster.hikawas("default").get(name).await.unwrap();
         let status = hikawa.status.unwrap();
         let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();

@@ -211,14 +211,25 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         .reconcile_on(swapped)
         .reconcile_on(taken)
         .with_config(controller::Config::default().concurrency(settings.concurrency))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "reconcile failed");
             }
         });
-    futures::join!(hikawa_controller, rules_controller);
+    // Graceful, within bounds: kube-runtime's graceful shutdown never ends for a controller
+    // whose cache was never listed (its runner waits for the store, which nothing fills any
+    // more), so a stop soon after a start with a failing API server would hang. Past
+    // SHUTDOWN_GRACE the controllers are dropped, and with them whatever still runs.
+    let out_of_grace = async move {
+        shutdown.await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        _ = async { futures::join!(hikawa_controller, rules_controller) } => {}
+        _ = out_of_grace => warn!(grace_secs = SHUTDOWN_GRACE.as_secs(), "the controllers did not stop within their grace period after shutdown; stopped them"),
+    }
     shared.health.set_reconciling(false);
     info!("the Hikawa controller stopped");
 }
@@ -230,6 +241,11 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
+
+/// How long reconciles in flight may take to finish after shutdown (each of their requests is
+/// bounded by the API timeout, each guest call by its fuel), leaving the rest of the pod's 30 s
+/// for handing the shards back.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// When a reconcile comes back for Said Events it could not publish.
 const UNSAID_RETRY: Duration = Duration::from_millis(500);

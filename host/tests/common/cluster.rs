@@ -43,6 +43,10 @@ impl Cluster {
     }
 
     pub async fn start_with(config: ServerConfig) -> Cluster {
+        // ZUNDOKO_TEST_LOG=<filter>: the in-process operator's log, shown with a failing test.
+        if let Ok(filter) = std::env::var("ZUNDOKO_TEST_LOG") {
+            let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+        }
         let server = ApiServer::start(config).await.unwrap();
         let config = kube::Config::new(server.url().parse().unwrap());
         let client = Client::try_from(config).unwrap();
