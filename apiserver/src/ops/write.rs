@@ -207,7 +207,6 @@ pub(super) fn finish_patch(st: &mut State, t: &Target, mut obj: Value, existing:
     update_locked(st, t, obj, existing, opts, 200)
 }
 
-
 /// names.SimpleNameGenerator: the generateName is cut to 58 characters before its 5-character
 /// random suffix.
 fn truncate_generate_name(base: &str) -> &str {

@@ -74,15 +74,10 @@ impl EventSink {
                 Ok(_) => return true,
                 // Named after its word: an earlier try landed after all.
                 Err(kube::Error::Api(status)) if status.is_already_exists() && once.is_some() => return true,
-                // The server could not take it just now: like a broken connection, a word's
-                // Event waits for the next reconcile.
-                Err(kube::Error::Api(status)) if retry_later(&status) && once.is_some() && attempt == tries => {
-                    tracing::warn!(object = %object.name_any(), code = status.code, message = %status.message, reason, "could not publish an Event yet");
-                }
-                Err(kube::Error::Api(status)) if retry_later(&status) && once.is_some() => {
-                    tracing::debug!(code = status.code, reason, "publishing an Event again");
-                }
-                Err(error @ kube::Error::Api(_)) => {
+                // An answer about the Event itself is final. One that says the server could not
+                // take it just now is, for a word's Event, like a broken connection: tried
+                // again, then left for the next reconcile.
+                Err(error) if matches!(&error, kube::Error::Api(status) if !(once.is_some() && retry_later(status))) => {
                     tracing::warn!(object = %object.name_any(), %error, reason, "could not publish an Event");
                     return true;
                 }
