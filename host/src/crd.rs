@@ -318,6 +318,21 @@ pub struct ReplicaCount {
     pub decisions: u64,
     #[serde(default)]
     pub failures: u64,
+    /// The sum over every replica (its own count and the others' entries as it read them) on
+    /// which this replica found the candidate failing past `maxFailurePercent`. It stopped the
+    /// candidate there and then, and the rule set's writer rolls the rollout back on this sum,
+    /// as one replica would have at that count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_too_often: Option<Counted>,
+}
+
+/// Decisions and how many of them failed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Counted {
+    #[serde(default)]
+    pub decisions: u64,
+    #[serde(default)]
+    pub failures: u64,
 }
 
 /// Conditions as a list map keyed by type, the way built-in types declare them.

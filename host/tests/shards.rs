@@ -16,6 +16,7 @@ use common::cluster::Cluster;
 use common::replica::{NS, Replica, Setup, assert_each_word_once, said_events, setup, song_write, songs, spawn_three};
 use common::rules::*;
 use common::{fixture_bytes, module_bytes, with_custom_section};
+use zundoko_operator::crd::Counted;
 use zundoko_operator::modules::swap::digest;
 use common::running::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -69,6 +70,35 @@ async fn three_replicas(what: &str) -> (tokio::sync::MutexGuard<'static, ()>, Se
     eventually("the shards balanced over three replicas", Duration::from_secs(60), async || balanced(&all).await).await;
     println!("balanced 10/11/11 {:?} after the three started", started.elapsed());
     (alone, setup, replicas)
+}
+
+/// `wait_rules`, but a timeout shows the status and what each replica logged about rule sets.
+async fn wait_rules_or_show_logs(
+    replicas: &[Replica],
+    cluster: &Cluster,
+    name: &str,
+    what: &str,
+    check: impl Fn(&zundoko_operator::crd::ZundokoRulesStatus) -> bool,
+) -> zundoko_operator::crd::ZundokoRulesStatus {
+    let started = Instant::now();
+    loop {
+        let status = rules_status(cluster, name).await;
+        if check(&status) {
+            return status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            for r in replicas {
+                let log = r.log();
+                let lines: Vec<&str> = log.lines().filter(|l| l.contains("rule") || l.contains("shard")).collect();
+                eprintln!("--- {} ({} lines about rule sets and shards, the last 80) ---", r.name, lines.len());
+                for line in &lines[lines.len().saturating_sub(80)..] {
+                    eprintln!("{line}");
+                }
+            }
+            panic!("timed out after 30 s waiting for {what}; the status: {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 fn decisions(replica: &Replica) -> f64 {
@@ -316,7 +346,7 @@ async fn a_rollout_spread_over_three_replicas_promotes_and_rolls_back_as_with_on
     for name in &songs {
         sing(cluster, name, 100, Some("p"), &[]).await;
     }
-    let status = wait_rules(cluster, "p", "promotion", |s| s.rollout.as_ref().is_some_and(|r| r.state == "Promoted")).await;
+    let status = wait_rules_or_show_logs(&replicas, cluster, "p", "promotion", |s| s.rollout.as_ref().is_some_and(|r| r.state == "Promoted")).await;
     let promoted = status.rollout.unwrap();
     let (entries, _) = counted(&promoted);
     let counting = promoted.replicas.values().filter(|c| c.decisions > 0).count();
@@ -327,22 +357,51 @@ async fn a_rollout_spread_over_three_replicas_promotes_and_rolls_back_as_with_on
     assert_eq!(status.module.unwrap().digest, candidate_digest);
     cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
 
-    // Rolled back past its failure rate, counted over every replica.
+    // Rolled back past its failure rate, counted over every replica: the failures are made
+    // where the rule set's status is not written, and the writer's own decisions are good.
     cluster.put_configmap(RULES_NS, "flaky", &fixture_bytes("zundoko-flaky")).await;
     start_rollout(cluster, "f", "flaky", rollout(50, None, Some(10_000), 20)).await;
-    // The flaky Hikawas fail from their second word on and retry with backoff; the others
-    // sing at a walk, so the failure rate passes 20 % at once, whatever the timing (at the
-    // same quick pace the good songs' many decisions could keep it under 20 % for long).
+    // The rollout started where its status is written; a replica whose cache did not show the
+    // flaky ConfigMap yet serves the stable module alone until it does (up to a second).
+    let flaky_digest = digest(&fixture_bytes("zundoko-flaky"));
+    let serves_candidate = |r: &Replica| {
+        let (_, text) = r.get("/metrics").unwrap_or_default();
+        text.lines().any(|l| l.starts_with("zundoko_ruleset_info{rules=\"f\",role=\"candidate\"") && l.contains(&flaky_digest))
+    };
+    eventually("every replica serving the flaky candidate", Duration::from_secs(30), async || replicas.iter().all(serves_candidate)).await;
+    let leases = holders(cluster).await;
+    let writer = leases[&assign::shard_of_rules("f", SHARDS)].clone();
+    // Each song says its first word, then waits a minute: long enough to learn where it is
+    // decided. Those the candidate decides on another replica than the writer turn flaky and
+    // quick (they fail from their second word on, and retry with backoff); the others walk.
     let songs = names("f", 16);
-    for (i, name) in songs.iter().enumerate() {
-        let (interval, params): (u64, &[(&str, &str)]) = if i % 2 == 0 { (20, &[("flaky", "yes")]) } else { (250, &[]) };
-        sing(cluster, name, interval, Some("f"), params).await;
+    let mut flaky = vec![];
+    for name in &songs {
+        let uid = sing(cluster, name, 60_000, Some("f"), &[]).await.uid().unwrap();
+        if in_share(&uid, 50) && leases[&assign::shard_of(&uid, SHARDS)] != writer {
+            flaky.push(name.clone());
+        }
     }
-    let status = wait_rules(cluster, "f", "the rollback", |s| s.phase.as_deref() == Some("RolledBack")).await;
+    assert!(!flaky.is_empty(), "none of {songs:?} is decided by the candidate away from {writer}: the test needs one");
+    for name in &songs {
+        let spec = if flaky.contains(name) { serde_json::json!({ "intervalMillis": 20, "params": { "flaky": "yes" } }) } else { serde_json::json!({ "intervalMillis": 250 }) };
+        let patch = kube::api::Patch::Merge(serde_json::json!({ "spec": spec }));
+        cluster.hikawas("default").patch(name, &kube::api::PatchParams::default(), &patch).await.unwrap();
+    }
+    let failing_since = Instant::now();
+    let status = wait_rules_or_show_logs(&replicas, cluster, "f", "the rollback", |s| s.phase.as_deref() == Some("RolledBack")).await;
     let rolled_back = status.rollout.clone().unwrap();
     let (d, f) = (rolled_back.decisions, rolled_back.failures);
-    println!("rolled back after {f} failures in {d} decisions (threshold 20 %): {:?}", rolled_back.replicas);
+    println!(
+        "rolled back {:?} after the flaky songs began, on {f} failures in {d} decisions (threshold 20 %; the writer {writer}, {} flaky elsewhere): {:?}",
+        failing_since.elapsed(),
+        flaky.len(),
+        rolled_back.replicas
+    );
     assert!(f * 100 > 20 * d, "{f} failures of {d} are past 20 %");
+    // Recorded on the sum a replica judged (written into its entry), as one replica would have.
+    let judged = Some(Counted { decisions: d, failures: f });
+    assert!(rolled_back.replicas.values().any(|c| c.failed_too_often == judged), "{rolled_back:?}");
     assert_eq!(status.reason.as_deref(), Some("FailureRateExceeded"));
     assert_eq!(status.module.as_ref().unwrap().digest, digest(&stable), "the stable module serves");
     cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;

@@ -82,9 +82,6 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
     let ns = settings.namespace.as_deref();
     let shutdown = shutdown.shared();
     let (rulesets, signals) = RuleSets::new();
-    // A rule set's rollout is decided by the holder of its shard.
-    let decider = shards.clone();
-    rulesets.set_decider(move |name| decider.holds(crate::process::leader::assign::shard_of_rules(name, decider.count)));
     let rulesets = Arc::new(rulesets);
     let ctx = Arc::new(Context {
         client: client.clone(),

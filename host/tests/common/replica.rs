@@ -74,7 +74,8 @@ impl Replica {
             .env("ZUNDOKO_API_TIMEOUT_SECS", "1.5")
             .env("ZUNDOKO_BACKOFF_BASE_MS", "50")
             .env("ZUNDOKO_LOG_FORMAT", "text")
-            .env("RUST_LOG", "info")
+            // ZUNDOKO_TEST_LOG=<filter> (as for the in-process operator) logs more.
+            .env("RUST_LOG", std::env::var("ZUNDOKO_TEST_LOG").unwrap_or_else(|_| "info".into()))
             // The test's own settings win.
             .envs(extra.iter().copied())
             .stdout(Stdio::null())

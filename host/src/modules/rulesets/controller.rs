@@ -52,8 +52,8 @@ struct Memo {
     checked_at: Option<String>,
     /// The status as last written (the cache may not show it yet), and when.
     written: Option<(ZundokoRulesStatus, Instant)>,
-    /// When this replica last wrote its own count (not being the writer).
-    counted_at: Option<Instant>,
+    /// This replica's own count as it last wrote it (not being the writer), and when.
+    counted: Option<(ReplicaCount, Instant)>,
     /// When each source's ConfigMap (the source's, the candidate's) was last read.
     read_at: [Option<Instant>; 2],
     failures: u32,
@@ -284,26 +284,34 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
                 ctx.sets.resume(&name, digest, mine, p.state == ROLLED_BACK);
             }
             let cached = zr.status.as_ref().and_then(|s| s.rollout.as_ref()).filter(|r| &r.digest == digest);
-            let others = cached.map(|r| r.replicas.iter().filter(|(replica, c)| replica.as_str() != me && &c.digest == digest)).into_iter().flatten();
-            let others = others.fold(Tally::default(), |t, (_, c)| Tally { decisions: t.decisions + c.decisions, failures: t.failures + c.failures });
+            let (others, judged) = cached.map(|r| status::others(r, me, digest)).unwrap_or_default();
             ctx.sets.others_counted(&name, digest, others);
+            // Another replica found the candidate failing too often: it stops here too, and
+            // the writer records the rollback on the sum that replica judged.
+            if let Some(on) = judged
+                && previous.is_none_or(|r| r.state == PROGRESSING)
+            {
+                ctx.sets.roll_back(&name, digest, on);
+            }
             let promoted = previous.is_some_and(|r| r.state == PROMOTED);
             // A candidate rolls out beside a module that serves; once promoted it is that module.
             (stable_module.is_some() || promoted).then(|| {
                 let (tally, rolled_back) = ctx.sets.tally(&name, digest).unwrap_or_default();
                 // Only the writer advances the rollout; the others follow its record (and
-                // progress until there is one).
+                // progress until there is one), but a candidate judged failing too often stops
+                // at once wherever it was judged.
                 let mut advanced = match previous {
-                    Some(recorded) if !writes => recorded.clone(),
-                    None if !writes => status::advance(None, digest, Tally::default(), false, thresholds, now),
-                    _ => status::advance(previous, digest, tally, rolled_back, thresholds, now),
+                    _ if writes => status::advance(previous, digest, tally, rolled_back, thresholds, now),
+                    Some(recorded) if !rolled_back => recorded.clone(),
+                    _ => status::advance(previous, digest, if rolled_back { tally } else { Tally::default() }, rolled_back, thresholds, now),
                 };
                 if let Some(cached) = cached {
                     advanced.replicas.extend(cached.replicas.iter().filter(|(r, _)| r.as_str() != me).map(|(r, c)| (r.clone(), c.clone())));
                 }
                 let mine = ctx.sets.own_tally(&name, digest).unwrap_or_default();
                 if mine.decisions > 0 || advanced.replicas.contains_key(me) {
-                    advanced.replicas.insert(me.into(), ReplicaCount { digest: digest.clone(), decisions: mine.decisions, failures: mine.failures });
+                    let failed_too_often = ctx.sets.failed_too_often(&name, digest).map(Into::into);
+                    advanced.replicas.insert(me.into(), ReplicaCount { digest: digest.clone(), decisions: mine.decisions, failures: mine.failures, failed_too_often });
                 }
                 advanced
             })
@@ -354,6 +362,9 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
             let serving_for = Duration::from_millis((now - started).max(0) as u64);
             t.promotion_in(serving_for).map_or(STATUS_EVERY, |d| d.clamp(Duration::from_millis(10), STATUS_EVERY))
         }
+        // Stopped here on a judgement the writer has not recorded yet: this replica's entry
+        // carries it until it does.
+        _ if !writes && recorded.is_some_and(|r| r.state == PROGRESSING) && rollout.as_ref().is_some_and(|r| r.state == ROLLED_BACK) => STATUS_EVERY,
         _ => REFRESH_EVERY,
     };
     if !writes {
@@ -413,21 +424,25 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
 /// A replica that does not write the rule set's status writes its own count of the
 /// candidate's decisions into it (its entry only: a merge patch leaves the others'), while
 /// the rollout the status records is of the same candidate and still going on; at most once
-/// every [`STATUS_EVERY`]. Through the plain client: the entry is this replica's alone, so a
-/// late write cannot overwrite anyone else's.
+/// every [`STATUS_EVERY`], but at once when it has found the candidate failing too often (the
+/// writer records the rollback on it). Through the plain client: the entry is this replica's
+/// alone, so a late write cannot overwrite anyone else's.
 async fn count_own(ctx: &Context, zr: &ZundokoRules, uid: &str, me: &str, rollout: Option<&crate::crd::RolloutStatus>) -> Result<(), Error> {
     let Some(own) = rollout.and_then(|r| r.replicas.get(me)) else { return Ok(()) };
     let recorded = zr.status.as_ref().and_then(|s| s.rollout.as_ref());
     let current = recorded.is_some_and(|r| r.digest == own.digest && r.state == PROGRESSING);
-    if !current || recorded.and_then(|r| r.replicas.get(me)) == Some(own) {
+    let written = recorded.and_then(|r| r.replicas.get(me));
+    if !current || written == Some(own) {
         return Ok(());
     }
-    if ctx.with_memo(uid, |m| m.counted_at).is_some_and(|at| at.elapsed() < STATUS_EVERY) {
+    // Within a second of its last write, only a judgement that write did not carry goes out.
+    let judged = |c: &ReplicaCount| c.failed_too_often.is_some();
+    if ctx.with_memo(uid, |m| m.counted.as_ref().is_some_and(|(last, at)| at.elapsed() < STATUS_EVERY && (judged(last) || !judged(own)))) {
         return Ok(());
     }
     let patch = serde_json::json!({ "status": { "rollout": { "replicas": { me: own } } } });
     Api::<ZundokoRules>::all(ctx.client.clone()).patch_status(&zr.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    ctx.with_memo(uid, |m| m.counted_at = Some(Instant::now()));
+    ctx.with_memo(uid, |m| m.counted = Some((own.clone(), Instant::now())));
     Ok(())
 }
 

@@ -75,18 +75,34 @@ struct CandidateTally {
     /// The other replicas' decisions, as their entries in the status say.
     others: Tally,
     rolled_back: bool,
-    /// The count the rollback was decided on (what is counted after it does not change why).
+    /// The count the rollback was decided on, here or by another replica (what is counted
+    /// after it does not change why).
     ended_with: Option<Tally>,
+    /// Whether that judgement was this replica's own (it writes it into its entry).
+    judged_here: bool,
 }
 
 impl CandidateTally {
     fn new(digest: &str, tally: Tally, rolled_back: bool) -> Self {
-        CandidateTally { digest: digest.into(), tally, others: Tally::default(), rolled_back, ended_with: None }
+        CandidateTally { digest: digest.into(), tally, others: Tally::default(), rolled_back, ended_with: None, judged_here: false }
     }
 
     /// Every replica's decisions.
     fn total(&self) -> Tally {
         self.ended_with.unwrap_or(Tally { decisions: self.tally.decisions + self.others.decisions, failures: self.tally.failures + self.others.failures })
+    }
+
+    /// Judge the sum: past the failure threshold the candidate is rolled back on it (the
+    /// caller stops it). Whether it was.
+    fn judge(&mut self, thresholds: &Thresholds) -> bool {
+        let total = self.total();
+        if self.rolled_back || !thresholds.failed_too_often(total) {
+            return false;
+        }
+        self.rolled_back = true;
+        self.ended_with = Some(total);
+        self.judged_here = true;
+        true
     }
 }
 
@@ -99,9 +115,6 @@ pub struct Signals {
     pub wake: mpsc::UnboundedReceiver<String>,
 }
 
-/// Whether this replica decides a rule set's rollout, by the rule set's name.
-type Decider = Box<dyn Fn(&str) -> bool + Send + Sync>;
-
 pub struct RuleSets {
     serving: RwLock<HashMap<String, Arc<Serving>>>,
     /// Rule sets that exist, published or not yet (their first check still running).
@@ -110,9 +123,6 @@ pub struct RuleSets {
     /// Why the rule sets cannot be listed, while they cannot (RBAC, say).
     unlistable: Mutex<Option<String>>,
     tallies: Mutex<HashMap<String, CandidateTally>>,
-    /// Whether this replica decides a rule set's rollout (writes its status); all of them
-    /// if unset (one process).
-    decides: std::sync::OnceLock<Decider>,
     /// The rule set each Hikawa (by uid) names, so a rule set hears at once when one joins
     /// or leaves it (its status counts them).
     members: Mutex<HashMap<String, String>>,
@@ -130,7 +140,6 @@ impl RuleSets {
             synced: AtomicBool::new(false),
             unlistable: Mutex::default(),
             tallies: Mutex::default(),
-            decides: std::sync::OnceLock::new(),
             members: Mutex::default(),
             changed,
             wake,
@@ -178,21 +187,13 @@ impl RuleSets {
         }
     }
 
-    /// With replicas: `decides(name)` says whether this replica decides rule set `name`'s
-    /// rollout (the one that writes its status). Set once.
-    pub fn set_decider(&self, decides: impl Fn(&str) -> bool + Send + Sync + 'static) {
-        let _ = self.decides.set(Box::new(decides));
-    }
-
-    fn decides(&self, name: &str) -> bool {
-        self.decides.get().is_none_or(|decides| decides(name))
-    }
-
-    /// Count a candidate's decision. Past the failure threshold (over every replica's count)
-    /// the replica that decides the rollout stops the candidate at once: every Hikawa of the
-    /// rule set is reconciled with the stable module, and the controller records the
-    /// rollback, which the other replicas follow. They only hurry their count to it: a rollout
-    /// has one decider, so it ends as it would with one replica.
+    /// Count a candidate's decision. Past the failure threshold (over every replica's count:
+    /// this one's and the others' entries as last read) the candidate stops here at once:
+    /// every Hikawa of the rule set is reconciled with the stable module, and the controller
+    /// records the rollback on that sum (the rule set's writer), or writes it into this
+    /// replica's entry for the writer to record (any other replica). Every replica judges
+    /// each of its decisions as one replica would: a sum of counts that were all really made,
+    /// however the replicas' writes interleave, so a rollout ends as it would with one.
     pub fn record(&self, decision: &CandidateDecision, ok: bool) {
         let serving = self.serving.read().unwrap_or_else(|p| p.into_inner()).get(&decision.rules).cloned();
         let Some(candidate) = serving.as_ref().and_then(|s| s.candidate.clone()) else { return };
@@ -212,12 +213,7 @@ impl RuleSets {
         // Judged on every replica's decisions, as the status will be.
         let thresholds = candidate.thresholds;
         let total = entry.total();
-        if thresholds.failed_too_often(total) && !self.decides(&decision.rules) {
-            drop(tallies);
-            let _ = self.wake.send(decision.rules.clone());
-        } else if thresholds.failed_too_often(total) {
-            entry.rolled_back = true;
-            entry.ended_with = Some(total);
+        if entry.judge(&thresholds) {
             drop(tallies);
             self.stop_candidate(&decision.rules, &decision.digest);
         } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| total.decisions >= n) {
@@ -246,6 +242,30 @@ impl RuleSets {
         tallies.get(name).filter(|t| t.digest == digest).map(|t| (t.total(), t.rolled_back))
     }
 
+    /// The sum on which this replica found the candidate failing too often, if it did (not
+    /// another replica's judgement, see [`roll_back`](Self::roll_back)).
+    pub fn failed_too_often(&self, name: &str, digest: &str) -> Option<Tally> {
+        let tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        tallies.get(name).filter(|t| t.digest == digest && t.judged_here).and_then(|t| t.ended_with)
+    }
+
+    /// Another replica found the candidate `digest` failing too often on the sum `on`: it
+    /// stops here too, at once, and the rollback is recorded on that sum.
+    pub fn roll_back(&self, name: &str, digest: &str, on: Tally) {
+        let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
+        if entry.digest != digest {
+            *entry = CandidateTally::new(digest, Tally::default(), false);
+        }
+        if entry.ended_with.is_some() {
+            return; // judged already: the first judgement stands
+        }
+        entry.rolled_back = true;
+        entry.ended_with = Some(on);
+        drop(tallies);
+        self.stop_candidate(name, digest);
+    }
+
     /// This replica's own share of [`tally`](Self::tally).
     pub fn own_tally(&self, name: &str, digest: &str) -> Option<Tally> {
         let tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,11 +273,18 @@ impl RuleSets {
     }
 
     /// The other replicas' decisions for the candidate `digest`, as the status has them.
+    /// Judged as a decision is: past the failure threshold, the candidate stops here.
     pub fn others_counted(&self, name: &str, digest: &str, others: Tally) {
+        let thresholds = self.serving(name).and_then(|s| s.candidate.clone()).filter(|c| c.rules.identity().digest == digest).map(|c| c.thresholds);
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
         let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
-        if entry.digest == digest {
-            entry.others = others;
+        if entry.digest != digest {
+            return;
+        }
+        entry.others = others;
+        if thresholds.is_some_and(|t| entry.judge(&t)) {
+            drop(tallies);
+            self.stop_candidate(name, digest);
         }
     }
 
@@ -453,9 +480,58 @@ mod tests {
         assert_eq!(sets.tally("r", "native:candidate"), Some((Tally { decisions: 5, failures: 2 }, true)));
         assert_eq!(digest_of(&sets.choose("r", "any")), "native:stable", "rolled back for everyone");
         assert_eq!(signals.changed.try_recv().unwrap(), "r");
+        assert_eq!(sets.failed_too_often("r", "native:candidate"), Some(Tally { decisions: 5, failures: 2 }), "judged here: written into its entry");
         // Decisions still in flight for the old candidate count for nothing.
         sets.record(&decision, false);
         assert_eq!(sets.tally("r", "native:candidate"), Some((Tally { decisions: 5, failures: 2 }, true)));
+    }
+
+    /// Every replica judges its decisions on the sum, and stops on another's judgement.
+    #[test]
+    fn a_replica_judges_on_every_replicas_count_and_stops_on_anothers_judgement() {
+        let (sets, _signals) = RuleSets::new();
+        sets.set_synced();
+        sets.publish("r", Serving { stable: Ok(rules("stable")), candidate: Some(candidate(100, 25)) });
+        let decision = CandidateDecision { rules: "r".into(), digest: "native:candidate".into() };
+        // The others counted 4 decisions, one failed (25 %, within): this replica's good
+        // decision makes 1 in 5, its failure 2 in 6 (past), judged on that sum.
+        sets.others_counted("r", "native:candidate", Tally { decisions: 4, failures: 1 });
+        sets.record(&decision, true);
+        assert_eq!(digest_of(&sets.choose("r", "any")), "native:candidate");
+        sets.record(&decision, false);
+        assert_eq!(sets.failed_too_often("r", "native:candidate"), Some(Tally { decisions: 6, failures: 2 }));
+        assert_eq!(digest_of(&sets.choose("r", "any")), "native:stable");
+
+        // Another replica's judgement: stopped here at once, recorded on its sum, not written
+        // into this replica's entry; the first judgement stands.
+        let (sets, mut signals2) = RuleSets::new();
+        sets.set_synced();
+        sets.publish("r", Serving { stable: Ok(rules("stable")), candidate: Some(candidate(100, 25)) });
+        for _ in 0..10 {
+            sets.record(&decision, true);
+        }
+        while signals2.changed.try_recv().is_ok() {}
+        sets.roll_back("r", "native:candidate", Tally { decisions: 4, failures: 2 });
+        assert_eq!(digest_of(&sets.choose("r", "any")), "native:stable");
+        assert_eq!(signals2.changed.try_recv().unwrap(), "r", "its Hikawas reconciled with the stable module");
+        assert_eq!(sets.tally("r", "native:candidate"), Some((Tally { decisions: 4, failures: 2 }, true)));
+        assert_eq!(sets.failed_too_often("r", "native:candidate"), None);
+        sets.roll_back("r", "native:candidate", Tally { decisions: 9, failures: 9 });
+        sets.record(&decision, false);
+        assert_eq!(sets.tally("r", "native:candidate"), Some((Tally { decisions: 4, failures: 2 }, true)));
+
+        // The others' counts as read, judged as a decision is: 10 good here and 2 of their 3
+        // failed make 2 in 13 (within), 4 of their 6 make 4 in 16 (past).
+        let (sets, _signals3) = RuleSets::new();
+        sets.publish("r", Serving { stable: Ok(rules("stable")), candidate: Some(candidate(100, 20)) });
+        for _ in 0..10 {
+            sets.record(&decision, true);
+        }
+        sets.others_counted("r", "native:candidate", Tally { decisions: 3, failures: 2 });
+        assert_eq!(sets.tally("r", "native:candidate"), Some((Tally { decisions: 13, failures: 2 }, false)));
+        sets.others_counted("r", "native:candidate", Tally { decisions: 6, failures: 4 });
+        assert_eq!(sets.failed_too_often("r", "native:candidate"), Some(Tally { decisions: 16, failures: 4 }));
+        assert_eq!(digest_of(&sets.choose("r", "any")), "native:stable");
     }
 
     #[test]

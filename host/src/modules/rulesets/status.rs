@@ -59,6 +59,16 @@ pub fn advance(previous: Option<&RolloutStatus>, digest: &str, tally: Tally, rol
     }
 }
 
+/// What the other replicas' entries of `rollout` say of the candidate `digest`: the sum of
+/// their counts, and the first sum on which one of them found it failing too often.
+pub fn others(rollout: &RolloutStatus, me: &str, digest: &str) -> (Tally, Option<Tally>) {
+    let others = rollout.replicas.iter().filter(|(replica, c)| replica.as_str() != me && c.digest == digest);
+    others.fold((Tally::default(), None), |(sum, judged), (_, c)| {
+        let sum = Tally { decisions: sum.decisions + c.decisions, failures: sum.failures + c.failures };
+        (sum, judged.or(c.failed_too_often.map(Tally::from)))
+    })
+}
+
 pub fn module_status(identity: &ModuleIdentity) -> ModuleStatus {
     ModuleStatus { name: identity.info.name.clone(), version: identity.info.version.clone(), digest: identity.digest.clone() }
 }
@@ -183,7 +193,7 @@ pub fn events(before: Option<&ZundokoRulesStatus>, after: &ZundokoRulesStatus) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::RolloutSpec;
+    use crate::crd::{ReplicaCount, RolloutSpec};
     use zundoko_rules::ModuleInfo;
 
     fn identity(name: &str, digest: &str) -> ModuleIdentity {
@@ -227,6 +237,29 @@ mod tests {
         assert_eq!(advance(Some(&promoted), "sha256:c", Tally { decisions: 7, failures: 0 }, false, &t, 9_000).decisions, 3);
         // New bytes: a new rollout.
         assert_eq!(advance(Some(&failed), "sha256:d", Tally::default(), false, &t, 9_000).state, PROGRESSING);
+    }
+
+    #[test]
+    fn the_other_replicas_entries_are_summed_and_their_first_judgement_read() {
+        let count = |digest: &str, decisions, failures, judged: Option<(u64, u64)>| ReplicaCount {
+            digest: digest.into(),
+            decisions,
+            failures,
+            failed_too_often: judged.map(|(decisions, failures)| crate::crd::Counted { decisions, failures }),
+        };
+        let mut rollout = advance(None, "sha256:c", Tally::default(), false, &thresholds(100), 1_000);
+        rollout.replicas.insert("a".into(), count("sha256:c", 5, 0, None));
+        rollout.replicas.insert("b".into(), count("sha256:c", 3, 2, Some((6, 2))));
+        rollout.replicas.insert("c".into(), count("sha256:old", 50, 50, Some((50, 50))));
+        rollout.replicas.insert("me".into(), count("sha256:c", 100, 100, Some((1, 1))));
+        // Not this replica's own entry, not another candidate's.
+        assert_eq!(others(&rollout, "me", "sha256:c"), (Tally { decisions: 8, failures: 2 }, Some(Tally { decisions: 6, failures: 2 })));
+        assert_eq!(others(&rollout, "b", "sha256:c"), (Tally { decisions: 105, failures: 100 }, Some(Tally { decisions: 1, failures: 1 })));
+        rollout.replicas.remove("me");
+        assert_eq!(others(&rollout, "b", "sha256:c"), (Tally { decisions: 5, failures: 0 }, None));
+        // A rollback on another replica's judgement records that sum.
+        let failed = advance(Some(&rollout), "sha256:c", Tally { decisions: 6, failures: 2 }, true, &thresholds(100), 2_000);
+        assert_eq!((failed.state.as_str(), failed.decisions, failed.failures), (ROLLED_BACK, 6, 2));
     }
 
     #[test]
