@@ -205,9 +205,19 @@ async fn scaled_1_3_2_and_a_replica_killed_mid_song_nothing_is_said_twice() {
     let handovers = |r: &Replica| r.metric("zundoko_shard_handovers_total{reason=\"released\"} ").unwrap_or(0.0);
     assert!(handovers(&a) >= 20.0, "a handed back its extra shards: {}", handovers(&a));
 
-    // Scaled down to two: c leaves gracefully, handing its shards back at once.
+    // Scaled down to two: c leaves gracefully, handing its shards back at once, and leaving
+    // the members before it exits: the others' fair share is of two at once, not once c's
+    // beat is a lease duration old (until then they would take 11 shards each, not 16). Read
+    // as soon as c exited, well within that lease duration of its last beat.
     c.terminate();
     let left = Instant::now();
+    let mut c = c;
+    eventually("c exiting", Duration::from_secs(30), async || c.child.try_wait().unwrap().is_some()).await;
+    let members: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
+    let lease = members.get(&assign::members_lease_name("zundoko-operator")).await.unwrap();
+    let beats = lease.annotations().get(zundoko_operator::process::leader::members::MEMBERS_ANNOTATION).cloned().unwrap_or_default();
+    println!("3 -> 2: c exited {:?} after SIGTERM; the members then: {beats}", left.elapsed());
+    assert!(!beats.contains("operator-c"), "c is still a member after it exited: {beats}\n{}", c.log());
     eventually("two replicas balanced", Duration::from_secs(30), async || balanced(&[&a, &b]).await).await;
     println!("3 -> 2: balanced {:?} after SIGTERM", left.elapsed());
     assert!(c.log().contains("handed every shard back"), "{}", c.log());

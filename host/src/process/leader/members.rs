@@ -18,7 +18,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// The annotation holding the beats: a JSON object, identity -> counter.
 pub const MEMBERS_ANNOTATION: &str = "zundokokiyoshi.kaitoy.github.com/members";
@@ -113,13 +113,29 @@ pub async fn run(client: Client, namespace: String, name: String, mut membership
             _ = stop.wait_for(|s| *s) => break,
         }
     }
-    // Leaving: the others see one member less at once, not a lease duration later.
-    if let Ok(Some(lease)) = api.get_opt(&name).await {
-        let left = membership.leave(&beats_of(&lease));
-        if let Err(error) = api.replace(&name, &PostParams::default(), &with_beats(lease, &left)).await {
-            debug!(%error, "could not leave the members Lease; this replica expires from it on its own");
+    // Leaving: the others see one member less at once, not a lease duration later (until
+    // then their fair share is still of this replica too, and the shards it hands back wait).
+    // The others beat every period, so a write may meet a conflict: read and try again.
+    for attempt in 1..=LEAVE_TRIES {
+        match leave_once(&api, &name, &membership).await {
+            Ok(()) => return info!("left the members Lease"),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < LEAVE_TRIES => continue,
+            Err(error) => return warn!(%error, "could not leave the members Lease; this replica expires from it after a lease duration"),
         }
     }
+}
+
+/// How often leaving is tried against the others' beats.
+const LEAVE_TRIES: u32 = 5;
+
+async fn leave_once(api: &Api<Lease>, name: &str, membership: &Membership) -> kube::Result<()> {
+    let Some(lease) = api.get_opt(name).await? else { return Ok(()) };
+    let beats = beats_of(&lease);
+    if !beats.contains_key(&membership.identity) {
+        return Ok(());
+    }
+    let left = membership.leave(&beats);
+    api.replace(name, &PostParams::default(), &with_beats(lease, &left)).await.map(drop)
 }
 
 /// Read, observe, write this replica's beat. Returns the live members' count.

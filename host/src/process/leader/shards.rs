@@ -179,6 +179,8 @@ pub struct Sharding {
     pub lost: mpsc::UnboundedReceiver<String>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+    /// The members' beat; it leaves the members Lease once stopped.
+    beat: JoinHandle<()>,
 }
 
 impl Sharding {
@@ -199,7 +201,7 @@ impl Sharding {
         let table = ShardTable::new(count, &settings.identity, fences, |fence| fence::guarded(raw.clone(), fence.clone()), IDLE);
         let (live_tx, live) = watch::channel(1usize);
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(members::run(
+        let beat = tokio::spawn(members::run(
             client,
             settings.namespace.clone(),
             assign::members_lease_name(&settings.lease_prefix),
@@ -222,7 +224,7 @@ impl Sharding {
             releasing: None,
         };
         let task = tokio::spawn(balancer.run(stopped));
-        Sharding { table, lost, stop, task }
+        Sharding { table, lost, stop, task, beat }
     }
 
     /// Hand every shard back (drained first) and leave the members, so the others take over
@@ -231,7 +233,8 @@ impl Sharding {
         let _ = self.stop.send(true);
         // Drain (5 s at most), then each release waits out its writes in flight (a request
         // timeout at most) before one PUT: well within the pod's 30 s grace period.
-        if tokio::time::timeout(Duration::from_secs(20), self.task).await.is_err() {
+        // Meanwhile the beat leaves the members (a few requests).
+        if tokio::time::timeout(Duration::from_secs(20), async { futures::join!(self.task, self.beat) }).await.is_err() {
             warn!("handing the shards back timed out; their Leases expire on their own");
         }
     }
