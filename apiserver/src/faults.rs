@@ -87,7 +87,9 @@ pub(crate) enum Hold {
 }
 
 /// The fault knobs of a running server. Verbs are Kubernetes verbs (`get`, `list`, `watch`,
-/// `create`, `update`, `patch`, `delete`, `deletecollection`) or `*` for all.
+/// `create`, `update`, `patch`, `delete`, `deletecollection`) or `*` for all; a rate may also
+/// be for one verb on one resource, `verb/resource` (`create/events`), which wins over the
+/// verb's.
 pub struct Faults {
     cfg: Mutex<Config>,
     drop_tx: watch::Sender<u64>,
@@ -109,7 +111,8 @@ impl Faults {
     fn cfg(&self) -> MutexGuard<'_, Config> {
         lock(&self.cfg)
     }
-    /// Fraction (0.0..=1.0) of requests with this verb answered with 500 InternalError.
+    /// Fraction (0.0..=1.0) of requests with this verb (or `verb/resource`) answered with 500
+    /// InternalError.
     pub fn set_error_rate(&self, verb: &str, rate: f64) {
         self.cfg().error_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
     }
@@ -275,7 +278,8 @@ impl Faults {
     pub(crate) fn roll(&self, verb: &str, group: &str, resource: &str, name: &str) -> Option<ApiError> {
         let (err_rate, unavailable_rate, conflict_rate) = {
             let c = self.cfg();
-            let rate = |m: &HashMap<String, f64>| m.get(verb).or_else(|| m.get("*")).copied().unwrap_or(0.0);
+            let one = format!("{verb}/{resource}");
+            let rate = |m: &HashMap<String, f64>| m.get(&one).or_else(|| m.get(verb)).or_else(|| m.get("*")).copied().unwrap_or(0.0);
             (rate(&c.error_rates), rate(&c.unavailable_rates), if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
         };
         let mut rng = rand::rng();

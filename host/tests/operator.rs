@@ -220,6 +220,31 @@ async fn api_faults_do_not_break_any_song() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_said_event_refused_until_after_the_song_is_over_is_still_sent() {
+    // Every Said Event refused while the song is sung, and for a while after it ended: the
+    // Hikawa has nothing left to decide, yet its reconcile must keep coming back for them.
+    let cluster = Cluster::start().await;
+    cluster.server.faults().set_error_rate("create/events", 1.0);
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
+    let names = vec!["refused".to_string()];
+    let mut h = zundoko_operator::crd::Hikawa::new("refused", zundoko_operator::crd::HikawaSpec { interval_millis: 0, ..Default::default() });
+    h.metadata.namespace = Some("default".into());
+    cluster.hikawas("default").create(&Default::default(), &h).await.unwrap();
+    cluster.wait_kiyoshied("default", &names, Duration::from_secs(60)).await;
+    // Several retries refused after the last word (one every half second).
+    let refused = |c: &Cluster| c.server.requests().iter().filter(|r| r.resource == "events" && r.verb == "create" && r.code == 500).count();
+    let at_the_end = refused(&cluster);
+    eventually("Said Events refused after the song ended", Duration::from_secs(30), async || refused(&cluster) >= at_the_end + 3).await;
+    assert!(common::replica::said_events(&cluster).await.is_empty());
+    cluster.server.faults().clear();
+    let songs = common::replica::songs(&cluster, &names).await;
+    let words = songs[0].1.words.len() + songs[0].1.kiyoshis.len();
+    eventually("a Said Event for every word", Duration::from_secs(30), async || common::replica::said_events(&cluster).await.len() >= words).await;
+    common::replica::assert_each_word_once(&cluster, &songs).await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_before_its_caches_were_ever_listed_it_still_stops() {
     // Every list refused: neither cache is ever filled, and kube-runtime's graceful shutdown
     // alone would wait for them forever. The operator stops after its grace period.

@@ -20,6 +20,15 @@ async fn error_rates_conflicts_and_latency() {
     assert!(st["message"].as_str().unwrap().starts_with("Internal error occurred: "));
     assert_eq!(raw.get(WIDGETS).await.0, 200, "other verbs are unaffected");
     s.faults().clear();
+    // One verb on one resource: other resources unaffected; it wins over the verb's rate.
+    s.faults().set_error_rate("get/widgets", 1.0);
+    assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 500);
+    assert_eq!(raw.get("/api/v1/namespaces/default").await.0, 200, "other resources are unaffected");
+    s.faults().set_error_rate("get", 1.0);
+    s.faults().set_error_rate("get/widgets", 0.0);
+    assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200);
+    assert_eq!(raw.get("/api/v1/namespaces/default").await.0, 500);
+    s.faults().clear();
     assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200);
     s.faults().set_conflict_rate(1.0);
     let (code, st) = raw.patch(&format!("{WIDGETS}/a"), "application/merge-patch+json", &json!({"spec": {"size": 2}})).await;
@@ -369,6 +378,15 @@ async fn unavailable_rate() {
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "injected fault for get", "reason": "ServiceUnavailable", "code": 503})
     );
     assert_eq!(raw.get(WIDGETS).await.0, 200, "other verbs are unaffected");
+    s.faults().clear();
+    // One verb on one resource: other resources unaffected; it wins over the verb's rate.
+    s.faults().set_error_rate("get/widgets", 1.0);
+    assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 500);
+    assert_eq!(raw.get("/api/v1/namespaces/default").await.0, 200, "other resources are unaffected");
+    s.faults().set_error_rate("get", 1.0);
+    s.faults().set_error_rate("get/widgets", 0.0);
+    assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200);
+    assert_eq!(raw.get("/api/v1/namespaces/default").await.0, 500);
     s.faults().clear();
     assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200);
     s.faults().set_unavailable_rate("*", 0.5);

@@ -329,7 +329,8 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         }
         Gate::Unchanged { due } => {
             ctx.metrics.not_decided("unchanged");
-            return Ok(due.map_or_else(Action::await_change, Action::requeue));
+            // A song that is over still comes back for a Said Event refused just above.
+            return Ok(come_back(&ctx, &uid, due));
         }
         Gate::Throttled { retry_in, report } => {
             ctx.metrics.not_decided("throttled");
@@ -393,9 +394,14 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     };
     let requeue = plan.requeue_after().map(Duration::from_millis);
     let requeue = ctx.pace.decided(&uid, left, requeue, applied.zundokos + applied.kiyoshi as u32, started);
-    // A word whose Event is still to publish: soon, even if the song is over.
-    let requeue = if ctx.pace.has_unsaid(&uid) { Some(requeue.map_or(UNSAID_RETRY, |r| r.min(UNSAID_RETRY))) } else { requeue };
-    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    Ok(come_back(&ctx, &uid, requeue))
+}
+
+/// Reconcile again after `requeue` (or at the next change), but soon while a word's Event is
+/// still to publish, even if the song is over: nothing else would bring it back.
+fn come_back(ctx: &Context, uid: &str, requeue: Option<Duration>) -> Action {
+    let requeue = if ctx.pace.has_unsaid(uid) { Some(requeue.map_or(UNSAID_RETRY, |r| r.min(UNSAID_RETRY))) } else { requeue };
+    requeue.map_or_else(Action::await_change, Action::requeue)
 }
 
 /// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event) at once if
