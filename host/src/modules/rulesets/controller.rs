@@ -310,7 +310,7 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
                 }
                 let mine = ctx.sets.own_tally(&name, digest).unwrap_or_default();
                 if mine.decisions > 0 || advanced.replicas.contains_key(me) {
-                    let failed_too_often = ctx.sets.failed_too_often(&name, digest).map(Into::into);
+                    let failed_too_often = ctx.sets.failed_too_often(&name, digest);
                     advanced.replicas.insert(me.into(), ReplicaCount { digest: digest.clone(), decisions: mine.decisions, failures: mine.failures, failed_too_often });
                 }
                 advanced

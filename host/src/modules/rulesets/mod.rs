@@ -106,6 +106,16 @@ impl CandidateTally {
     }
 }
 
+/// The count of rule set `name`'s candidate `digest`: a new one if another candidate's was
+/// counted.
+fn counting<'a>(tallies: &'a mut HashMap<String, CandidateTally>, name: &str, digest: &str) -> &'a mut CandidateTally {
+    let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
+    if entry.digest != digest {
+        *entry = CandidateTally::new(digest, Tally::default(), false);
+    }
+    entry
+}
+
 /// What the rule set controller and the Hikawa controller hear from [`RuleSets`].
 pub struct Signals {
     /// Rule sets whose serving modules changed: their Hikawas are reconciled.
@@ -201,10 +211,7 @@ impl RuleSets {
             return; // decided by a candidate that has since been replaced
         }
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = tallies.entry(decision.rules.clone()).or_insert_with(|| CandidateTally::new(&decision.digest, Tally::default(), false));
-        if entry.digest != decision.digest {
-            *entry = CandidateTally::new(&decision.digest, Tally::default(), false);
-        }
+        let entry = counting(&mut tallies, &decision.rules, &decision.digest);
         if entry.rolled_back {
             return;
         }
@@ -253,10 +260,7 @@ impl RuleSets {
     /// stops here too, at once, and the rollback is recorded on that sum.
     pub fn roll_back(&self, name: &str, digest: &str, on: Tally) {
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
-        if entry.digest != digest {
-            *entry = CandidateTally::new(digest, Tally::default(), false);
-        }
+        let entry = counting(&mut tallies, name, digest);
         if entry.ended_with.is_some() {
             return; // judged already: the first judgement stands
         }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::crd::{Counted, RolloutSpec};
+use crate::crd::RolloutSpec;
 
 /// Promotion waits this long when the spec names neither a time nor a number of decisions.
 pub const DEFAULT_PROMOTE_AFTER: Duration = Duration::from_secs(300);
@@ -22,24 +22,9 @@ pub fn decides_for(uid: &str, percent: u8) -> bool {
     share(uid) < percent
 }
 
-/// Decisions a candidate made, and how many failed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tally {
-    pub decisions: u64,
-    pub failures: u64,
-}
-
-impl From<Counted> for Tally {
-    fn from(c: Counted) -> Self {
-        Tally { decisions: c.decisions, failures: c.failures }
-    }
-}
-
-impl From<Tally> for Counted {
-    fn from(t: Tally) -> Self {
-        Counted { decisions: t.decisions, failures: t.failures }
-    }
-}
+/// Decisions a candidate made, and how many failed: what a replica's entry in the status
+/// records too.
+pub type Tally = crate::crd::Counted;
 
 /// When a candidate is promoted or rolled back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

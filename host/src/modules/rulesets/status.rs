@@ -65,7 +65,7 @@ pub fn others(rollout: &RolloutStatus, me: &str, digest: &str) -> (Tally, Option
     let others = rollout.replicas.iter().filter(|(replica, c)| replica.as_str() != me && c.digest == digest);
     others.fold((Tally::default(), None), |(sum, judged), (_, c)| {
         let sum = Tally { decisions: sum.decisions + c.decisions, failures: sum.failures + c.failures };
-        (sum, judged.or(c.failed_too_often.map(Tally::from)))
+        (sum, judged.or(c.failed_too_often))
     })
 }
 
@@ -245,7 +245,7 @@ mod tests {
             digest: digest.into(),
             decisions,
             failures,
-            failed_too_often: judged.map(|(decisions, failures)| crate::crd::Counted { decisions, failures }),
+            failed_too_often: judged.map(|(decisions, failures)| Tally { decisions, failures }),
         };
         let mut rollout = advance(None, "sha256:c", Tally::default(), false, &thresholds(100), 1_000);
         rollout.replicas.insert("a".into(), count("sha256:c", 5, 0, None));
