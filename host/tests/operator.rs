@@ -212,10 +212,7 @@ async fn api_faults_do_not_break_any_song() {
         cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
     }
     // Nothing lost: a word's Event refused with a 500 or a conflict is sent again.
-    let songs = common::replica::songs(&cluster, &names).await;
-    let words: usize = songs.iter().map(|(_, s)| s.words.len() + s.kiyoshis.len()).sum();
-    eventually("a Said Event for every word", Duration::from_secs(30), async || common::replica::said_events(&cluster).await.len() >= words).await;
-    common::replica::assert_each_word_once(&cluster, &songs).await;
+    common::replica::wait_each_word_said_once(&cluster, &names).await;
     operator.stop().await;
 }
 
@@ -237,10 +234,7 @@ async fn a_said_event_refused_until_after_the_song_is_over_is_still_sent() {
     eventually("Said Events refused after the song ended", Duration::from_secs(30), async || refused(&cluster) >= at_the_end + 3).await;
     assert!(common::replica::said_events(&cluster).await.is_empty());
     cluster.server.faults().clear();
-    let songs = common::replica::songs(&cluster, &names).await;
-    let words = songs[0].1.words.len() + songs[0].1.kiyoshis.len();
-    eventually("a Said Event for every word", Duration::from_secs(30), async || common::replica::said_events(&cluster).await.len() >= words).await;
-    common::replica::assert_each_word_once(&cluster, &songs).await;
+    common::replica::wait_each_word_said_once(&cluster, &names).await;
     operator.stop().await;
 }
 

@@ -182,6 +182,15 @@ pub async fn assert_each_word_once(cluster: &Cluster, songs: &[(String, Song)]) 
     assert_eq!(total, children, "one Said Event per word");
 }
 
+/// Songs that have ended (their Said Events may still be on their way, sent again after a
+/// refusal): within 30 s a Said Event for every word, and each just once.
+pub async fn wait_each_word_said_once(cluster: &Cluster, names: &[String]) {
+    let songs = songs(cluster, names).await;
+    let words: usize = songs.iter().map(|(_, s)| s.words.len() + s.kiyoshis.len()).sum();
+    super::running::eventually("a Said Event for every word", Duration::from_secs(30), async || said_events(cluster).await.len() >= words).await;
+    assert_each_word_once(cluster, &songs).await;
+}
+
 pub async fn songs(cluster: &Cluster, names: &[String]) -> Vec<(String, Song)> {
     let mut all = vec![];
     for name in names {
