@@ -24,7 +24,9 @@ async fn main_async() -> anyhow::Result<()> {
     match &cli.command {
         Command::Run(args) => cli::run(args).await,
         Command::Simulate(args) => cli::simulate(args, &mut stdout).map(drop),
-        Command::Check(args) => cli::check(args, &mut stdout),
+        Command::Check(args) => cli::check(args, &mut stdout).await,
+        Command::Push(args) => cli::push(args, &mut stdout).await,
+        Command::Keygen(args) => cli::keygen(args, &mut stdout),
         Command::Test(args) => cli::test(args, &mut stdout),
         Command::Crd => {
             print!("{}", zundoko_operator::crd::all_yaml()?);

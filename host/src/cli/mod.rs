@@ -51,6 +51,79 @@ pub enum Command {
     /// every plan through the host's plan check, each input decided twice, fuel and size
     /// within budget, metadata within bounds. One line per check; exits non-zero on failure.
     Test(TestArgs),
+    /// Publish a module to an OCI registry as a Wasm artifact (config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer), checked first, signed
+    /// with --sign KEY if given; prints the digest to pin.
+    Push(PushArgs),
+    /// Write a new ECDSA P-256 key pair for signing modules: OUT.key (private, PKCS#8 PEM) and
+    /// OUT.pub (public: give it to the operator as a trusted key).
+    Keygen(KeygenArgs),
+}
+
+/// How the operator reaches OCI registries (modules from `--module-oci` and `ZundokoRules`).
+#[derive(Args, Debug, Clone)]
+pub struct RegistryArgs {
+    /// Registries spoken to over plain HTTP, as HOST:PORT (comma-separated or repeated): for a
+    /// registry on loopback or in tests. Every other registry is spoken to over TLS.
+    #[arg(long = "insecure-registry", env = "ZUNDOKO_INSECURE_REGISTRIES", value_delimiter = ',', value_name = "HOST:PORT")]
+    pub insecure_registries: Vec<String>,
+    /// Keep pulled modules here by digest (in DIR/oci/), so a restart with the registry down
+    /// still serves the last module verified. An emptyDir in a Pod.
+    #[arg(long, env = "ZUNDOKO_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Trusted public keys (PEM, as cosign.pub): a file, or a directory of *.pub / *.pem files
+    /// (a mounted Secret). With any, a module from a registry serves only if a cosign-style
+    /// signature by one of them verifies.
+    #[arg(long = "trusted-keys", env = "ZUNDOKO_TRUSTED_KEYS", value_delimiter = ',', value_name = "PATH")]
+    pub trusted_keys: Vec<PathBuf>,
+    /// The longest one try of a pull may take, in seconds (every request in it).
+    #[arg(long, env = "ZUNDOKO_REGISTRY_TIMEOUT_SECS", default_value_t = crate::modules::oci::RegistrySettings::default().timeout.as_secs_f64())]
+    pub registry_timeout_secs: f64,
+    /// The largest module accepted from a registry, in MiB (refused from the manifest, before
+    /// its bytes are read).
+    #[arg(long, env = "ZUNDOKO_MAX_MODULE_MIB", default_value_t = crate::modules::oci::RegistrySettings::default().max_module_bytes >> 20)]
+    pub max_module_mib: u64,
+    /// Pulls from registries at once.
+    #[arg(long, env = "ZUNDOKO_CONCURRENT_PULLS", default_value_t = crate::modules::oci::RegistrySettings::default().concurrent_pulls)]
+    pub concurrent_pulls: usize,
+    /// Registry credentials: a docker config.json (`{"auths": {...}}`, a pull secret's
+    /// .dockerconfigjson), for --module-oci, push and check.
+    #[arg(long, env = "ZUNDOKO_REGISTRY_AUTH", value_name = "FILE")]
+    pub registry_auth: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    pub fn settings(&self) -> Result<crate::modules::oci::RegistrySettings> {
+        let timeout = Duration::try_from_secs_f64(self.registry_timeout_secs)
+            .ok()
+            .filter(|d| !d.is_zero() && self.registry_timeout_secs <= 3600.0)
+            .with_context(|| format!("--registry-timeout-secs {} is not a number of seconds between 0 and 3600", self.registry_timeout_secs))?;
+        let mut trusted_keys = Vec::new();
+        for path in &self.trusted_keys {
+            trusted_keys.extend(crate::modules::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
+        }
+        anyhow::ensure!(self.max_module_mib >= 1, "--max-module-mib must be at least 1");
+        Ok(crate::modules::oci::RegistrySettings {
+            insecure: self.insecure_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
+            timeout,
+            max_module_bytes: self.max_module_mib << 20,
+            concurrent_pulls: self.concurrent_pulls.max(1),
+            cache_dir: self.cache_dir.clone(),
+            trusted_keys,
+            ..crate::modules::oci::RegistrySettings::default()
+        })
+    }
+
+    pub fn auth(&self, reference: &crate::modules::oci::ModuleRef) -> Result<oci_client::secrets::RegistryAuth> {
+        match &self.registry_auth {
+            None => Ok(oci_client::secrets::RegistryAuth::Anonymous),
+            Some(path) => {
+                let json = std::fs::read(path).with_context(|| format!("cannot read registry credentials {}", path.display()))?;
+                crate::modules::oci::auth::from_docker_config(&json, &reference.registry)
+                    .map_err(|e| anyhow::anyhow!("registry credentials {}: {e}", path.display()))
+            }
+        }
+    }
 }
 
 /// Limits on each guest call and on each plan.
@@ -86,8 +159,17 @@ impl SandboxArgs {
 pub struct RunArgs {
     /// The rules module (a wasm component), normally in a ConfigMap mounted as a directory.
     /// Watched: a new module there is checked and, if it passes, swapped in.
-    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present_any = ["native_rules", "module_configmap"])]
+    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present_any = ["native_rules", "module_configmap", "module_oci"])]
     pub module: Option<PathBuf>,
+    /// Or the module from an OCI registry: REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]. A tag is
+    /// resolved to a digest at start, and that digest serves (the cache serves it if the
+    /// registry is down).
+    #[arg(long, env = "ZUNDOKO_MODULE_OCI", value_name = "REF")]
+    pub module_oci: Option<crate::modules::oci::ModuleRef>,
+    /// Resolve --module-oci's tag again this often (seconds) and swap in what it points at,
+    /// checked as any new module (0: never; the digest resolved at start serves).
+    #[arg(long, env = "ZUNDOKO_MODULE_OCI_POLL_SECS", default_value_t = 0)]
+    pub module_oci_poll_secs: u64,
     /// Also (or instead) watch the module in a ConfigMap through the API, as
     /// NAMESPACE/NAME[:KEY] (key default `rules.wasm`, in binaryData): swaps in about a second.
     #[arg(long, env = "ZUNDOKO_MODULE_CONFIGMAP", value_name = "NAMESPACE/NAME[:KEY]")]
@@ -184,6 +266,8 @@ pub struct RunArgs {
     pub pod_name: Option<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -207,10 +291,41 @@ pub struct SimulateArgs {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The rules module (a wasm component).
-    #[arg(long, env = "ZUNDOKO_MODULE")]
-    pub module: PathBuf,
+    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present = "reference", conflicts_with = "reference")]
+    pub module: Option<PathBuf>,
+    /// Or a module in an OCI registry, REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]: pulled,
+    /// checked against its digest (and signature, with --trusted-keys), then checked as a file is.
+    #[arg(value_name = "REF")]
+    pub reference: Option<crate::modules::oci::ModuleRef>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// The module to publish (a wasm component): checked as `check` does before anything is sent.
+    #[arg(long, env = "ZUNDOKO_MODULE")]
+    pub module: PathBuf,
+    /// Where: REGISTRY/REPOSITORY[:TAG] (without a tag, only the digest names it).
+    #[arg(value_name = "REF")]
+    pub reference: crate::modules::oci::ModuleRef,
+    /// Sign it with this private key (PEM ECDSA P-256, as `keygen` writes): a cosign-compatible
+    /// signature stored next to it (tag sha256-<digest>.sig).
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Write OUT.key and OUT.pub (refuses to overwrite either).
+    #[arg(long, value_name = "OUT")]
+    pub out: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -272,20 +387,52 @@ pub fn test(args: &TestArgs, out: &mut dyn std::io::Write) -> Result<()> {
     Ok(())
 }
 
-pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
+/// A module from a registry, pulled and checked against its digest and signature: its bytes,
+/// and the lines that say where it came from.
+async fn pull(reference: &crate::modules::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
+    let settings = registry.settings()?;
+    let auth = registry.auth(reference)?;
+    let keys = !settings.trusted_keys.is_empty();
+    let client = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
+    let fail = |e: crate::modules::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
+    let digest = client.resolve(reference, &auth).await.map_err(fail)?;
+    let fetched = client.fetch(reference, &digest, &auth, &[]).await.map_err(fail)?;
+    let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {}", fetched.pinned)];
+    lines.push(match (&fetched.signed_by, keys) {
+        (Some(signer), _) => format!("signed by:   {signer}"),
+        (None, _) => "signature:   not checked (no --trusted-keys)".into(),
+    });
+    if fetched.from_cache {
+        lines.push("from:        the cache (--cache-dir)".into());
+    }
+    Ok((fetched.bytes, lines))
+}
+
+pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
-    let module = load_module(&engine, &args.module)?;
+    let (name, module, lines) = match (&args.module, &args.reference) {
+        (Some(path), _) => (path.display().to_string(), load_module(&engine, path)?, Vec::new()),
+        (None, Some(reference)) => {
+            let (bytes, lines) = pull(reference, &args.registry).await?;
+            let module = engine.load(&bytes).map_err(|e| rejected(Path::new(&reference.to_string()), e))?;
+            (reference.to_string(), module, lines)
+        }
+        (None, None) => anyhow::bail!("give a module: --module FILE or a registry REF"),
+    };
     let id = module.identity();
     // Within bounds since `load` checked them; escaped all the same, as all module text is.
     let safe = |s: &str| crate::text::printable(s, 512);
-    writeln!(out, "module:      {}", safe(&args.module.display().to_string()))?;
+    writeln!(out, "module:      {}", safe(&name))?;
+    for line in lines {
+        writeln!(out, "{}", safe(&line))?;
+    }
     writeln!(out, "name:        {}", safe(&id.info.name))?;
     writeln!(out, "version:     {}", safe(&id.info.version))?;
     writeln!(out, "description: {}", safe(&id.info.description))?;
     writeln!(out, "world:       {WORLD}")?;
     writeln!(out, "digest:      {}", id.digest)?;
     writeln!(out, "size:        {} bytes", id.size)?;
-    let decision = crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
+    let decision = crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(Path::new(&name), e))?;
     writeln!(
         out,
         "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
@@ -293,6 +440,55 @@ pub fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
         decision.fuel_used.unwrap_or(0),
         decision.elapsed
     )?;
+    Ok(())
+}
+
+/// `push`: check the module as `check` does, then publish it (and its signature).
+pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let module = engine.load(&bytes).map_err(|e| rejected(&args.module, e))?;
+    crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
+    let sign = match &args.sign {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read signing key {}", path.display()))?;
+            Some(crate::modules::oci::SignKey::from_pem(&path.display().to_string(), &pem).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    let settings = args.registry.settings()?;
+    let auth = args.registry.auth(&args.reference)?;
+    let registry = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
+    let info = &module.identity().info;
+    let digest = registry
+        .push(&args.reference, &bytes, &info.name, &info.version, sign.as_ref(), &auth)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot push to {} ({}): {e}", args.reference, e.reason()))?;
+    let safe = |s: &str| crate::text::printable(s, 512);
+    writeln!(out, "pushed:      {} {} ({} bytes, module {})", safe(&info.name), safe(&info.version), bytes.len(), module.identity().digest)?;
+    writeln!(out, "reference:   {}", args.reference)?;
+    writeln!(out, "pinned:      {}", args.reference.pinned(&digest))?;
+    if let Some(key) = &sign {
+        writeln!(out, "signed:      {}", key.trusted(&args.sign.as_ref().expect("a key was given").display().to_string()).name)?;
+    }
+    Ok(())
+}
+
+/// `keygen`: a new signing key pair, never overwriting one.
+pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let key = crate::modules::oci::SignKey::generate();
+    let (private, public) = (args.out.with_extension("key"), args.out.with_extension("pub"));
+    for path in [&private, &public] {
+        anyhow::ensure!(!path.exists(), "{} exists: not overwriting a key", path.display());
+    }
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&private).with_context(|| format!("cannot write {}", private.display()))?;
+    file.write_all(key.private_pem().as_bytes())?;
+    std::fs::write(&public, key.public_pem()).with_context(|| format!("cannot write {}", public.display()))?;
+    writeln!(out, "private key: {} (sign with: zundoko-operator push --sign {} ...)", private.display(), private.display())?;
+    writeln!(out, "public key:  {} (trust it: --trusted-keys, or a Secret mounted there)", public.display())?;
+    writeln!(out, "fingerprint: {}", key.trusted("key").fingerprint())?;
     Ok(())
 }
 
@@ -372,6 +568,11 @@ impl RunArgs {
                 poll: Duration::from_millis(self.module_poll_ms.max(1)),
             }),
             configmap: self.module_configmap.clone(),
+            oci: self.module_oci.clone().map(|reference| crate::modules::swap::oci::OciSource {
+                reference,
+                auth_file: self.registry.registry_auth.clone(),
+                poll: (self.module_oci_poll_secs > 0).then(|| Duration::from_secs(self.module_oci_poll_secs)),
+            }),
             pin: self.module_sha256.clone(),
             wait: self.wait_for_module,
             native: self.native_rules.as_deref().map(|name| match name {
@@ -383,6 +584,7 @@ impl RunArgs {
             controller,
             sandbox: self.sandbox.sandbox_limits(),
             modules,
+            registry: self.registry.settings()?,
             http_addr,
             leader,
             shards: self.shards,

@@ -3,6 +3,7 @@
 //! rules), the default module's hot swap (`swap`), and rule sets with their rollouts (`rulesets`).
 
 mod loader;
+pub mod oci;
 pub mod rules;
 pub mod rulesets;
 pub mod sandbox;

@@ -32,6 +32,8 @@ use crate::reconcile::controller::{self, Settings};
 pub struct ModuleSources {
     pub file: Option<FileSource>,
     pub configmap: Option<ConfigMapRef>,
+    /// An OCI artifact (`--module-oci`).
+    pub oci: Option<crate::modules::swap::oci::OciSource>,
     /// `sha256:<hex>` or `<hex>`: refuse any other module.
     pub pin: Option<String>,
     /// Start without a usable module and wait for one (instead of exiting).
@@ -45,6 +47,8 @@ pub struct OperatorConfig {
     pub controller: Settings,
     pub sandbox: SandboxLimits,
     pub modules: ModuleSources,
+    /// How registries are reached (the default module's and every rule set's).
+    pub registry: crate::modules::oci::RegistrySettings,
     /// `/metrics`, `/healthz`, `/readyz`; none if `None`.
     pub http_addr: Option<SocketAddr>,
     /// Share the Hikawas with other replicas through shard Leases; hold every shard if `None`.
@@ -82,7 +86,8 @@ pub async fn start(
     // One engine and one set of compiled modules for the default module and every rule set.
     let engine = SandboxEngine::new(config.sandbox.clone())?;
     let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
-    let shared = Shared::new(slot.clone(), modules);
+    let mut shared = Shared::new(slot.clone(), modules);
+    shared.registry = crate::modules::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
     // Not ready until the API server has answered once (before the first try too).
     shared.health.set_api_unreachable(Some("not reached yet".into()));
     let http_addr = match config.http_addr {
@@ -117,8 +122,8 @@ pub async fn start(
 async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
     let sources = &config.modules;
     anyhow::ensure!(
-        sources.file.is_some() || sources.configmap.is_some(),
-        "no rules module source: give --module PATH or --module-configmap NAMESPACE/NAME[:KEY]"
+        sources.file.is_some() || sources.configmap.is_some() || sources.oci.is_some(),
+        "no rules module source: give --module PATH, --module-configmap NAMESPACE/NAME[:KEY] or --module-oci REF"
     );
     let swapper = Arc::new(Swapper::new(
         shared.modules.clone(),
@@ -154,6 +159,16 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
             Err(error) => problems.push(format!("cannot read ConfigMap {cm}: {error}")),
         }
     }
+    let mut oci_served = None;
+    if let Some(oci) = &sources.oci
+        && shared.rules.current().is_none()
+    {
+        let (digest, candidate) = oci.fetch(&shared.registry).await;
+        match swapper.offer(candidate).await {
+            SwapOutcome::Rejected(why) => problems.push(format!("{} rejected ({}): {why}", oci.reference, why.reason())),
+            _ => oci_served = digest,
+        }
+    }
     if shared.rules.current().is_none() {
         let problems = problems.join("; ");
         anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
@@ -166,6 +181,9 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     }
     if let Some(cm) = sources.configmap.clone() {
         tokio::spawn(cm.watch(client.clone(), candidates.clone()));
+    }
+    if let Some(oci) = sources.oci.clone() {
+        tokio::spawn(oci.watch(shared.registry.clone(), candidates.clone(), oci_served));
     }
     tokio::spawn(swapper.serve(offers));
     Ok(())

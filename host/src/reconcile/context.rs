@@ -26,12 +26,15 @@ pub struct Shared {
     pub modules: Arc<ModuleLoader>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
+    /// Registries the default module and rule sets pull from (one cache, one bound on pulls).
+    pub registry: Arc<crate::modules::oci::Registry>,
 }
 
 impl Shared {
     pub fn new(rules: Arc<RulesSlot>, modules: Arc<ModuleLoader>) -> Self {
         let health = Arc::new(Health::new(rules.clone()));
-        Shared { rules, modules, metrics: Arc::new(Metrics::new()), health }
+        let registry = crate::modules::oci::Registry::new(crate::modules::oci::RegistrySettings::default()).expect("no cache directory to create");
+        Shared { rules, modules, metrics: Arc::new(Metrics::new()), health, registry }
     }
 }
 

@@ -49,6 +49,7 @@ pub fn config(modules: ModuleSources) -> OperatorConfig {
         controller: super::cluster::quick_settings(),
         sandbox: SandboxLimits::default(),
         modules,
+        registry: Default::default(),
         http_addr: None,
         leader: None,
         shards: 32,

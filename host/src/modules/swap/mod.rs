@@ -5,6 +5,7 @@
 
 pub mod configmap;
 pub mod file;
+pub mod oci;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -26,6 +27,8 @@ use crate::process::metrics::Metrics;
 pub enum Origin {
     File(PathBuf),
     ConfigMap { namespace: String, name: String, key: String },
+    /// An OCI artifact, pinned by digest once pulled.
+    Oci(String),
 }
 
 impl fmt::Display for Origin {
@@ -33,6 +36,7 @@ impl fmt::Display for Origin {
         match self {
             Origin::File(path) => write!(f, "file {}", path.display()),
             Origin::ConfigMap { namespace, name, key } => write!(f, "ConfigMap {namespace}/{name} key {key}"),
+            Origin::Oci(reference) => write!(f, "registry {reference}"),
         }
     }
 }
@@ -42,6 +46,8 @@ impl fmt::Display for Origin {
 pub struct Candidate {
     pub origin: Origin,
     pub bytes: Result<Vec<u8>, String>,
+    /// Why there are no bytes, as a reason (`ModuleUnreadable` unless the source knows better).
+    reason: &'static str,
     /// The bytes' digest, or what made them unreadable: computed once, it tells a source
     /// whether it offered this already and the swapper whether it rejected it already.
     key: String,
@@ -53,7 +59,12 @@ impl Candidate {
             Ok(bytes) => digest(bytes),
             Err(why) => format!("unreadable: {why}"),
         };
-        Candidate { origin, bytes, key }
+        Candidate { origin, bytes, reason: "ModuleUnreadable", key }
+    }
+
+    /// A source that could not get bytes, for a reason it names (`RegistryUnreachable`, ...).
+    pub fn failed(origin: Origin, reason: &'static str, why: String) -> Self {
+        Candidate { reason, ..Candidate::new(origin, Err(why)) }
     }
 
     /// `sha256:<hex>` of the bytes, if there are any.
@@ -95,6 +106,9 @@ pub enum Rejection {
     PinMismatch { pinned: String, actual: String, by: &'static str },
     #[error("{0}")]
     Unreadable(String),
+    /// The source could not get the module (a registry's refusal, say), for this reason.
+    #[error("{message}")]
+    Source { reason: &'static str, message: String },
 }
 
 impl Rejection {
@@ -103,6 +117,7 @@ impl Rejection {
             Rejection::Guest(e) => e.reason(),
             Rejection::PinMismatch { .. } => "ModulePinMismatch",
             Rejection::Unreadable(_) => "ModuleUnreadable",
+            Rejection::Source { reason, .. } => reason,
         }
     }
 }
@@ -188,7 +203,7 @@ impl Swapper {
             Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes, candidate.key))
                 .await
                 .unwrap_or_else(|e| Err(Rejection::Guest(GuestError::Host(format!("checking the module panicked: {e}"))))),
-            Err(why) => Err(Rejection::Unreadable(why)),
+            Err(message) => Err(Rejection::Source { reason: candidate.reason, message }),
         };
         let took = started.elapsed();
         self.metrics.module_checked(took);

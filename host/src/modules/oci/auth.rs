@@ -1,0 +1,58 @@
+//! Registry credentials from a `kubernetes.io/dockerconfigjson` pull secret (or a
+//! `~/.docker/config.json`): `{"auths": {"HOST[:PORT]": {"auth": base64(user:password)}}}`.
+
+use base64::Engine as _;
+use oci_client::secrets::RegistryAuth;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: std::collections::BTreeMap<String, Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+/// `HOST[:PORT]` of an `auths` key, which may be written as a URL (`https://host/v1/`).
+fn host_of(key: &str) -> &str {
+    let key = key.strip_prefix("https://").or_else(|| key.strip_prefix("http://")).unwrap_or(key);
+    key.split('/').next().unwrap_or(key)
+}
+
+/// The credentials a docker config gives `registry`; anonymous if it names none. An error
+/// names what is malformed (never the secret itself).
+pub fn from_docker_config(json: &[u8], registry: &str) -> Result<RegistryAuth, String> {
+    let config: DockerConfig = serde_json::from_slice(json).map_err(|e| format!("not a docker config.json ({{\"auths\": ...}}): {e}"))?;
+    let Some(entry) = config.auths.iter().find(|(key, _)| host_of(key) == registry).map(|(_, e)| e) else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(RegistryAuth::Basic(user.clone(), password.clone()));
+    }
+    let auth = entry.auth.as_deref().ok_or_else(|| format!("the entry for {registry} has neither auth nor username and password"))?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(auth.trim()).map_err(|_| format!("the auth of {registry} is not base64"))?;
+    let decoded = String::from_utf8(decoded).map_err(|_| format!("the auth of {registry} is not UTF-8"))?;
+    let (user, password) = decoded.split_once(':').ok_or_else(|| format!("the auth of {registry} is not user:password"))?;
+    Ok(RegistryAuth::Basic(user.into(), password.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_registry_in_any_spelling() {
+        let json = br#"{"auths":{"https://127.0.0.1:5000/v1/":{"auth":"dTpw"},"other.io":{"username":"a","password":"b"}}}"#;
+        assert!(matches!(from_docker_config(json, "127.0.0.1:5000").unwrap(), RegistryAuth::Basic(u, p) if u == "u" && p == "p"));
+        assert!(matches!(from_docker_config(json, "other.io").unwrap(), RegistryAuth::Basic(u, p) if u == "a" && p == "b"));
+        assert!(matches!(from_docker_config(json, "elsewhere.io").unwrap(), RegistryAuth::Anonymous));
+        let bad = from_docker_config(br#"{"auths":{"r.io":{"auth":"bm9jb2xvbg=="}}}"#, "r.io").unwrap_err();
+        assert!(bad.contains("not user:password") && !bad.contains("nocolon"), "{bad}");
+        assert!(from_docker_config(b"nope", "r.io").unwrap_err().contains("not a docker config"));
+    }
+}

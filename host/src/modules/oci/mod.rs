@@ -1,0 +1,16 @@
+//! Modules from OCI registries: references (`reference`), the Wasm artifact layout
+//! (`artifact`), pulls and pushes bounded in size, time and concurrency (`registry`), blobs kept
+//! by digest (`cache`), cosign-compatible signatures (`signature`) and pull secrets (`auth`).
+//! A source like the file and the ConfigMap: it yields bytes, checked against their digest and
+//! signature, that the loader then compiles and checks as any module.
+
+pub mod auth;
+pub mod artifact;
+mod cache;
+pub mod reference;
+pub mod registry;
+pub mod signature;
+
+pub use reference::ModuleRef;
+pub use registry::{Fetched, PullError, Registry, RegistrySettings};
+pub use signature::{SignKey, TrustedKey};

@@ -1,0 +1,399 @@
+//! Pulling modules from, and pushing them to, an OCI registry, bounded in size, time,
+//! concurrency and retries. A pull checks every byte against its digest before the module is
+//! handed on to be compiled, and the signature (if keys are trusted) against the trusted keys;
+//! what it pulled goes to the blob cache, which serves it again without the registry.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use super::artifact;
+use super::cache::BlobCache;
+use super::reference::ModuleRef;
+use super::signature::{self, Found, SignKey, TrustedKey};
+
+/// How the operator talks to registries.
+#[derive(Clone, Debug)]
+pub struct RegistrySettings {
+    /// `HOST:PORT`s spoken to over plain HTTP (tests, a registry on loopback); TLS elsewhere.
+    pub insecure: Vec<String>,
+    /// The longest one try of a pull or resolve may take, every request in it included.
+    pub timeout: Duration,
+    /// Tries of a pull that failed for a reason that may pass (unreachable, 429, 5xx).
+    pub tries: u32,
+    /// The largest module layer accepted (refused from its descriptor, before a byte is read).
+    pub max_module_bytes: u64,
+    /// Pulls from registries at once, across every rule set.
+    pub concurrent_pulls: usize,
+    /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
+    pub cache_dir: Option<PathBuf>,
+    /// With any, a module serves only if a signature by one of them verifies.
+    pub trusted_keys: Vec<TrustedKey>,
+}
+
+/// A manifest (or a signature's payload) is small: these bound what is read of them.
+const MAX_MANIFEST_BYTES: usize = 256 << 10;
+const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+const MAX_SIGNATURES: usize = 16;
+
+impl Default for RegistrySettings {
+    fn default() -> Self {
+        RegistrySettings {
+            insecure: Vec::new(),
+            timeout: Duration::from_secs(30),
+            tries: 3,
+            max_module_bytes: 64 << 20,
+            concurrent_pulls: 2,
+            cache_dir: None,
+            trusted_keys: Vec::new(),
+        }
+    }
+}
+
+/// Why a module could not be had from a registry.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("registry {registry} is unreachable or failing: {detail}")]
+    Unreachable { registry: String, detail: String },
+    #[error("{reference} was not found in the registry")]
+    NotFound { reference: String },
+    #[error("registry {registry} refused the credentials for {reference} ({detail})")]
+    Unauthorized { registry: String, reference: String, detail: String },
+    #[error("{reference} is not a Wasm component artifact: {detail}")]
+    NotAWasmArtifact { reference: String, detail: String },
+    #[error("{what} of {reference} is {size} bytes, over the {limit}-byte limit")]
+    TooLarge { what: &'static str, reference: String, size: u64, limit: u64 },
+    #[error("{what} of {reference} does not match its digest: expected {expected}, got {actual}")]
+    DigestMismatch { what: &'static str, reference: String, expected: String, actual: String },
+    #[error("{reference}: {detail}")]
+    NotVerified { reference: String, detail: String },
+    #[error("{reference}: the registry answered: {detail}")]
+    Registry { reference: String, detail: String },
+}
+
+impl PullError {
+    /// CamelCase, for conditions, Events and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PullError::Unreachable { .. } => "RegistryUnreachable",
+            PullError::NotFound { .. } => "ModuleNotFound",
+            PullError::Unauthorized { .. } => "RegistryUnauthorized",
+            PullError::NotAWasmArtifact { .. } => "NotAWasmArtifact",
+            PullError::TooLarge { .. } => "ModuleTooLarge",
+            PullError::DigestMismatch { .. } => "DigestMismatch",
+            PullError::NotVerified { .. } => "SignatureNotVerified",
+            PullError::Registry { .. } => "RegistryError",
+        }
+    }
+
+    /// Whether trying again later may succeed without anyone changing anything.
+    pub fn transient(&self) -> bool {
+        matches!(self, PullError::Unreachable { .. })
+    }
+}
+
+/// What a pull found: the module's bytes, checked.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    /// The artifact pinned: `REGISTRY/REPOSITORY@<manifest digest>`.
+    pub pinned: ModuleRef,
+    pub manifest_digest: String,
+    pub bytes: Vec<u8>,
+    /// The trusted key that signed it, when keys are trusted.
+    pub signed_by: Option<String>,
+    /// Served from the cache, the registry not asked.
+    pub from_cache: bool,
+}
+
+pub struct Registry {
+    settings: RegistrySettings,
+    permits: Semaphore,
+    cache: Option<BlobCache>,
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+impl Registry {
+    pub fn new(settings: RegistrySettings) -> Result<Arc<Registry>, String> {
+        // oci-client's reqwest is built without a TLS provider: the process's is ring, as kube's.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let cache = settings.cache_dir.as_deref().map(BlobCache::open).transpose()?;
+        let permits = Semaphore::new(settings.concurrent_pulls.max(1));
+        Ok(Arc::new(Registry { settings, permits, cache }))
+    }
+
+    pub fn settings(&self) -> &RegistrySettings {
+        &self.settings
+    }
+
+    /// A client per operation: oci-client keeps the first credentials given for a registry,
+    /// and two rule sets may use two pull secrets for one registry.
+    fn client(&self) -> oci_client::Client {
+        oci_client::Client::new(ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(self.settings.insecure.clone()),
+            connect_timeout: Some(self.settings.timeout.min(Duration::from_secs(10))),
+            read_timeout: Some(self.settings.timeout),
+            platform_resolver: None,
+            max_concurrent_download: 1,
+            max_concurrent_upload: 2,
+            ..ClientConfig::default()
+        })
+    }
+
+    /// The digest a tag points at now (a digest reference is its own). With the registry
+    /// unreachable, the digest the tag had when last resolved here, if the cache kept it.
+    pub async fn resolve(&self, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        if let Some(digest) = &reference.digest {
+            return Ok(digest.clone());
+        }
+        let resolved = self.tries(reference, || async {
+            let client = self.client();
+            let digest = client.fetch_manifest_digest(&reference.to_oci(), auth).await.map_err(|e| classify(reference, e))?;
+            Ok(digest)
+        });
+        match resolved.await {
+            Ok(digest) => {
+                if let Some(cache) = &self.cache {
+                    cache.put_tag(reference, &digest);
+                }
+                Ok(digest)
+            }
+            Err(error) if error.transient() => match self.cache.as_ref().and_then(|c| c.tag(reference)) {
+                Some(digest) => {
+                    tracing::warn!(%reference, %digest, %error, "registry unreachable: using the digest the tag had when last resolved");
+                    Ok(digest)
+                }
+                None => Err(error),
+            },
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The module of artifact `manifest_digest` in `reference`'s repository: from the cache
+    /// if it holds it (and, with trusted keys, its verification), else pulled, checked against
+    /// its digests and verified. `extra_keys`: a rule set's own keys, which must verify too.
+    pub async fn fetch(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
+        let pinned = reference.pinned(manifest_digest);
+        let keysets: Vec<&[TrustedKey]> = [self.settings.trusted_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
+        if let Some(fetched) = self.from_cache(&pinned, manifest_digest, &keysets) {
+            return Ok(fetched);
+        }
+        let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+        self.tries(&pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
+    }
+
+    fn from_cache(&self, pinned: &ModuleRef, manifest_digest: &str, keysets: &[&[TrustedKey]]) -> Option<Fetched> {
+        let cache = self.cache.as_ref()?;
+        let manifest = cache.get(manifest_digest)?;
+        let (layer_digest, _) = artifact::module_layer(&manifest).ok()?;
+        let bytes = cache.get(&layer_digest)?;
+        let mut signers = Vec::new();
+        for keys in keysets {
+            signers.push(cache.verified(manifest_digest, keys)?);
+        }
+        Some(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
+    }
+
+    /// Run `op` up to `tries` times while it fails for a reason that may pass, each try bounded
+    /// by the timeout, with a doubling pause between tries.
+    async fn tries<T, F, Fut>(&self, reference: &ModuleRef, op: F) -> Result<T, PullError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, PullError>>,
+    {
+        let mut pause = Duration::from_millis(200);
+        let mut tried = 0;
+        loop {
+            tried += 1;
+            let outcome = match tokio::time::timeout(self.settings.timeout, op()).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(PullError::Unreachable {
+                    registry: reference.registry.clone(),
+                    detail: format!("no answer within {:?}", self.settings.timeout),
+                }),
+            };
+            match outcome {
+                Err(error) if error.transient() && tried < self.settings.tries.max(1) => {
+                    tracing::debug!(%reference, %error, tried, "pull failed; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, keysets: &[&[TrustedKey]]) -> Result<Fetched, PullError> {
+        let client = self.client();
+        let oci = pinned.to_oci();
+        let (manifest, _) = client.pull_manifest_raw(&oci, auth, artifact::ACCEPTED_MANIFESTS).await.map_err(|e| classify(pinned, e))?;
+        if manifest.len() > MAX_MANIFEST_BYTES {
+            return Err(PullError::TooLarge { what: "the manifest", reference: pinned.to_string(), size: manifest.len() as u64, limit: MAX_MANIFEST_BYTES as u64 });
+        }
+        let actual = sha256(&manifest);
+        if actual != manifest_digest {
+            return Err(PullError::DigestMismatch { what: "the manifest", reference: pinned.to_string(), expected: manifest_digest.into(), actual });
+        }
+        let (layer_digest, size) =
+            artifact::module_layer(&manifest).map_err(|detail| PullError::NotAWasmArtifact { reference: pinned.to_string(), detail })?;
+        let limit = self.settings.max_module_bytes;
+        if size > limit {
+            return Err(PullError::TooLarge { what: "the module layer", reference: pinned.to_string(), size, limit });
+        }
+        let bytes = match self.cache.as_ref().and_then(|c| c.get(&layer_digest)) {
+            Some(bytes) => bytes,
+            None => {
+                let descriptor = OciDescriptor { media_type: artifact::LAYER_MEDIA_TYPE.into(), digest: layer_digest.clone(), size: size as i64, ..OciDescriptor::default() };
+                let bytes = read_blob(&client, pinned, &descriptor, limit, "the module layer").await?;
+                let actual = sha256(&bytes);
+                if actual != layer_digest {
+                    return Err(PullError::DigestMismatch { what: "the module layer", reference: pinned.to_string(), expected: layer_digest, actual });
+                }
+                bytes
+            }
+        };
+        let mut signers = Vec::new();
+        if !keysets.is_empty() {
+            let found = self.signatures(&client, pinned, manifest_digest, auth).await?;
+            for keys in keysets {
+                let signer = signature::verify(manifest_digest, &found, keys).map_err(|detail| PullError::NotVerified { reference: pinned.to_string(), detail })?;
+                signers.push((signer, *keys));
+            }
+        }
+        if let Some(cache) = &self.cache {
+            cache.put(&layer_digest, &bytes);
+            cache.put(manifest_digest, &manifest);
+            for (signer, keys) in &signers {
+                cache.put_verified(manifest_digest, keys, signer);
+            }
+        }
+        let signed_by = (!signers.is_empty()).then(|| signers.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().join(" and "));
+        Ok(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by, from_cache: false })
+    }
+
+    /// The signatures stored next to an artifact, cosign's way (none if there is no `.sig` tag).
+    async fn signatures(&self, client: &oci_client::Client, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth) -> Result<Vec<Found>, PullError> {
+        let sig_ref = pinned.with_tag(&signature::signature_tag(manifest_digest));
+        let manifest = match client.pull_manifest_raw(&sig_ref.to_oci(), auth, &[OCI_IMAGE_MEDIA_TYPE]).await.map_err(|e| classify(&sig_ref, e)) {
+            Ok((manifest, _)) => manifest,
+            Err(PullError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        if manifest.len() > MAX_MANIFEST_BYTES {
+            return Err(PullError::TooLarge { what: "the signature manifest", reference: sig_ref.to_string(), size: manifest.len() as u64, limit: MAX_MANIFEST_BYTES as u64 });
+        }
+        let manifest: OciImageManifest = serde_json::from_slice(&manifest)
+            .map_err(|e| PullError::NotVerified { reference: pinned.to_string(), detail: format!("the signature manifest {sig_ref} is not an OCI image manifest: {e}") })?;
+        let mut found = Vec::new();
+        for layer in manifest.layers.iter().filter(|l| l.media_type == signature::PAYLOAD_MEDIA_TYPE).take(MAX_SIGNATURES) {
+            let Some(sig) = layer.annotations.as_ref().and_then(|a| a.get(signature::SIGNATURE_ANNOTATION)) else { continue };
+            let payload = read_blob(client, &sig_ref, layer, MAX_PAYLOAD_BYTES, "a signature payload").await?;
+            if sha256(&payload) != layer.digest {
+                continue;
+            }
+            found.push(Found { payload, signature: sig.clone() });
+        }
+        Ok(found)
+    }
+
+    /// Push a module as a Wasm artifact to `reference` (a tag, or none: the digest is the name),
+    /// signed with `sign` if given. Returns the artifact's manifest digest.
+    pub async fn push(&self, reference: &ModuleRef, module: &[u8], name: &str, version: &str, sign: Option<&SignKey>, auth: &RegistryAuth) -> Result<String, PullError> {
+        let client = self.client();
+        let (layer, config, annotations) = artifact::build(module, name, version);
+        let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, Some(annotations));
+        let raw = serde_json::to_vec(&oci_client::manifest::OciManifest::from(manifest.clone())).expect("manifest serializes");
+        let digest = sha256(&raw);
+        let target = if reference.is_tag() { reference.clone() } else { reference.pinned(&digest) };
+        if let Some(wanted) = &reference.digest
+            && *wanted != digest
+        {
+            return Err(PullError::DigestMismatch { what: "the artifact to push", reference: reference.to_string(), expected: wanted.clone(), actual: digest });
+        }
+        client.push(&target.to_oci(), &[layer], config, auth, Some(manifest)).await.map_err(|e| classify(&target, e))?;
+        // What the registry now serves under the name: the digest of the bytes it stored.
+        let served = if target.is_tag() { client.fetch_manifest_digest(&target.to_oci(), auth).await.map_err(|e| classify(&target, e))? } else { digest.clone() };
+        if let Some(key) = sign {
+            let payload = signature::payload(&reference.repository_name(), &served);
+            let annotations = std::collections::BTreeMap::from([(signature::SIGNATURE_ANNOTATION.to_string(), key.sign(&payload))]);
+            let layer = ImageLayer::new(payload, signature::PAYLOAD_MEDIA_TYPE.into(), Some(annotations));
+            let config = serde_json::json!({
+                "architecture": "", "os": "", "created": "0001-01-01T00:00:00Z",
+                "rootfs": {"type": "layers", "diff_ids": [layer.sha256_digest()]}, "config": {}
+            });
+            let config = oci_client::client::Config::oci_v1(serde_json::to_vec(&config).expect("config serializes"), None);
+            let sig_ref = reference.with_tag(&signature::signature_tag(&served));
+            client.push(&sig_ref.to_oci(), &[layer], config, auth, None).await.map_err(|e| classify(&sig_ref, e))?;
+        }
+        Ok(served)
+    }
+}
+
+/// Read a blob whole, refusing it as soon as it passes `limit` (a registry may lie about sizes).
+async fn read_blob(client: &oci_client::Client, reference: &ModuleRef, descriptor: &OciDescriptor, limit: u64, what: &'static str) -> Result<Vec<u8>, PullError> {
+    if descriptor.size as u64 > limit {
+        return Err(PullError::TooLarge { what, reference: reference.to_string(), size: descriptor.size as u64, limit });
+    }
+    let mut stream = client.pull_blob_stream(&reference.to_oci(), descriptor).await.map_err(|e| classify(reference, e))?;
+    if let Some(length) = stream.content_length
+        && length > limit
+    {
+        return Err(PullError::TooLarge { what, reference: reference.to_string(), size: length, limit });
+    }
+    let mut bytes = Vec::with_capacity(descriptor.size.clamp(0, limit as i64) as usize);
+    while let Some(chunk) = stream.stream.next().await {
+        let chunk = chunk.map_err(|e| PullError::Unreachable { registry: reference.registry.clone(), detail: format!("reading {what}: {e}") })?;
+        if (bytes.len() + chunk.len()) as u64 > limit {
+            return Err(PullError::TooLarge { what, reference: reference.to_string(), size: (bytes.len() + chunk.len()) as u64, limit });
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// oci-client's errors as the operator tells them.
+fn classify(reference: &ModuleRef, error: OciDistributionError) -> PullError {
+    let registry = reference.registry.clone();
+    let reference_s = reference.to_string();
+    let detail = crate::text::printable(&error.to_string(), 400);
+    match &error {
+        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => PullError::Unreachable { registry, detail },
+        OciDistributionError::UnauthorizedError { .. } | OciDistributionError::AuthenticationFailure(_) => {
+            PullError::Unauthorized { registry, reference: reference_s, detail }
+        }
+        OciDistributionError::ImageManifestNotFoundError(_) => PullError::NotFound { reference: reference_s },
+        OciDistributionError::ServerError { code, .. } => match code {
+            401 | 403 => PullError::Unauthorized { registry, reference: reference_s, detail },
+            404 => PullError::NotFound { reference: reference_s },
+            429 | 500..=599 => PullError::Unreachable { registry, detail },
+            _ => PullError::Registry { reference: reference_s, detail },
+        },
+        OciDistributionError::RegistryError { envelope, .. } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            if codes.iter().any(|c| matches!(c, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::BlobUnknown | OciErrorCode::NotFound)) {
+                PullError::NotFound { reference: reference_s }
+            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
+                PullError::Unauthorized { registry, reference: reference_s, detail }
+            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Toomanyrequests)) {
+                PullError::Unreachable { registry, detail }
+            } else {
+                PullError::Registry { reference: reference_s, detail }
+            }
+        }
+        OciDistributionError::DigestError(_) => PullError::DigestMismatch { what: "an answer", reference: reference_s, expected: "its digest".into(), actual: detail },
+        OciDistributionError::UnsupportedMediaTypeError(_) | OciDistributionError::IncompatibleLayerMediaTypeError(_) => {
+            PullError::NotAWasmArtifact { reference: reference_s, detail }
+        }
+        _ => PullError::Registry { reference: reference_s, detail },
+    }
+}

@@ -1,0 +1,288 @@
+//! Cosign-compatible key-based signatures, verified offline.
+//!
+//! What `cosign sign --key` stores and `cosign verify --key --insecure-ignore-tlog` checks: a
+//! "simple signing" JSON payload naming the artifact's manifest digest, signed with ECDSA P-256
+//! over SHA-256 (DER, base64 in the layer annotation `dev.cosignproject.cosign/signature`), as a
+//! layer of an image tagged `sha256-<hex>.sig` in the artifact's repository. No transparency log
+//! and no certificate authority: a trusted key is a PEM public key the operator is given.
+//!
+//! Why not the sigstore crate: its `cosign` feature needs its `verify` feature, which pulls
+//! Fulcio, Rekor and an OpenID Connect client (about 180 more crates here, and aws-lc or
+//! OpenSSL) for the one check done here, ECDSA P-256 over the payload, which it also does
+//! with RustCrypto's p256, as this file does.
+
+use std::fmt;
+use std::path::Path;
+
+use base64::Engine as _;
+use p256::ecdsa::signature::{Signer, Verifier};
+use p256::ecdsa::{DerSignature, Signature, SigningKey, VerifyingKey};
+use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The media type of a simple-signing payload layer.
+pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation holding the base64 DER signature.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// What cosign writes as the payload's type.
+const PAYLOAD_TYPE: &str = "cosign container image signature";
+
+/// The tag cosign stores an artifact's signatures under: `sha256-<hex>.sig`.
+pub fn signature_tag(manifest_digest: &str) -> String {
+    format!("{}.sig", manifest_digest.replace(':', "-"))
+}
+
+/// A public key whose signatures are trusted, named by where it came from and its fingerprint.
+#[derive(Clone)]
+pub struct TrustedKey {
+    pub name: String,
+    key: VerifyingKey,
+}
+
+impl fmt::Debug for TrustedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.name)
+    }
+}
+
+impl PartialEq for TrustedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl TrustedKey {
+    /// A PEM public key (`-----BEGIN PUBLIC KEY-----`, as `cosign generate-key-pair` writes
+    /// `cosign.pub`). `origin` names it in messages, with the key's own fingerprint.
+    pub fn from_pem(origin: &str, pem: &str) -> Result<Self, String> {
+        let key = VerifyingKey::from_public_key_pem(pem.trim())
+            .map_err(|e| format!("{origin} is not a PEM ECDSA P-256 public key (-----BEGIN PUBLIC KEY-----): {e}"))?;
+        Ok(TrustedKey { name: format!("{origin} ({})", fingerprint(&key)), key })
+    }
+
+    /// Every `*.pub` or `*.pem` file of a directory (a mounted Secret), or one file.
+    pub fn load(path: &Path) -> Result<Vec<TrustedKey>, String> {
+        let files = if path.is_dir() {
+            let mut files: Vec<_> = std::fs::read_dir(path)
+                .map_err(|e| format!("cannot read trusted keys in {}: {e}", path.display()))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                // A mounted Secret's entries are symlinks into `..data`; its hidden entries are not keys.
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.starts_with('.') && (n.ends_with(".pub") || n.ends_with(".pem"))))
+                .collect();
+            files.sort();
+            files
+        } else {
+            vec![path.to_path_buf()]
+        };
+        let mut keys = Vec::new();
+        for file in files {
+            let pem = std::fs::read_to_string(&file).map_err(|e| format!("cannot read trusted key {}: {e}", file.display()))?;
+            keys.push(TrustedKey::from_pem(&file.display().to_string(), &pem)?);
+        }
+        if keys.is_empty() {
+            return Err(format!("no trusted key (*.pub or *.pem) in {}", path.display()));
+        }
+        Ok(keys)
+    }
+
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.key)
+    }
+}
+
+/// `sha256:` and the first 16 hex digits of the DER public key's SHA-256.
+fn fingerprint(key: &VerifyingKey) -> String {
+    let der = key.to_public_key_der().map(|d| d.as_bytes().to_vec()).unwrap_or_default();
+    format!("sha256:{}", &hex::encode(Sha256::digest(der))[..16])
+}
+
+/// A key that signs (`push --sign KEY`): a PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`) or SEC1
+/// (`-----BEGIN EC PRIVATE KEY-----`) ECDSA P-256 private key.
+pub struct SignKey(SigningKey);
+
+/// Never prints the key.
+impl fmt::Debug for SignKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SignKey({})", fingerprint(self.0.verifying_key()))
+    }
+}
+
+impl SignKey {
+    pub fn from_pem(origin: &str, pem: &str) -> Result<Self, String> {
+        let pem = pem.trim();
+        if pem.contains("ENCRYPTED") {
+            return Err(format!(
+                "{origin} is an encrypted private key: give an unencrypted PEM ECDSA P-256 key (`zundoko-operator keygen` writes one; `cosign import-key-pair` takes the same key for cosign)"
+            ));
+        }
+        if let Ok(key) = SigningKey::from_pkcs8_pem(pem) {
+            return Ok(SignKey(key));
+        }
+        p256::SecretKey::from_sec1_pem(pem)
+            .map(|k| SignKey(SigningKey::from(k)))
+            .map_err(|_| format!("{origin} is not a PEM ECDSA P-256 private key (PKCS#8 `BEGIN PRIVATE KEY` or SEC1 `BEGIN EC PRIVATE KEY`)"))
+    }
+
+    /// A new random key.
+    pub fn generate() -> Self {
+        loop {
+            let bytes: [u8; 32] = rand::random();
+            if let Ok(key) = SigningKey::from_slice(&bytes) {
+                return SignKey(key);
+            }
+        }
+    }
+
+    pub fn private_pem(&self) -> String {
+        self.0.to_pkcs8_pem(LineEnding::LF).map(|p| p.to_string()).expect("a P-256 key encodes")
+    }
+
+    pub fn public_pem(&self) -> String {
+        self.0.verifying_key().to_public_key_pem(LineEnding::LF).expect("a P-256 key encodes")
+    }
+
+    pub fn trusted(&self, origin: &str) -> TrustedKey {
+        TrustedKey::from_pem(origin, &self.public_pem()).expect("own public key parses")
+    }
+
+    /// The base64 DER signature of `payload`, as cosign stores it.
+    pub fn sign(&self, payload: &[u8]) -> String {
+        let signature: Signature = self.0.sign(payload);
+        base64::engine::general_purpose::STANDARD.encode(signature.to_der().as_bytes())
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Payload {
+    critical: Critical,
+    optional: Option<serde_json::Value>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Critical {
+    identity: Identity,
+    image: Image,
+    #[serde(rename = "type")]
+    type_: String,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Identity {
+    #[serde(rename = "docker-reference")]
+    docker_reference: String,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Image {
+    #[serde(rename = "docker-manifest-digest")]
+    docker_manifest_digest: String,
+}
+
+/// The simple-signing payload for an artifact (`repository` without tag or digest).
+pub fn payload(repository: &str, manifest_digest: &str) -> Vec<u8> {
+    let payload = Payload {
+        critical: Critical {
+            identity: Identity { docker_reference: repository.into() },
+            image: Image { docker_manifest_digest: manifest_digest.into() },
+            type_: PAYLOAD_TYPE.into(),
+        },
+        optional: None,
+    };
+    serde_json::to_vec(&payload).expect("payload serializes")
+}
+
+/// One signature found next to an artifact: the payload and its base64 signature.
+pub struct Found {
+    pub payload: Vec<u8>,
+    pub signature: String,
+}
+
+/// Which trusted key signed the artifact `manifest_digest`, from the signatures found next to
+/// it; or why none did, naming the keys tried.
+pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Result<String, String> {
+    let tried = keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
+    if found.is_empty() {
+        return Err(format!("the module is not signed (no signature at {}); keys trusted: {tried}", signature_tag(manifest_digest)));
+    }
+    let mut why = Vec::new();
+    for (i, sig) in found.iter().enumerate() {
+        let Ok(der) = base64::engine::general_purpose::STANDARD.decode(sig.signature.trim()) else {
+            why.push(format!("signature {i}: not base64"));
+            continue;
+        };
+        let Ok(signature) = DerSignature::try_from(der.as_slice()).and_then(|d| Signature::try_from(d)) else {
+            why.push(format!("signature {i}: not a DER ECDSA signature"));
+            continue;
+        };
+        let Some(key) = keys.iter().find(|k| k.key.verify(&sig.payload, &signature).is_ok()) else {
+            why.push(format!("signature {i}: made by none of the trusted keys"));
+            continue;
+        };
+        // A signature is only worth the digest its payload names: one copied from another
+        // artifact verifies, and names that artifact.
+        match serde_json::from_slice::<Payload>(&sig.payload) {
+            Ok(p) if p.critical.image.docker_manifest_digest == manifest_digest => return Ok(key.name.clone()),
+            Ok(p) => why.push(format!(
+                "signature {i}: by {} but for {}, not this artifact",
+                key.name,
+                crate::text::printable(&p.critical.image.docker_manifest_digest, 80)
+            )),
+            Err(e) => why.push(format!("signature {i}: by {} but its payload is not a simple-signing payload: {e}", key.name)),
+        }
+    }
+    Err(format!("no valid signature by a trusted key ({}); keys trusted: {tried}", why.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
+    #[test]
+    fn a_signature_by_a_trusted_key_over_this_digest_verifies() {
+        let key = SignKey::generate();
+        let payload = payload("127.0.0.1:5000/rules/ja", DIGEST);
+        let found = [Found { signature: key.sign(&payload), payload }];
+        assert!(verify(DIGEST, &found, &[key.trusted("k")]).unwrap().starts_with("k (sha256:"));
+    }
+
+    #[test]
+    fn unsigned_other_keys_other_digests_and_garbage_are_refused_naming_the_keys() {
+        let (key, other) = (SignKey::generate(), SignKey::generate());
+        let trusted = [other.trusted("team.pub")];
+        let unsigned = verify(DIGEST, &[], &trusted).unwrap_err();
+        assert!(unsigned.contains("not signed") && unsigned.contains("team.pub"), "{unsigned}");
+        let p = payload("r/x", DIGEST);
+        let wrong = verify(DIGEST, &[Found { signature: key.sign(&p), payload: p.clone() }], &trusted).unwrap_err();
+        assert!(wrong.contains("none of the trusted keys") && wrong.contains("team.pub"), "{wrong}");
+        let elsewhere = payload("r/x", &DIGEST.replace("01", "02"));
+        let copied = verify(DIGEST, &[Found { signature: other.sign(&elsewhere), payload: elsewhere }], &trusted).unwrap_err();
+        assert!(copied.contains("not this artifact"), "{copied}");
+        let mut tampered = p.clone();
+        tampered.push(b' ');
+        assert!(verify(DIGEST, &[Found { signature: other.sign(&p), payload: tampered }], &trusted).is_err());
+        assert!(verify(DIGEST, &[Found { signature: "@@".into(), payload: p }], &trusted).unwrap_err().contains("not base64"));
+    }
+
+    #[test]
+    fn keys_round_trip_through_pem_and_encrypted_keys_are_named() {
+        let key = SignKey::generate();
+        let again = SignKey::from_pem("k", &key.private_pem()).unwrap();
+        assert_eq!(again.public_pem(), key.public_pem());
+        assert!(TrustedKey::from_pem("x", "not a key").unwrap_err().contains("x is not a PEM"));
+        let encrypted = "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----";
+        assert!(SignKey::from_pem("cosign.key", encrypted).unwrap_err().contains("encrypted"));
+    }
+
+    #[test]
+    fn the_payload_is_what_cosign_writes() {
+        let p: serde_json::Value = serde_json::from_slice(&payload("reg/repo", DIGEST)).unwrap();
+        assert_eq!(p["critical"]["image"]["docker-manifest-digest"], DIGEST);
+        assert_eq!(p["critical"]["identity"]["docker-reference"], "reg/repo");
+        assert_eq!(p["critical"]["type"], "cosign container image signature");
+        assert_eq!(signature_tag(DIGEST), format!("sha256-{}.sig", &DIGEST[7..]));
+    }
+}
