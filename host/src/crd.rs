@@ -98,6 +98,14 @@ pub struct ModuleStatus {
     pub version: String,
     /// `sha256:<hex>` of the module file.
     pub digest: String,
+    /// From a registry: the artifact that serves, pinned by its manifest digest
+    /// (`REGISTRY/REPOSITORY@sha256:...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The tag (as `spec` writes it) that was resolved to `reference`: a restarted operator
+    /// serves that digest again rather than whatever the tag points at now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_from: Option<String>,
 }
 
 /// A word said for a Hikawa. Created by the operator, owned by its Hikawa.
@@ -153,6 +161,7 @@ pub struct KiyoshiSpec {
     printcolumn = r#"{"name":"Hikawas","type":"integer","jsonPath":".status.hikawas"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.reason"}"#,
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.module.digest","priority":1}"#,
+    printcolumn = r#"{"name":"Reference","type":"string","jsonPath":".status.module.reference","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -170,12 +179,71 @@ pub struct ZundokoRulesSpec {
     pub candidate: Option<CandidateSpec>,
 }
 
-/// A module source.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+/// A module source: a ConfigMap or an OCI registry, exactly one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "has(self.configMap) != has(self.oci)", "message": "a source names exactly one of configMap or oci"}]))]
 pub struct ModuleSource {
-    /// A ConfigMap holding the module under a `binaryData` key, read through the API.
-    pub config_map: ConfigMapSource,
+    /// A ConfigMap holding the module under a `binaryData` key, read through the API (at most
+    /// about 1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// A Wasm component artifact in an OCI registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
+}
+
+impl ModuleSource {
+    pub fn config_map(namespace: &str, name: &str) -> Self {
+        ModuleSource { config_map: Some(ConfigMapSource { namespace: namespace.into(), name: name.into(), key: None }), oci: None }
+    }
+
+    pub fn oci(reference: &str) -> Self {
+        ModuleSource { config_map: None, oci: Some(OciSource { reference: reference.into(), ..OciSource::default() }) }
+    }
+}
+
+/// A module in an OCI registry (the CNCF Wasm artifact layout: config
+/// `application/vnd.wasm.config.v0+json`, one `application/wasm` layer).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`. A tag is resolved to a digest once, and
+    /// that digest serves (`status.module.reference`) until the spec changes, or, with
+    /// `follow`, until the tag moves and the new artifact is promoted through a rollout.
+    #[schemars(length(min = 1, max = 1024))]
+    pub reference: String,
+    /// A `kubernetes.io/dockerconfigjson` Secret with the registry's credentials, in one of the
+    /// namespaces the operator reads rules from (`--rules-namespaces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<SecretReference>,
+    /// Follow the tag: resolve it again every `pollSeconds`; a new artifact is a candidate,
+    /// rolled out by `rollout` (promoted, or rolled back by itself), never a silent change.
+    /// Ignored while `spec.candidate` names a candidate of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow: bool,
+    /// How often a followed tag is resolved again, in seconds (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub poll_seconds: Option<u64>,
+    /// How a followed tag's new artifact is rolled out (the defaults of `candidate.rollout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
+    /// PEM public keys (as `cosign.pub`): the module serves only if a signature by one of them
+    /// verifies, beside the operator's own trusted keys (`--trusted-keys`), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(length(max = 4096)))]
+    pub public_keys: Vec<String>,
+}
+
+/// A Secret, by namespace and name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretReference {
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]

@@ -79,6 +79,6 @@ fn zundoko_rules_is_cluster_scoped_with_its_columns_and_the_samples_parse() {
     for sample in ["zundokorules-sample.yaml", "zundokorules-rollout.yaml"] {
         let path = format!("{}/../deploy/samples/{sample}", env!("CARGO_MANIFEST_DIR"));
         let parsed: crd::ZundokoRules = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{sample}: {e}"));
-        assert_eq!(parsed.spec.source.config_map.namespace, "zundoko-system", "{sample}");
+        assert_eq!(parsed.spec.source.config_map.as_ref().unwrap().namespace, "zundoko-system", "{sample}");
     }
 }

@@ -15,7 +15,7 @@ use common::running::{config, eventually, file, start_with};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
-use zundoko_operator::crd::{ConfigMapSource, Hikawa, HikawaSpec, ModuleSource, ZundokoRules, ZundokoRulesSpec};
+use zundoko_operator::crd::{Hikawa, HikawaSpec, ModuleSource, ZundokoRules, ZundokoRulesSpec};
 use zundoko_rules::{classic, strict_japanese};
 
 /// Every request a `zundoko-operator` process made must be allowed by the rendered RBAC, and
@@ -61,7 +61,7 @@ async fn two_replicas_one_sings_and_the_other_finishes_every_song_when_the_leade
     // A rule set too, its module in a ConfigMap of the operator's namespace.
     cluster.put_configmap(NS, "rules-japanese", &module_bytes("zundoko-strict-ja")).await;
     let spec = ZundokoRulesSpec {
-        source: ModuleSource { config_map: ConfigMapSource { namespace: NS.into(), name: "rules-japanese".into(), key: None } },
+        source: ModuleSource::config_map(NS, "rules-japanese"),
         sha256: None,
         candidate: None,
     };

@@ -14,7 +14,7 @@ use common::running::eventually;
 use common::{fixture_bytes, module_bytes, with_custom_section};
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
-use zundoko_operator::crd::{CandidateSpec, ConfigMapSource, ModuleSource, ZundokoRulesSpec};
+use zundoko_operator::crd::{CandidateSpec, ModuleSource, ZundokoRulesSpec};
 use zundoko_operator::modules::rules::Rules;
 use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::modules::swap::digest;
@@ -251,7 +251,7 @@ async fn a_refused_source_is_shown_on_the_resource_while_the_old_module_serves()
 
     // A source outside the rules namespaces is refused, naming the allowed ones.
     let outside = ZundokoRulesSpec {
-        source: ModuleSource { config_map: ConfigMapSource { namespace: "kube-system".into(), name: "anything".into(), key: None } },
+        source: ModuleSource::config_map("kube-system", "anything"),
         ..plain("x")
     };
     create_rules(&cluster, "outside", outside).await;

@@ -198,7 +198,11 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         hikawas.clone(),
         shared.modules.clone(),
         shared.metrics.clone(),
-        rulesets::controller::Settings { namespaces: settings.rules_namespaces.clone(), instance: settings.instance.clone() },
+        rulesets::controller::Settings {
+            namespaces: settings.rules_namespaces.clone(),
+            instance: settings.instance.clone(),
+            registry: shared.registry.clone(),
+        },
         shutdown.clone(),
     );
     info!(namespace = ns.unwrap_or("(all)"), concurrency = settings.concurrency, "starting the Hikawa controller");

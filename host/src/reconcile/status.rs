@@ -23,7 +23,7 @@ pub fn rfc3339_millis(ms: TimestampMs) -> String {
 }
 
 fn module_status(module: &ModuleIdentity) -> ModuleStatus {
-    ModuleStatus { name: module.info.name.clone(), version: module.info.version.clone(), digest: module.digest.clone() }
+    ModuleStatus { name: module.info.name.clone(), version: module.info.version.clone(), digest: module.digest.clone(), reference: None, resolved_from: None }
 }
 
 /// Status after a plan was applied. `said_at` is the time of a word created by this plan.

@@ -60,9 +60,15 @@ impl Cluster {
     /// The controller in-process, `rules` as its default module (rule sets get their modules
     /// from a default sandbox).
     pub fn operator(&self, rules: Arc<dyn Rules>, settings: Settings) -> Operator {
+        self.operator_with_registry(rules, settings, zundoko_operator::modules::oci::RegistrySettings::default())
+    }
+
+    /// The same, reaching registries as `registry` says (rule sets from OCI sources).
+    pub fn operator_with_registry(&self, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::modules::oci::RegistrySettings) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
-        let shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
+        let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
+        shared.registry = zundoko_operator::modules::oci::Registry::new(registry).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         // One process: every shard is its own.
         let shards = zundoko_operator::process::leader::ShardTable::all(32, "in-process", self.client.clone());

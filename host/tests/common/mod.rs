@@ -48,6 +48,7 @@ pub mod cluster;
 pub mod deploy;
 pub mod rbac;
 pub mod kubelet;
+pub mod registry;
 pub mod replica;
 pub mod rules;
 pub mod running;

@@ -7,7 +7,7 @@ use kube::Api;
 use kube::api::PostParams;
 use sha2::{Digest, Sha256};
 use zundoko_operator::crd::{
-    CandidateSpec, ConfigMapSource, Hikawa, HikawaSpec, ModuleSource, RolloutSpec, RolloutStatus, ZundokoRules, ZundokoRulesSpec, ZundokoRulesStatus,
+    CandidateSpec, Hikawa, HikawaSpec, ModuleSource, RolloutSpec, RolloutStatus, ZundokoRules, ZundokoRulesSpec, ZundokoRulesStatus,
 };
 
 use super::cluster::Cluster;
@@ -17,7 +17,7 @@ use super::running::eventually;
 pub const RULES_NS: &str = "zundoko-system";
 
 pub fn source(configmap: &str) -> ModuleSource {
-    ModuleSource { config_map: ConfigMapSource { namespace: RULES_NS.into(), name: configmap.into(), key: None } }
+    ModuleSource::config_map(RULES_NS, configmap)
 }
 
 pub fn rules_api(cluster: &Cluster) -> Api<ZundokoRules> {

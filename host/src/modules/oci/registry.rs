@@ -352,7 +352,13 @@ async fn read_blob(client: &oci_client::Client, reference: &ModuleRef, descripto
     }
     let mut bytes = Vec::with_capacity(descriptor.size.clamp(0, limit as i64) as usize);
     while let Some(chunk) = stream.stream.next().await {
-        let chunk = chunk.map_err(|e| PullError::Unreachable { registry: reference.registry.clone(), detail: format!("reading {what}: {e}") })?;
+        let chunk = chunk.map_err(|e| match e.get_ref().and_then(|inner| inner.downcast_ref::<oci_client::errors::DigestError>()) {
+            // oci-client hashes the stream as it reads: bytes that do not match are no network fault.
+            Some(oci_client::errors::DigestError::VerificationError { expected, actual }) => {
+                PullError::DigestMismatch { what, reference: reference.to_string(), expected: expected.clone(), actual: actual.clone() }
+            }
+            _ => PullError::Unreachable { registry: reference.registry.clone(), detail: format!("reading {what}: {e}") },
+        })?;
         if (bytes.len() + chunk.len()) as u64 > limit {
             return Err(PullError::TooLarge { what, reference: reference.to_string(), size: (bytes.len() + chunk.len()) as u64, limit });
         }

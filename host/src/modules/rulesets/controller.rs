@@ -57,7 +57,26 @@ struct Memo {
     /// When each source's ConfigMap (the source's, the candidate's) was last read.
     read_at: [Option<Instant>; 2],
     failures: u32,
+    /// A tag resolved once: the reference as written (normalized) and the digest that serves,
+    /// until the status records it (then the status says).
+    pinned: Option<(String, String)>,
+    /// A followed tag: what it pointed at when last resolved, and when it was tried.
+    followed: Option<Followed>,
 }
+
+struct Followed {
+    written: String,
+    digest: Option<String>,
+    tried_at: Instant,
+    /// Tries in a row that failed: the next waits longer (at most the poll interval).
+    failures: u32,
+    problem: Option<Problem>,
+}
+
+/// After a registry failure that may pass, an artifact is tried again this long after.
+const OCI_RETRY: Duration = Duration::from_secs(5);
+/// How often a followed tag is resolved again, unless the rule set says.
+const FOLLOW_EVERY: Duration = Duration::from_secs(60);
 
 pub struct Context {
     /// Reads, and this replica's own count in a rule set's status.
@@ -83,9 +102,11 @@ pub enum Error {
 
 /// What the rule set controller needs.
 pub struct Settings {
-    /// Namespaces whose ConfigMaps rule sets may name.
+    /// Namespaces whose ConfigMaps (and pull secrets) rule sets may name.
     pub namespaces: Vec<String>,
     pub instance: String,
+    /// Where artifacts are pulled from (the operator's one registry client and cache).
+    pub registry: Arc<crate::modules::oci::Registry>,
 }
 
 /// Run the rule set controller until `shutdown`. `wake` names rule sets to reconcile at once.
@@ -101,7 +122,7 @@ pub async fn run(
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone());
+    let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone(), settings.registry.clone());
     let ctx = Arc::new(Context {
         client: client.clone(),
         events: (0..shards.count).map(|s| EventSink::new(shards.client(s).clone(), "zundoko-operator", &settings.instance)).collect(),
@@ -167,8 +188,8 @@ pub async fn run(
 }
 
 fn names_configmap(zr: &ZundokoRules, namespace: &str, name: &str) -> bool {
-    let mut sources = std::iter::once(&zr.spec.source).chain(zr.spec.candidate.as_ref().map(|c| &c.source));
-    sources.any(|s| s.config_map.namespace == namespace && s.config_map.name == name)
+    let sources = std::iter::once(&zr.spec.source).chain(zr.spec.candidate.as_ref().map(|c| &c.source));
+    sources.filter_map(|s| s.config_map.as_ref()).any(|cm| cm.namespace == namespace && cm.name == name)
 }
 
 fn now_ms() -> i64 {
@@ -194,7 +215,7 @@ impl Context {
     async fn check(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Result<Checked, Duration>, Error> {
         let (last, read_at) = self.with_memo(uid, |m| (if candidate { m.candidate.clone() } else { m.stable.clone() }, m.read_at[usize::from(candidate)]));
         let wait = read_at.map(|at| READ_EVERY.saturating_sub(at.elapsed())).filter(|d| !d.is_zero());
-        let Some(checked) = self.sources.check(spec, last.as_ref(), pinned_by, wait.is_some()).await? else {
+        let Some(checked) = self.sources.check(spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
             return Ok(Err(wait.unwrap_or(Duration::from_millis(200))));
         };
         let fresh = last.as_ref().is_none_or(|l| l.spec != checked.spec || l.resource_version != checked.resource_version);
@@ -217,6 +238,48 @@ impl Context {
         }
         Ok(Ok(checked))
     }
+
+    /// What a followed tag points at: resolved again once `poll` has passed since the last
+    /// try (sooner after a failure, with backoff); meanwhile what it pointed at last. The
+    /// problem, if the last try failed.
+    async fn follow(&self, uid: &str, spec: &SourceSpec, written: &str, poll: Duration) -> (Option<String>, Option<Problem>) {
+        let Some(oci) = spec.oci() else { return (None, None) };
+        let due = self.with_memo(uid, |m| match m.followed.as_ref().filter(|f| f.written == written) {
+            None => None,
+            Some(f) => {
+                let wait = if f.failures == 0 { poll } else { (OCI_RETRY * (1 << (f.failures - 1).min(4))).min(poll) };
+                (f.tried_at.elapsed() < wait).then(|| (f.digest.clone(), f.problem.clone()))
+            }
+        });
+        if let Some(known) = due {
+            return known;
+        }
+        let resolved = self.sources.resolve(oci).await;
+        self.with_memo(uid, |m| {
+            let last = m.followed.take().filter(|f| f.written == written);
+            let followed = match resolved {
+                Ok(digest) => Followed { written: written.into(), digest: Some(digest), tried_at: Instant::now(), failures: 0, problem: None },
+                Err(problem) => {
+                    warn!(reference = written, reason = %problem.reason, message = %problem.message, "cannot resolve the followed tag; what serves keeps serving");
+                    Followed {
+                        written: written.into(),
+                        digest: last.as_ref().and_then(|l| l.digest.clone()),
+                        tried_at: Instant::now(),
+                        failures: last.map_or(1, |l| l.failures.saturating_add(1)),
+                        problem: Some(problem),
+                    }
+                }
+            };
+            let known = (followed.digest.clone(), followed.problem.clone());
+            m.followed = Some(followed);
+            known
+        })
+    }
+}
+
+/// The digest of a pinned reference `REGISTRY/REPOSITORY@sha256:...`.
+fn digest_of(reference: &str) -> Option<String> {
+    reference.rsplit_once('@').map(|(_, d)| d.to_string())
 }
 
 async fn reconcile(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -226,20 +289,66 @@ async fn reconcile(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, E
 
 async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
     let (name, uid) = (zr.name_any(), zr.uid().unwrap_or_default());
+    // The status as last written: this process's last write if the cache does not show it yet.
+    // One writer per rule set: the holder of its shard. The others serve as its status says,
+    // and write only their own count. A writer's own last write counts until the cache
+    // shows it; a replica that does not write (or no longer does) goes by the cache alone.
+    let shard = assign::shard_of_rules(&name, ctx.shards.count);
+    let writes = ctx.shards.holds(shard);
+    if !writes {
+        ctx.with_memo(&uid, |m| m.written = None);
+    }
+    let before = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.0.clone())).or_else(|| zr.status.clone());
+
+    // A tag in a registry is resolved once: the digest the status records for it (this
+    // replica's last write, another's, or a process's before a restart) serves again.
+    let oci = zr.spec.source.oci.as_ref();
+    let written = oci.and_then(|o| o.reference.parse::<crate::modules::oci::ModuleRef>().ok()).filter(|r| r.is_tag()).map(|r| r.to_string());
+    let pinned_digest = written.as_ref().and_then(|written| {
+        let recorded = before.as_ref().and_then(|s| s.module.as_ref()).filter(|m| m.resolved_from.as_deref() == Some(written.as_str()));
+        recorded
+            .and_then(|m| m.reference.as_deref().and_then(digest_of))
+            .or_else(|| ctx.with_memo(&uid, |m| m.pinned.clone()).filter(|(w, _)| w == written).map(|(_, d)| d))
+    });
+
     // The sources: the module of each, or why there is none.
-    let spec = SourceSpec::new(&zr.spec.source.config_map, zr.spec.sha256.as_deref());
+    let spec = SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), pinned_digest.clone());
     let stable = match ctx.check(&uid, &spec, false, "spec.sha256").await? {
         Ok(checked) => checked,
         Err(retry_in) => return Ok(Action::requeue(retry_in)),
     };
-    let candidate = match &zr.spec.candidate {
-        Some(c) => {
-            let spec = SourceSpec::new(&c.source.config_map, c.sha256.as_deref());
-            match ctx.check(&uid, &spec, true, "spec.candidate.sha256").await? {
-                Ok(checked) => Some(checked),
-                Err(retry_in) => return Ok(Action::requeue(retry_in)),
+    let stable_digest = stable.pinned.as_ref().and_then(|p| p.digest.clone());
+    if let (Some(written), Some(digest), Ok(_)) = (&written, &stable_digest, &stable.outcome) {
+        ctx.with_memo(&uid, |m| m.pinned = Some((written.clone(), digest.clone())));
+    }
+    // A followed tag that moved: its artifact is the candidate (unless the spec names one).
+    let mut follow_problem = None;
+    let mut followed = None;
+    if let (Some(o), Some(written)) = (oci.filter(|o| o.follow && zr.spec.candidate.is_none()), &written) {
+        let poll = o.poll_seconds.map_or(FOLLOW_EVERY, Duration::from_secs);
+        let (digest, problem) = ctx.follow(&uid, &spec, written, poll).await;
+        follow_problem = problem;
+        if let Some(digest) = digest.filter(|d| Some(d) != stable_digest.as_ref()) {
+            if stable.outcome.is_err() && ctx.with_memo(&uid, |m| m.last_stable.is_none()) {
+                // Nothing serves: what the tag points at now is simply the source's module.
+                info!(reference = %written, %digest, "the followed tag moved while nothing serves: checking what it points at");
+                ctx.with_memo(&uid, |m| m.pinned = Some((written.clone(), digest)));
+                return Ok(Action::requeue(Duration::from_millis(10)));
             }
+            followed = Some((SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), Some(digest)), o.rollout.clone().unwrap_or_default()));
         }
+    }
+    let candidate_source = match (&zr.spec.candidate, followed) {
+        (Some(c), _) => Some((SourceSpec::new(&c.source, c.sha256.as_deref(), None), c.rollout.clone(), "spec.candidate.sha256")),
+        (None, Some((spec, rollout))) => Some((spec, rollout, "spec.sha256")),
+        (None, None) => None,
+    };
+    let follows = zr.spec.candidate.is_none() && candidate_source.is_some();
+    let candidate = match &candidate_source {
+        Some((spec, _, pinned_by)) => match ctx.check(&uid, spec, true, pinned_by).await? {
+            Ok(checked) => Some(checked),
+            Err(retry_in) => return Ok(Action::requeue(retry_in)),
+        },
         None => {
             // No candidate: one added later (even the same bytes again) starts afresh.
             ctx.with_memo(&uid, |m| m.candidate = None);
@@ -252,19 +361,8 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
     let pinned = |m: &Arc<RulesModule>| spec.pin.as_ref().is_none_or(|pin| *pin == m.identity().digest);
     let stable_module = stable.outcome.as_ref().ok().cloned().or_else(|| ctx.with_memo(&uid, |m| m.last_stable.clone()).filter(pinned));
     let candidate_module = candidate.as_ref().and_then(|c| c.outcome.as_ref().ok().cloned());
-    let thresholds = zr.spec.candidate.as_ref().map(|c| Thresholds::from(&c.rollout));
+    let thresholds = candidate_source.as_ref().map(|(_, rollout, _)| Thresholds::from(rollout));
     let now = now_ms();
-
-    // The status as last written: this process's last write if the cache does not show it yet.
-    // One writer per rule set: the holder of its shard. The others serve as its status says,
-    // and write only their own count. A writer's own last write counts until the cache
-    // shows it; a replica that does not write (or no longer does) goes by the cache alone.
-    let shard = assign::shard_of_rules(&name, ctx.shards.count);
-    let writes = ctx.shards.holds(shard);
-    if !writes {
-        ctx.with_memo(&uid, |m| m.written = None);
-    }
-    let before = ctx.with_memo(&uid, |m| m.written.as_ref().map(|w| w.0.clone())).or_else(|| zr.status.clone());
     // The rollout: from the status (so a restart resumes it) and what was counted here.
     let recorded = before.as_ref().and_then(|s| s.rollout.as_ref());
     // Replicas count their own decisions: this one's entry, and the others' as the cache
@@ -321,6 +419,23 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
     let state = rollout.as_ref().map(|r| r.state.as_str());
     let serving_module = if state == Some(PROMOTED) { candidate_module.clone() } else { stable_module.clone() };
     let progressing = state == Some(PROGRESSING);
+    // Where each came from, for the status: the artifact pinned, and the tag it was resolved from.
+    let origin = |checked: Option<&Checked>| {
+        checked.and_then(|c| {
+            let tag = c.spec.oci().and_then(|o| o.reference.as_ref().ok()).filter(|r| r.is_tag()).map(|r| r.to_string());
+            c.pinned.as_ref().map(|p| (p.to_string(), tag))
+        })
+    };
+    let stable_origin = origin(Some(&stable)).filter(|_| stable.outcome.is_ok() || stable_module.is_none());
+    let candidate_origin = origin(candidate.as_ref());
+    let serving_origin = if state == Some(PROMOTED) { candidate_origin.clone() } else { stable_origin.or_else(|| before.as_ref().and_then(|b| b.module.as_ref()).filter(|m| Some(&m.digest) == stable_module.as_ref().map(|s| &s.identity().digest)).and_then(|m| m.reference.clone().map(|r| (r, m.resolved_from.clone())))) };
+    // A followed tag's artifact promoted: it is the source's module from now on.
+    if follows
+        && state == Some(PROMOTED)
+        && let (Some(written), Some(digest)) = (&written, candidate.as_ref().and_then(|c| c.pinned.as_ref()).and_then(|p| p.digest.clone()))
+    {
+        ctx.with_memo(&uid, |m| m.pinned = Some((written.clone(), digest)));
+    }
 
     // Who it serves.
     let (mut hikawas, mut in_share) = (0u32, 0u32);
@@ -332,10 +447,12 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         }
     }
 
-    let (source_problem, candidate_problem) = (stable.outcome.as_ref().err(), candidate.as_ref().and_then(|c| c.outcome.as_ref().err()));
+    let (source_problem, candidate_problem) = (stable.outcome.as_ref().err().or(follow_problem.as_ref()), candidate.as_ref().and_then(|c| c.outcome.as_ref().err()));
     let findings = Findings {
         generation: zr.metadata.generation.unwrap_or(0),
         serving: serving_module.as_ref().map(|m| m.identity().as_ref()),
+        serving_origin,
+        candidate_origin,
         source_problem,
         candidate: candidate_module.as_ref().map(|m| m.identity().as_ref()),
         candidate_problem,
@@ -366,6 +483,14 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         // carries it until it does.
         _ if !writes && recorded.is_some_and(|r| r.state == PROGRESSING) && rollout.as_ref().is_some_and(|r| r.state == ROLLED_BACK) => STATUS_EVERY,
         _ => REFRESH_EVERY,
+    };
+    // A registry that failed in a way that may pass is tried again soon; a followed tag is
+    // resolved again at its interval.
+    let waiting_on_registry = [Some(&stable), candidate.as_ref()].into_iter().flatten().any(|c| c.spec.oci().is_some() && c.outcome.as_ref().is_err_and(|p| p.pending));
+    let requeue = if waiting_on_registry || follow_problem.is_some() { requeue.min(OCI_RETRY) } else { requeue };
+    let requeue = match oci.filter(|o| o.follow) {
+        Some(o) => requeue.min(o.poll_seconds.map_or(FOLLOW_EVERY, Duration::from_secs)),
+        None => requeue,
     };
     if !writes {
         // Its count is written again at the next reconcile: a failure here fails nothing else.

@@ -1,9 +1,12 @@
 //! Where a rule set's modules come from: ConfigMaps in the namespaces the operator reads rules
-//! from. Those namespaces' ConfigMaps are watched by their metadata only (a few hundred bytes
-//! each, whatever they hold); a ConfigMap's data is fetched only when a rule set names it and
-//! its resourceVersion moved, then its module is checked once per digest (`ModuleLoader`).
+//! from, or OCI registries. Those namespaces' ConfigMaps are watched by their metadata only (a
+//! few hundred bytes each, whatever they hold); a ConfigMap's data is fetched only when a rule
+//! set names it and its resourceVersion moved. An artifact in a registry is pulled (or read
+//! from the cache) once per digest, its pull secret read from the same namespaces. Either way
+//! the module is then checked once per digest (`ModuleLoader`).
 
 use std::collections::HashMap;
+use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -15,8 +18,9 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client};
 
-use crate::crd::ConfigMapSource;
+use crate::crd::{ModuleSource, SecretReference};
 use crate::modules::ModuleLoader;
+use crate::modules::oci::{ModuleRef, PullError, Registry, TrustedKey};
 use crate::modules::sandbox::RulesModule;
 use crate::modules::swap::configmap::{ConfigMapRef, DEFAULT_KEY};
 use crate::modules::swap::{Rejection, check_pin, normalize_pin};
@@ -38,22 +42,81 @@ impl Problem {
     }
 }
 
+/// An artifact in a registry, as a rule set names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OciSpec {
+    /// As written (`spec.source.oci.reference`), or why it is not a reference.
+    pub reference: Result<ModuleRef, String>,
+    /// The digest to serve: the reference's own, or what its tag was resolved to (once; none
+    /// yet: resolve it).
+    pub digest: Option<String>,
+    pub pull_secret: Option<SecretReference>,
+    /// The rule set's own trusted keys, or why one is not a key.
+    pub keys: Result<Vec<TrustedKey>, String>,
+}
+
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceRef {
+    ConfigMap(ConfigMapRef),
+    Oci(OciSpec),
+}
+
 /// A source as named by a rule set, with its pin.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SourceSpec {
-    pub configmap: ConfigMapRef,
+    pub source: SourceRef,
     /// `sha256:<hex>`, lowercase.
     pub pin: Option<String>,
 }
 
 impl SourceSpec {
-    pub fn new(source: &ConfigMapSource, pin: Option<&str>) -> Self {
-        let configmap = ConfigMapRef {
-            namespace: source.namespace.clone(),
-            name: source.name.clone(),
-            key: source.key.clone().unwrap_or_else(|| DEFAULT_KEY.into()),
+    /// `digest`: for a tag, the digest it was resolved to before (kept, not resolved again).
+    pub fn new(source: &ModuleSource, pin: Option<&str>, digest: Option<String>) -> Self {
+        let source = match (&source.config_map, &source.oci) {
+            (Some(cm), _) => SourceRef::ConfigMap(ConfigMapRef {
+                namespace: cm.namespace.clone(),
+                name: cm.name.clone(),
+                key: cm.key.clone().unwrap_or_else(|| DEFAULT_KEY.into()),
+            }),
+            (None, Some(oci)) => {
+                let reference = oci.reference.parse::<ModuleRef>();
+                let keys = oci
+                    .public_keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pem)| TrustedKey::from_pem(&format!("spec publicKeys[{i}]"), pem))
+                    .collect::<Result<Vec<_>, _>>();
+                let digest = reference.as_ref().ok().and_then(|r| r.digest.clone()).or(digest);
+                SourceRef::Oci(OciSpec { reference, digest, pull_secret: oci.pull_secret.clone(), keys })
+            }
+            // The CRD's validation refuses it; a source without either names nothing.
+            (None, None) => SourceRef::Oci(OciSpec {
+                reference: Err("the source names neither a configMap nor an oci reference".into()),
+                digest: None,
+                pull_secret: None,
+                keys: Ok(Vec::new()),
+            }),
         };
-        SourceSpec { configmap, pin: pin.map(normalize_pin) }
+        SourceSpec { source, pin: pin.map(normalize_pin) }
+    }
+
+    /// Whether what `self` found answers `asked`: the same source, or the same tag asked without
+    /// a digest (it was resolved once already: not again).
+    fn answers(&self, asked: &SourceSpec) -> bool {
+        match (&self.source, &asked.source) {
+            (SourceRef::Oci(found), SourceRef::Oci(wanted)) if wanted.digest.is_none() && self.pin == asked.pin => {
+                OciSpec { digest: None, ..found.clone() } == *wanted
+            }
+            _ => self == asked,
+        }
+    }
+
+    pub fn oci(&self) -> Option<&OciSpec> {
+        match &self.source {
+            SourceRef::Oci(oci) => Some(oci),
+            SourceRef::ConfigMap(_) => None,
+        }
     }
 }
 
@@ -61,9 +124,14 @@ impl SourceSpec {
 #[derive(Clone)]
 pub struct Checked {
     pub spec: SourceSpec,
-    /// The ConfigMap's resourceVersion when it was read (none if it was not there).
+    /// The ConfigMap's resourceVersion when it was read (none if it was not there); for an
+    /// artifact, its manifest digest.
     pub resource_version: Option<String>,
     pub outcome: Result<Arc<RulesModule>, Problem>,
+    /// From a registry: the artifact pinned by digest (what the status shows).
+    pub pinned: Option<ModuleRef>,
+    /// When a registry was last tried, for a retry after a failure that may pass.
+    pub tried_at: std::time::Instant,
 }
 
 /// One namespace's ConfigMaps, by metadata.
@@ -77,6 +145,7 @@ struct Namespace {
 pub struct Sources {
     client: Client,
     modules: Arc<ModuleLoader>,
+    registry: Arc<Registry>,
     namespaces: HashMap<String, Namespace>,
 }
 
@@ -86,7 +155,7 @@ pub type ConfigMapChanges = std::pin::Pin<Box<dyn Stream<Item = Result<PartialOb
 impl Sources {
     /// Watch the ConfigMaps of `namespaces` by metadata. Returns the sources and the stream of
     /// changes, which must be polled (the rule set controller watches it).
-    pub fn watch(client: &Client, namespaces: &[String], modules: Arc<ModuleLoader>) -> (Sources, ConfigMapChanges) {
+    pub fn watch(client: &Client, namespaces: &[String], modules: Arc<ModuleLoader>, registry: Arc<Registry>) -> (Sources, ConfigMapChanges) {
         let mut streams = Vec::new();
         let mut by_name = HashMap::new();
         for ns in namespaces {
@@ -113,33 +182,145 @@ impl Sources {
             by_name.insert(ns.clone(), Namespace { store, listed, failing });
         }
         let changes: ConfigMapChanges = Box::pin(futures::stream::select_all(streams));
-        (Sources { client: client.clone(), modules, namespaces: by_name }, changes)
+        (Sources { client: client.clone(), modules, registry, namespaces: by_name }, changes)
+    }
+
+    /// Refused unless `namespace` is one the operator reads rules from.
+    fn allowed(&self, namespace: &str, what: &str) -> Result<(), Problem> {
+        if self.namespaces.contains_key(namespace) {
+            return Ok(());
+        }
+        let mut allowed: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
+        allowed.sort();
+        Err(Problem::new(
+            "SourceNotAllowed",
+            format!("the operator reads rules only from {what} in {} (--rules-namespaces), not from namespace {namespace}", allowed.join(", ")),
+            false,
+        ))
+    }
+
+    /// The digest a tag points at now (with the registry down, what it pointed at when last
+    /// resolved here, if the cache kept it).
+    pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
+        let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
+        let auth = self.auth(oci).await?;
+        self.registry.resolve(reference, &auth).await.map_err(|e| pull_problem(&e))
+    }
+
+    /// The credentials of an artifact's pull secret (anonymous without one).
+    async fn auth(&self, oci: &OciSpec) -> Result<oci_client::secrets::RegistryAuth, Problem> {
+        let Some(secret) = &oci.pull_secret else { return Ok(oci_client::secrets::RegistryAuth::Anonymous) };
+        let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
+        self.allowed(&secret.namespace, "pull secrets")?;
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
+        let unreadable = |why: String| Problem::new("PullSecretUnreadable", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), true);
+        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it (does the operator's role allow it?): {e}")))?;
+        let Some(found) = found else { return Err(unreadable("does not exist (yet)".into())) };
+        let json = found.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).ok_or_else(|| {
+            Problem::new("PullSecretInvalid", format!("pull secret {}/{} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)", secret.namespace, secret.name), false)
+        })?;
+        crate::modules::oci::auth::from_docker_config(&json.0, &reference.registry)
+            .map_err(|why| Problem::new("PullSecretInvalid", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), false))
+    }
+
+    /// Check an artifact: pulled (or from the cache), checked against its digest and the
+    /// trusted keys, then compiled and checked as any module.
+    async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str) -> Checked {
+        let checked = |outcome, pinned: Option<ModuleRef>| Checked {
+            spec: spec.clone(),
+            resource_version: pinned.as_ref().and_then(|p: &ModuleRef| p.digest.clone()),
+            outcome,
+            pinned,
+            tried_at: std::time::Instant::now(),
+        };
+        let reference = match &oci.reference {
+            Ok(r) => r,
+            Err(why) => return checked(Err(Problem::new("InvalidReference", why.clone(), false)), None),
+        };
+        let keys = match &oci.keys {
+            Ok(keys) => keys,
+            Err(why) => return checked(Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
+        };
+        let digest = match &oci.digest {
+            Some(digest) => digest.clone(),
+            None => match self.resolve(oci).await {
+                Ok(digest) => digest,
+                Err(problem) => return checked(Err(problem), None),
+            },
+        };
+        let pinned = reference.pinned(&digest);
+        // What was found is for this digest: asked again with it (the status records it), the
+        // same answer holds.
+        let mut spec = spec.clone();
+        if let SourceRef::Oci(oci) = &mut spec.source {
+            oci.digest = Some(digest.clone());
+        }
+        let spec = &spec;
+        let checked = |outcome, pinned: Option<ModuleRef>| Checked {
+            spec: spec.clone(),
+            resource_version: pinned.as_ref().and_then(|p: &ModuleRef| p.digest.clone()),
+            outcome,
+            pinned,
+            tried_at: std::time::Instant::now(),
+        };
+        let auth = match self.auth(oci).await {
+            Ok(auth) => auth,
+            Err(problem) => return checked(Err(problem), Some(pinned)),
+        };
+        let fetched = match self.registry.fetch(reference, &digest, &auth, keys).await {
+            Ok(fetched) => fetched,
+            Err(error) => return checked(Err(pull_problem(&error)), Some(pinned)),
+        };
+        tracing::info!(reference = %reference, pinned = %fetched.pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
+        let outcome = self.load(fetched.bytes, spec.pin.clone(), pinned_by).await;
+        checked(outcome, Some(pinned))
+    }
+
+    /// Compile and check a module's bytes (off the async workers), once per digest.
+    async fn load(&self, bytes: Vec<u8>, pin: Option<String>, pinned_by: &'static str) -> Result<Arc<RulesModule>, Problem> {
+        let modules = self.modules.clone();
+        let digest = crate::modules::swap::digest(&bytes);
+        tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
+            check_pin(pin.as_deref(), &digest, pinned_by)?;
+            Ok(modules.load(&bytes, &digest)?)
+        })
+        .await
+        .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
+        .map_err(|rejection| Problem::new(rejection.reason(), rejection.to_string(), false))
     }
 
     /// Check `spec`'s module, unless `last` already did for the same ConfigMap version.
     /// `None` while the namespace's ConfigMaps have not been listed yet, or if the ConfigMap
     /// must be read again but `defer` says not now.
-    pub async fn check(&self, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool) -> Result<Option<Checked>, kube::Error> {
-        let cm = &spec.configmap;
+    ///
+    /// An artifact is checked again only when its spec or digest changes, or, after a failure
+    /// that may pass (the registry down), once `retry` has passed since the last try.
+    pub async fn check(&self, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool, retry: Duration) -> Result<Option<Checked>, kube::Error> {
+        let cm = match &spec.source {
+            SourceRef::ConfigMap(cm) => cm,
+            SourceRef::Oci(oci) => {
+                if let Some(last) = last
+                    && last.spec.answers(spec)
+                    && (last.outcome.as_ref().err().is_none_or(|p| !p.pending) || last.tried_at.elapsed() < retry)
+                {
+                    return Ok(Some(last.clone()));
+                }
+                if defer {
+                    return Ok(None);
+                }
+                return Ok(Some(self.check_oci(spec, oci, pinned_by).await));
+            }
+        };
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now() };
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
-            let mut allowed: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
-            allowed.sort();
-            let problem = Problem::new(
-                "SourceNotAllowed",
-                format!(
-                    "the operator reads rules only from ConfigMaps in {} (--rules-namespaces), not from namespace {}",
-                    allowed.join(", "),
-                    cm.namespace
-                ),
-                false,
-            );
-            return Ok(Some(Checked { spec: spec.clone(), resource_version: None, outcome: Err(problem) }));
+            let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
+            return Ok(Some(checked(None, Err(problem))));
         };
         if !namespace.listed.load(Ordering::SeqCst) {
             let failing = namespace.failing.lock().unwrap_or_else(|p| p.into_inner()).clone();
             return Ok(failing.map(|why| {
                 let message = format!("cannot list the ConfigMaps of namespace {} (does the operator's role allow it?): {why}", cm.namespace);
-                Checked { spec: spec.clone(), resource_version: None, outcome: Err(Problem::new("SourceUnreadable", message, true)) }
+                checked(None, Err(Problem::new("SourceUnreadable", message, true)))
             }));
         }
         let version = namespace.store.get(&ObjectRef::new(&cm.name).within(&cm.namespace)).and_then(|m| m.metadata.resource_version.clone());
@@ -151,7 +332,7 @@ impl Sources {
         }
         let Some(version) = version else {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
-            return Ok(Some(Checked { spec: spec.clone(), resource_version: None, outcome: Err(problem) }));
+            return Ok(Some(checked(None, Err(problem))));
         };
         if defer {
             return Ok(None);
@@ -159,23 +340,21 @@ impl Sources {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &cm.namespace);
         let Some(object) = api.get_opt(&cm.name).await? else {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
-            return Ok(Some(Checked { spec: spec.clone(), resource_version: None, outcome: Err(problem) }));
+            return Ok(Some(checked(None, Err(problem))));
         };
         let candidate = cm.candidate(&object);
-        let digest = candidate.key().to_owned();
         let outcome = match candidate.bytes {
             Err(why) => Err(Problem::new("ModuleUnreadable", why, false)),
-            Ok(bytes) => {
-                let (modules, pin) = (self.modules.clone(), spec.pin.clone());
-                tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
-                    check_pin(pin.as_deref(), &digest, pinned_by)?;
-                    Ok(modules.load(&bytes, &digest)?)
-                })
-                .await
-                .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
-                .map_err(|rejection| Problem::new(rejection.reason(), rejection.to_string(), false))
-            }
+            Ok(bytes) => self.load(bytes, spec.pin.clone(), pinned_by).await,
         };
-        Ok(Some(Checked { spec: spec.clone(), resource_version: object.metadata.resource_version.or(Some(version)), outcome }))
+        Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
     }
+}
+
+/// A registry's refusal as a rule set's problem: one that may pass by itself (the registry
+/// down, a 5xx, credentials refused until the pull secret is fixed) leaves the rule set
+/// Pending rather than Rejected, and is tried again.
+pub fn pull_problem(error: &PullError) -> Problem {
+    let may_pass = error.transient() || matches!(error, PullError::Unauthorized { .. });
+    Problem::new(error.reason(), error.to_string(), may_pass)
 }

@@ -70,8 +70,18 @@ pub fn others(rollout: &RolloutStatus, me: &str, digest: &str) -> (Tally, Option
 }
 
 pub fn module_status(identity: &ModuleIdentity) -> ModuleStatus {
-    ModuleStatus { name: identity.info.name.clone(), version: identity.info.version.clone(), digest: identity.digest.clone() }
+    ModuleStatus { name: identity.info.name.clone(), version: identity.info.version.clone(), digest: identity.digest.clone(), reference: None, resolved_from: None }
 }
+
+/// A module's status with where it came from: the artifact pinned, the tag resolved.
+fn with_origin(identity: &ModuleIdentity, origin: Option<&Origin>) -> ModuleStatus {
+    let (reference, resolved_from) = origin.cloned().map_or((None, None), |(r, t)| (Some(r), t));
+    ModuleStatus { reference, resolved_from, ..module_status(identity) }
+}
+
+/// A module's registry origin: the artifact pinned (`REGISTRY/REPOSITORY@sha256:...`) and
+/// the tag it was resolved from, if it was.
+pub type Origin = (String, Option<String>);
 
 /// Everything the status is made of.
 pub struct Findings<'a> {
@@ -79,6 +89,8 @@ pub struct Findings<'a> {
     /// The module serving the Hikawas outside the candidate's share (after a promotion: the
     /// candidate's).
     pub serving: Option<&'a ModuleIdentity>,
+    pub serving_origin: Option<Origin>,
+    pub candidate_origin: Option<Origin>,
     /// Why the source gives no (new) module, if it does not.
     pub source_problem: Option<&'a Problem>,
     /// The candidate module, once checked and accepted.
@@ -115,8 +127,8 @@ pub fn desired(current: Option<&ZundokoRulesStatus>, f: &Findings) -> ZundokoRul
     let mut status = current.cloned().unwrap_or_default();
     status.phase = Some(phase.into());
     status.observed_generation = Some(f.generation);
-    status.module = f.serving.map(module_status);
-    status.candidate = f.candidate.map(module_status);
+    status.module = f.serving.map(|m| with_origin(m, f.serving_origin.as_ref()));
+    status.candidate = f.candidate.map(|m| with_origin(m, f.candidate_origin.as_ref()));
     status.rollout = f.rollout.cloned();
     status.reason = problem.map(|p| p.reason.clone());
     status.message = problem.map(|p| p.message.clone());
@@ -125,6 +137,7 @@ pub fn desired(current: Option<&ZundokoRulesStatus>, f: &Findings) -> ZundokoRul
     status.candidate_hikawas = f.candidate_hikawas;
     let ready = match (f.serving, f.source_problem) {
         (Some(m), None) => ("True", "Serving".to_string(), format!("serving {} {} ({})", m.info.name, m.info.version, m.digest)),
+        (Some(m), Some(p)) if p.pending => ("True", "Serving".to_string(), format!("serving {} {} ({}); the source cannot be read now: {}", m.info.name, m.info.version, m.digest, p.message)),
         (Some(m), Some(p)) => ("True", "Serving".to_string(), format!("serving {} {} ({}); the source's module is refused: {}", m.info.name, m.info.version, m.digest, p.message)),
         (None, Some(p)) => ("False", p.reason.clone(), p.message.clone()),
         (None, None) => ("False", "Checking".to_string(), "the source has not been checked yet".to_string()),
@@ -208,6 +221,8 @@ mod tests {
         Findings {
             generation: 1,
             serving,
+            serving_origin: None,
+            candidate_origin: None,
             source_problem: None,
             candidate,
             candidate_problem: None,

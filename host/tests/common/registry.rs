@@ -1,0 +1,131 @@
+//! A real OCI registry for the tests: Debian's `docker-registry` (the CNCF distribution
+//! registry) on a free loopback port, with htpasswd authentication when asked. Without the
+//! binary the tests that need it say so loudly and pass; with CI=true they fail instead.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oci_client::secrets::RegistryAuth;
+use zundoko_operator::modules::oci::{ModuleRef, Registry, RegistrySettings, SignKey};
+
+pub const USER: &str = "zundoko";
+pub const PASSWORD: &str = "s3cret-pass";
+
+pub struct TestRegistry {
+    child: Option<Child>,
+    pub addr: String,
+    pub dir: PathBuf,
+    config: PathBuf,
+    pub authenticated: bool,
+}
+
+/// The registry binary, or `None` after saying why the test cannot run (a failure in CI).
+fn binary() -> Option<&'static str> {
+    let found = Command::new("docker-registry").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if found {
+        return Some("docker-registry");
+    }
+    let why = "docker-registry is not installed (apt-get install docker-registry apache2-utils): this registry test did not run";
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl TestRegistry {
+    /// A registry on a free port; with `auth`, only `USER`/`PASSWORD` may pull or push.
+    pub fn start(auth: bool) -> Option<TestRegistry> {
+        binary()?;
+        let dir = std::env::temp_dir().join(format!("zundoko-registry-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
+            dir.join("data").display()
+        );
+        if auth {
+            let out = Command::new("htpasswd").args(["-Bbn", USER, PASSWORD]).output().expect("htpasswd (apache2-utils) for an authenticated registry");
+            assert!(out.status.success(), "htpasswd failed");
+            std::fs::write(dir.join("htpasswd"), out.stdout).unwrap();
+            config.push_str(&format!("auth:\n  htpasswd:\n    realm: zundoko\n    path: {}\n", dir.join("htpasswd").display()));
+        }
+        let config_path = dir.join("config.yml");
+        std::fs::write(&config_path, config).unwrap();
+        let mut registry = TestRegistry { child: None, addr, dir, config: config_path, authenticated: auth };
+        registry.resume();
+        Some(registry)
+    }
+
+    /// Start it (again, on the same port and storage).
+    pub fn resume(&mut self) {
+        let log = std::fs::File::create(self.dir.join("registry.log")).unwrap();
+        let child = Command::new("docker-registry").arg("serve").arg(&self.config).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
+        self.child = Some(child);
+        let started = Instant::now();
+        while std::net::TcpStream::connect(&self.addr).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "the registry did not listen on {} within 20 s", self.addr);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kill it: the registry is down (connections refused) until `resume`.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn reference(&self, repository_and_tag: &str) -> ModuleRef {
+        format!("{}/{repository_and_tag}", self.addr).parse().unwrap()
+    }
+
+    pub fn auth(&self) -> RegistryAuth {
+        if self.authenticated { RegistryAuth::Basic(USER.into(), PASSWORD.into()) } else { RegistryAuth::Anonymous }
+    }
+
+    /// What the operator's settings name for this registry: plain HTTP, short timeouts.
+    pub fn settings(&self) -> RegistrySettings {
+        RegistrySettings { insecure: vec![self.addr.clone()], timeout: Duration::from_secs(3), tries: 2, ..RegistrySettings::default() }
+    }
+
+    /// Push a module (signed with `sign` if given): its manifest digest.
+    pub async fn push(&self, repository_and_tag: &str, module: &[u8], sign: Option<&SignKey>) -> String {
+        let registry = Registry::new(self.settings()).unwrap();
+        registry.push(&self.reference(repository_and_tag), module, "test", "0", sign, &self.auth()).await.unwrap()
+    }
+
+    /// Where the registry keeps a blob (to corrupt it: a registry that serves other bytes).
+    pub fn blob_path(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data")
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for TestRegistry {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A listener that accepts connections and never answers: a registry behind a partition.
+pub async fn silent_registry() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (addr, task)
+}

@@ -1,0 +1,369 @@
+//! Modules from OCI registries, against a real registry (Debian's docker-registry, the CNCF
+//! distribution registry, started by each test on a free loopback port): push then pull and
+//! serve, by tag and by digest; a tag resolved once and kept across restarts; a followed tag's
+//! new artifact rolled out (rolled back when it fails, promoted when good); artifacts refused by
+//! name (an unknown digest, a container image, over the size limit, bytes that do not match
+//! their digest); credentials; signatures; the cache serving with the registry down; a registry
+//! that accepts and never answers slowing no song.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::cluster::{Cluster, Operator, quick_settings};
+use common::registry::{PASSWORD, TestRegistry, USER, silent_registry};
+use common::rules::*;
+use common::running::eventually;
+use common::{fixture_bytes, module_bytes};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::PostParams;
+use zundoko_operator::crd::{ModuleSource, OciSource, SecretReference, ZundokoRulesSpec};
+use zundoko_operator::modules::oci::{PullError, Registry, RegistrySettings, SignKey};
+use zundoko_operator::modules::rules::Rules;
+use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::modules::swap::digest;
+use zundoko_operator::process::operator::ModuleSources;
+
+fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
+    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
+}
+
+async fn start(registry: RegistrySettings) -> (Cluster, Operator) {
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), registry);
+    (cluster, operator)
+}
+
+fn oci(reference: &str) -> ZundokoRulesSpec {
+    ZundokoRulesSpec { source: ModuleSource::oci(reference), sha256: None, candidate: None }
+}
+
+fn oci_with(reference: &str, f: impl FnOnce(&mut OciSource)) -> ZundokoRulesSpec {
+    let mut spec = oci(reference);
+    f(spec.source.oci.as_mut().unwrap());
+    spec
+}
+
+async fn wait_phase(cluster: &Cluster, name: &str, phase: &str) -> zundoko_operator::crd::ZundokoRulesStatus {
+    wait_rules(cluster, name, &format!("rule set {name} {phase}"), |s| s.phase.as_deref() == Some(phase)).await
+}
+
+async fn wait_reason(cluster: &Cluster, name: &str, reason: &str) -> zundoko_operator::crd::ZundokoRulesStatus {
+    wait_rules(cluster, name, &format!("rule set {name} refused with {reason}"), |s| s.reason.as_deref() == Some(reason)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modules_pushed_to_a_registry_serve_by_tag_and_by_digest_and_a_tag_is_resolved_once() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (classic, japanese) = (module_bytes("zundoko-classic"), module_bytes("zundoko-strict-ja"));
+    let classic_manifest = registry.push("rules/classic:v1", &classic, None).await;
+    let japanese_manifest = registry.push("rules/ja:v1", &japanese, None).await;
+    let (cluster, operator) = start(registry.settings()).await;
+    let by_tag = format!("{}/rules/ja:v1", registry.addr);
+    let by_digest = format!("{}/rules/classic@{classic_manifest}", registry.addr);
+    create_rules(&cluster, "by-tag", oci(&by_tag)).await;
+    create_rules(&cluster, "by-digest", oci(&by_digest)).await;
+
+    // What serves is the digest, shown; for a tag, with the tag it was resolved from.
+    let status = wait_phase(&cluster, "by-tag", "Active").await;
+    let module = status.module.unwrap();
+    assert_eq!(module.digest, digest(&japanese), "the module is the pushed bytes");
+    assert_eq!(module.reference.as_deref(), Some(format!("{}/rules/ja@{japanese_manifest}", registry.addr).as_str()));
+    assert_eq!(module.resolved_from.as_deref(), Some(by_tag.as_str()));
+    let status = wait_phase(&cluster, "by-digest", "Active").await;
+    let module = status.module.unwrap();
+    assert_eq!((module.digest.as_str(), module.reference.as_deref(), module.resolved_from.as_deref()), (digest(&classic).as_str(), Some(by_digest.as_str()), None));
+    sing(&cluster, "ja", 0, Some("by-tag"), &[]).await;
+    sing(&cluster, "cl", 0, Some("by-digest"), &[]).await;
+    cluster.wait_kiyoshied("default", &["ja".into(), "cl".into()], Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "ja").await, Some(digest(&japanese)));
+    assert_eq!(decided_by(&cluster, "cl").await, Some(digest(&classic)));
+    assert!(cluster.song("default", "ja").await.kiyoshis.iter().any(|(k, _)| k.contains("キ")), "sung by the Japanese rules");
+
+    // The tag moves: nothing changes (no follow), not even after a restart, which serves the
+    // digest the status recorded rather than resolving the tag again.
+    let moved = registry.push("rules/ja:v1", &classic, None).await;
+    assert_ne!(moved, japanese_manifest);
+    operator.stop().await;
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), registry.settings());
+    sing(&cluster, "ja-after", 0, Some("by-tag"), &[]).await;
+    cluster.wait_kiyoshied("default", &["ja-after".into()], Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "ja-after").await, Some(digest(&japanese)), "the restarted operator serves the digest resolved before");
+    let module = rules_status(&cluster, "by-tag").await.module.unwrap();
+    assert_eq!(module.reference.as_deref(), Some(format!("{}/rules/ja@{japanese_manifest}", registry.addr).as_str()));
+    // A new reference in the spec is resolved anew.
+    registry.push("rules/ja:v2", &japanese, None).await;
+    let v2 = format!("{}/rules/ja:v2", registry.addr);
+    rules_api(&cluster)
+        .patch("by-tag", &Default::default(), &kube::api::Patch::Merge(serde_json::json!({"spec": {"source": {"oci": {"reference": v2}}}})))
+        .await
+        .unwrap();
+    wait_rules(&cluster, "by-tag", "the new reference resolved", |s| s.module.as_ref().is_some_and(|m| m.resolved_from.as_deref() == Some(v2.as_str()))).await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_tag_that_moves_is_a_candidate_rolled_back_when_it_fails_and_promoted_when_good() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (classic, flaky, japanese) = (module_bytes("zundoko-classic"), fixture_bytes("zundoko-flaky"), module_bytes("zundoko-strict-ja"));
+    registry.push("rules/followed:stable", &classic, None).await;
+    let (cluster, operator) = start(registry.settings()).await;
+    let reference = format!("{}/rules/followed:stable", registry.addr);
+    create_rules(
+        &cluster,
+        "followed",
+        oci_with(&reference, |o| {
+            o.follow = true;
+            o.poll_seconds = Some(1);
+            o.rollout = Some(rollout(100, None, Some(3), 0));
+        }),
+    )
+    .await;
+    let status = wait_phase(&cluster, "followed", "Active").await;
+    assert_eq!(status.module.unwrap().digest, digest(&classic));
+
+    // The tag moves to a module that fails for these Hikawas: a candidate, rolled back.
+    let flaky_manifest = registry.push("rules/followed:stable", &flaky, None).await;
+    let status = wait_phase(&cluster, "followed", "RollingOut").await;
+    assert_eq!(status.candidate.as_ref().unwrap().digest, digest(&flaky));
+    assert_eq!(status.candidate.unwrap().reference.as_deref(), Some(format!("{}/rules/followed@{flaky_manifest}", registry.addr).as_str()));
+    assert_eq!(status.module.unwrap().digest, digest(&classic), "the stable module serves beside it");
+    sing(&cluster, "trips", 50, Some("followed"), &[("flaky", "yes")]).await;
+    let status = wait_phase(&cluster, "followed", "RolledBack").await;
+    assert_eq!((status.rollout.as_ref().unwrap().digest.as_str(), status.reason.as_deref()), (digest(&flaky).as_str(), Some("FailureRateExceeded")));
+    assert_eq!(status.module.unwrap().digest, digest(&classic), "rolled back to what served");
+    cluster.wait_kiyoshied("default", &["trips".into()], Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "trips").await, Some(digest(&classic)));
+
+    // It moves again, to a good module: a new candidate, promoted after its decisions; the
+    // tag's new digest is then what serves (and what the status pins).
+    let good_manifest = registry.push("rules/followed:stable", &japanese, None).await;
+    wait_rules(&cluster, "followed", "the new candidate rolling out", |s| {
+        s.phase.as_deref() == Some("RollingOut") && s.candidate.as_ref().is_some_and(|c| c.digest == digest(&japanese))
+    })
+    .await;
+    sing(&cluster, "good", 0, Some("followed"), &[]).await;
+    let status = wait_rules(&cluster, "followed", "the good candidate promoted and serving", |s| {
+        s.module.as_ref().is_some_and(|m| m.digest == digest(&japanese)) && s.phase.as_deref() == Some("Active")
+    })
+    .await;
+    let module = status.module.unwrap();
+    assert_eq!(module.reference.as_deref(), Some(format!("{}/rules/followed@{good_manifest}", registry.addr).as_str()));
+    assert_eq!(module.resolved_from.as_deref(), Some(reference.as_str()));
+    let reasons: Vec<String> = rules_events(&cluster, "followed").await.into_iter().map(|(reason, _)| reason).collect();
+    for expected in ["RolloutStarted", "RolledBack", "Promoted"] {
+        assert!(reasons.iter().any(|r| r == expected), "{expected} in {reasons:?}");
+    }
+    sing(&cluster, "after", 0, Some("followed"), &[]).await;
+    cluster.wait_kiyoshied("default", &["good".into(), "after".into()], Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "after").await, Some(digest(&japanese)));
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_that_are_not_good_modules_are_refused_naming_why() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let classic = module_bytes("zundoko-classic");
+    let classic_manifest = registry.push("rules/classic:v1", &classic, None).await;
+    // A container image under a tag: an OCI image manifest with an image config and a tar layer.
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        ..Default::default()
+    });
+    let image = registry.reference("images/app:latest").to_oci();
+    let layer = oci_client::client::ImageLayer::oci_v1_gzip(vec![0x1f, 0x8b, 0, 0], None);
+    let config = oci_client::client::Config::oci_v1(br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#.to_vec(), None);
+    client.push(&image, &[layer], config, &oci_client::secrets::RegistryAuth::Anonymous, None).await.unwrap();
+
+    let (cluster, operator) = start(registry.settings()).await;
+    let unknown = format!("{}/rules/classic@sha256:{}", registry.addr, "0".repeat(64));
+    create_rules(&cluster, "unknown", oci(&unknown)).await;
+    create_rules(&cluster, "image", oci(&format!("{}/images/app:latest", registry.addr))).await;
+    create_rules(&cluster, "no-such-tag", oci(&format!("{}/rules/classic:nope", registry.addr))).await;
+    create_rules(&cluster, "not-a-reference", oci("rules/classic")).await;
+    let status = wait_reason(&cluster, "unknown", "ModuleNotFound").await;
+    assert_eq!(status.phase.as_deref(), Some("Rejected"));
+    let status = wait_reason(&cluster, "image", "NotAWasmArtifact").await;
+    assert!(status.message.as_deref().unwrap().contains("application/vnd.oci.image.config.v1+json"), "{:?}", status.message);
+    wait_reason(&cluster, "no-such-tag", "ModuleNotFound").await;
+    let status = wait_reason(&cluster, "not-a-reference", "InvalidReference").await;
+    assert!(status.message.as_deref().unwrap().contains("must name a registry"), "{:?}", status.message);
+    for name in ["unknown", "image", "no-such-tag"] {
+        eventually(&format!("a Warning Event on {name}"), Duration::from_secs(10), async || !rules_events(&cluster, name).await.is_empty()).await;
+    }
+    // Hikawas naming them wait, saying why; the default module's songs go on meanwhile.
+    sing(&cluster, "waits", 0, Some("image"), &[]).await;
+    cluster.create_hikawa("default", "sings", 0, &[]).await;
+    cluster.wait_kiyoshied("default", &["sings".into()], Duration::from_secs(30)).await;
+    eventually("Ready=False RulesNotActive", Duration::from_secs(20), async || {
+        ready(&cluster, "waits").await.is_some_and(|(status, reason, message)| status == "False" && reason == "RulesNotActive" && message.contains("NotAWasmArtifact"))
+    })
+    .await;
+    operator.stop().await;
+
+    // Over the size limit: refused from the manifest's descriptor, before the layer is read.
+    let small = Registry::new(RegistrySettings { max_module_bytes: 16 << 10, ..registry.settings() }).unwrap();
+    let reference = registry.reference("rules/classic:v1");
+    let error = small.fetch(&reference, &classic_manifest, &registry.auth(), &[]).await.unwrap_err();
+    assert!(matches!(error, PullError::TooLarge { size, limit: 16384, .. } if size == classic.len() as u64), "{error}");
+    // A registry that serves other bytes than the digest names (its storage corrupted).
+    let layer = registry.blob_path(&digest(&classic));
+    let mut corrupted = std::fs::read(&layer).unwrap();
+    corrupted[100] ^= 0xff;
+    std::fs::write(&layer, corrupted).unwrap();
+    let error = Registry::new(registry.settings()).unwrap().fetch(&reference, &classic_manifest, &registry.auth(), &[]).await.unwrap_err();
+    assert_eq!(error.reason(), "DigestMismatch", "{error}");
+    assert!(error.to_string().contains(&digest(&classic)), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_registry_takes_a_pull_secret_from_the_rules_namespaces_only() {
+    let Some(registry) = TestRegistry::start(true) else { return };
+    let classic = module_bytes("zundoko-classic");
+    registry.push("rules/classic:v1", &classic, None).await;
+    let (cluster, operator) = start(registry.settings()).await;
+    cluster.create_namespace("elsewhere").await;
+    let secret = |ns: &str, name: &str, password: &str| {
+        let auth = base64_encode(&format!("{USER}:{password}"));
+        let json = serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}}).to_string();
+        let mut secret = Secret { type_: Some("kubernetes.io/dockerconfigjson".into()), ..Secret::default() };
+        secret.metadata.name = Some(name.into());
+        secret.metadata.namespace = Some(ns.into());
+        secret.data = Some([(".dockerconfigjson".to_string(), k8s_openapi::ByteString(json.into_bytes()))].into());
+        secret
+    };
+    for (ns, name, password) in [(RULES_NS, "good", PASSWORD), (RULES_NS, "bad", "wrong"), ("elsewhere", "good", PASSWORD)] {
+        Api::<Secret>::namespaced(cluster.client.clone(), ns).create(&PostParams::default(), &secret(ns, name, password)).await.unwrap();
+    }
+    let reference = format!("{}/rules/classic:v1", registry.addr);
+    let with_secret = |ns: &str, name: &str| oci_with(&reference, |o| o.pull_secret = Some(SecretReference { namespace: ns.into(), name: name.into() }));
+    create_rules(&cluster, "anonymous", oci(&reference)).await;
+    create_rules(&cluster, "bad-password", with_secret(RULES_NS, "bad")).await;
+    create_rules(&cluster, "other-namespace", with_secret("elsewhere", "good")).await;
+    create_rules(&cluster, "good", with_secret(RULES_NS, "good")).await;
+    let status = wait_phase(&cluster, "good", "Active").await;
+    assert_eq!(status.module.unwrap().digest, digest(&classic));
+    for name in ["anonymous", "bad-password"] {
+        let status = wait_reason(&cluster, name, "RegistryUnauthorized").await;
+        assert!(!status.message.as_deref().unwrap().contains(PASSWORD), "no secret in the message");
+    }
+    let status = wait_reason(&cluster, "other-namespace", "SourceNotAllowed").await;
+    assert!(status.message.as_deref().unwrap().contains("pull secrets"), "{:?}", status.message);
+    // The secret fixed: the rule set serves without anyone touching it.
+    Api::<Secret>::namespaced(cluster.client.clone(), RULES_NS).replace("bad", &PostParams::default(), &secret(RULES_NS, "bad", PASSWORD)).await.unwrap();
+    wait_phase(&cluster, "bad-password", "Active").await;
+    operator.stop().await;
+}
+
+fn base64_encode(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_only_a_module_signed_by_one_serves() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (trusted, other) = (SignKey::generate(), SignKey::generate());
+    let classic = module_bytes("zundoko-classic");
+    registry.push("rules/unsigned:v1", &classic, None).await;
+    registry.push("rules/wrong:v1", &classic, Some(&other)).await;
+    registry.push("rules/signed:v1", &classic, Some(&trusted)).await;
+    let settings = RegistrySettings { trusted_keys: vec![trusted.trusted("team.pub")], ..registry.settings() };
+    let (cluster, operator) = start(settings).await;
+    let r = |repo: &str| format!("{}/rules/{repo}:v1", registry.addr);
+    create_rules(&cluster, "unsigned", oci(&r("unsigned"))).await;
+    create_rules(&cluster, "wrong", oci(&r("wrong"))).await;
+    create_rules(&cluster, "signed", oci(&r("signed"))).await;
+    // A rule set's own keys must verify too: the operator's key alone is not enough here.
+    create_rules(&cluster, "own-keys", oci_with(&r("signed"), |o| o.public_keys = vec![other.public_pem()])).await;
+    create_rules(&cluster, "both", oci_with(&r("signed"), |o| o.public_keys = vec![trusted.public_pem()])).await;
+    wait_phase(&cluster, "signed", "Active").await;
+    wait_phase(&cluster, "both", "Active").await;
+    let status = wait_reason(&cluster, "unsigned", "SignatureNotVerified").await;
+    let message = status.message.unwrap();
+    assert!(message.contains("not signed") && message.contains("team.pub"), "names the keys tried: {message}");
+    assert_eq!(status.phase.as_deref(), Some("Rejected"));
+    let message = wait_reason(&cluster, "wrong", "SignatureNotVerified").await.message.unwrap();
+    assert!(message.contains("none of the trusted keys") && message.contains("team.pub"), "{message}");
+    let message = wait_reason(&cluster, "own-keys", "SignatureNotVerified").await.message.unwrap();
+    assert!(message.contains("spec publicKeys[0]"), "{message}");
+    sing(&cluster, "signed-song", 0, Some("signed"), &[]).await;
+    cluster.wait_kiyoshied("default", &["signed-song".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_serves_with_the_registry_down_and_a_silent_registry_slows_no_song() {
+    let Some(mut registry) = TestRegistry::start(false) else { return };
+    let japanese = module_bytes("zundoko-strict-ja");
+    registry.push("rules/ja:v1", &japanese, None).await;
+    let cache = registry.dir().join("operator-cache");
+    let (silent, _held) = silent_registry().await;
+    let settings = RegistrySettings { cache_dir: Some(cache.clone()), insecure: vec![registry.addr.clone(), silent.clone()], ..registry.settings() };
+    let (cluster, operator) = start(settings.clone()).await;
+    let by_tag = format!("{}/rules/ja:v1", registry.addr);
+    create_rules(&cluster, "cached", oci(&by_tag)).await;
+    wait_phase(&cluster, "cached", "Active").await;
+    operator.stop().await;
+
+    // The registry goes down; a new operator process (same cache) serves what was verified.
+    registry.stop();
+    let operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), settings.clone());
+    // A rule set the cache cannot serve, and one whose registry accepts and never answers.
+    create_rules(&cluster, "uncached", oci(&format!("{}/rules/other:v1", registry.addr))).await;
+    create_rules(&cluster, "silent", oci(&format!("{silent}/rules/x:v1"))).await;
+    let started = Instant::now();
+    sing(&cluster, "from-cache", 0, Some("cached"), &[]).await;
+    cluster.create_hikawa("default", "default-rules", 0, &[]).await;
+    cluster.wait_kiyoshied("default", &["from-cache".into(), "default-rules".into()], Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "from-cache").await, Some(digest(&japanese)), "served from the cache");
+    // Songs were not held up by the silent registry (its pulls time out after 2 tries of 3 s).
+    println!("two songs sung in {:?} while a registry never answered", started.elapsed());
+    let status = wait_reason(&cluster, "uncached", "RegistryUnreachable").await;
+    assert_eq!(status.phase.as_deref(), Some("Pending"), "a registry down may come back: Pending, not Rejected");
+    let status = wait_reason(&cluster, "silent", "RegistryUnreachable").await;
+    assert!(status.message.as_deref().unwrap().contains("no answer within") || status.message.as_deref().unwrap().contains("unreachable"), "{:?}", status.message);
+
+    // The registry back (with the module): the rule set it could not serve serves, without
+    // anyone touching it.
+    registry.resume();
+    registry.push("rules/other:v1", &japanese, None).await;
+    wait_phase(&cluster, "uncached", "Active").await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_module_comes_from_a_registry_and_a_restart_with_the_registry_down_serves_it_from_the_cache() {
+    let Some(mut registry) = TestRegistry::start(false) else { return };
+    let japanese = module_bytes("zundoko-strict-ja");
+    registry.push("rules/default:v1", &japanese, None).await;
+    let cache = registry.dir().join("default-cache");
+    let cluster = Cluster::start().await;
+    let (reference, settings) = (registry.reference("rules/default:v1"), RegistrySettings { cache_dir: Some(cache.clone()), ..registry.settings() });
+    let config = || {
+        let oci = zundoko_operator::modules::swap::oci::OciSource { reference: reference.clone(), auth_file: None, poll: None };
+        let mut config = common::running::config(ModuleSources { oci: Some(oci), ..ModuleSources::default() });
+        config.registry = settings.clone();
+        config
+    };
+    let operator = common::running::start_with(&cluster, config()).await.unwrap();
+    assert_eq!(operator.serving(), Some(digest(&japanese)));
+    operator.stop().await;
+    registry.stop();
+    let started = Instant::now();
+    let operator = common::running::start_with(&cluster, config()).await.unwrap();
+    println!("start to serving with the registry down and a warm cache: {:?}", started.elapsed());
+    assert_eq!(operator.serving(), Some(digest(&japanese)));
+    cluster.create_hikawa("default", "song", 0, &[]).await;
+    cluster.wait_kiyoshied("default", &["song".into()], Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "song").await, Some(digest(&japanese)));
+    operator.stop().await;
+    // Without the cache, the registry down is named at start.
+    let mut config = config();
+    config.registry.cache_dir = None;
+    let error = common::running::start_with(&cluster, config).await.err().expect("no module, no start");
+    assert!(error.to_string().contains("RegistryUnreachable"), "{error}");
+}
