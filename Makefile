@@ -92,6 +92,12 @@ simulate: guest ## Sing the sample Hikawa locally on a virtual clock (MODULE=, H
 test-module: guest ## Run the conformance suite on a module (MODULE=, SEEDS=).
 	$(CARGO) run -q -p zundoko-operator -- test --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm) $(if $(SEEDS),--seeds $(SEEDS))
 
+.PHONY: push
+push: ## Publish a module to an OCI registry, checked first (MODULE=, REF=REGISTRY/REPO:TAG, SIGN=key file, INSECURE=HOST:PORT for plain HTTP).
+	@test -n "$(REF)" || { echo "usage: make push MODULE=target/modules/NAME.wasm REF=REGISTRY/REPOSITORY:TAG [SIGN=team.key] [INSECURE=HOST:PORT]" >&2; exit 1; }
+	$(CARGO) run -q -p zundoko-operator -- push --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm) $(REF) \
+	  $(if $(SIGN),--sign $(SIGN)) $(if $(INSECURE),--insecure-registry $(INSECURE))
+
 .PHONY: check-module
 check-module: guest ## Validate a module and print its metadata (MODULE=).
 	$(CARGO) run -q -p zundoko-operator -- check --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)

@@ -81,4 +81,19 @@ fn zundoko_rules_is_cluster_scoped_with_its_columns_and_the_samples_parse() {
         let parsed: crd::ZundokoRules = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{sample}: {e}"));
         assert_eq!(parsed.spec.source.config_map.as_ref().unwrap().namespace, "zundoko-system", "{sample}");
     }
+    // The registry sample: each rule set names an OCI reference the operator parses, and a
+    // pull secret the Role lets it read.
+    let path = format!("{}/../deploy/samples/zundokorules-oci.yaml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let samples: Vec<crd::ZundokoRules> = serde_yaml::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+    assert_eq!(samples.len(), 2);
+    let rbac = std::fs::read_to_string(format!("{}/../deploy/rbac-namespace.yaml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    for sample in &samples {
+        let oci = sample.spec.source.oci.as_ref().expect("an oci source");
+        assert!(sample.spec.source.config_map.is_none());
+        oci.reference.parse::<zundoko_operator::modules::oci::ModuleRef>().unwrap();
+        let secret = oci.pull_secret.as_ref().unwrap();
+        assert!(rbac.contains(&format!("resourceNames: [\"{}\"]", secret.name)), "the Role grants {}", secret.name);
+    }
+    assert!(samples[1].spec.source.oci.as_ref().unwrap().follow);
 }

@@ -171,6 +171,8 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("list", "", "configmaps", "", NAMESPACE, ""),
     ("watch", "", "configmaps", "", NAMESPACE, ""),
     ("get", "", "configmaps", "", NAMESPACE, "rules-candidate"),
+    // A rule set's pull secret, read by name in the operator's namespace.
+    ("get", "", "secrets", "", NAMESPACE, "zundoko-registry-pull"),
 ];
 
 /// What least privilege leaves out.
@@ -219,7 +221,12 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("update", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     ("patch", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
     // Nothing else at all.
+    // Secrets: only the pull secrets named in the Role, only read, only there.
     ("get", "", "secrets", "", NAMESPACE, "anything"),
+    ("list", "", "secrets", "", NAMESPACE, ""),
+    ("watch", "", "secrets", "", NAMESPACE, ""),
+    ("get", "", "secrets", "", "default", "zundoko-registry-pull"),
+    ("update", "", "secrets", "", NAMESPACE, "zundoko-registry-pull"),
     ("list", "", "pods", "", "", ""),
     ("create", "", "pods", "", NAMESPACE, ""),
     ("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "hikawas.zundokokiyoshi.kaitoy.github.com"),

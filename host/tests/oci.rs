@@ -367,3 +367,105 @@ async fn the_default_module_comes_from_a_registry_and_a_restart_with_the_registr
     let error = common::running::start_with(&cluster, config).await.err().expect("no module, no start");
     assert!(error.to_string().contains("RegistryUnreachable"), "{error}");
 }
+
+fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "off")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+fn text(out: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_check_and_keygen_as_a_rules_author_types_them() {
+    let Some(registry) = TestRegistry::start(true) else { return };
+    let dir = registry.dir().join("author");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Credentials as `docker login` writes them.
+    let auth = base64_encode(&format!("{USER}:{PASSWORD}"));
+    let config = dir.join("config.json");
+    std::fs::write(&config, serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
+    let env = [("ZUNDOKO_INSECURE_REGISTRIES", registry.addr.as_str()), ("ZUNDOKO_REGISTRY_AUTH", config.to_str().unwrap())];
+    let key = dir.join("team");
+    let out = cli(&["keygen", "--out", key.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(cli(&["keygen", "--out", key.to_str().unwrap()], &[]).status.code() == Some(1), "never overwrites a key");
+    let (private, public) = (dir.join("team.key"), dir.join("team.pub"));
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&private).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let module = common::module_path("zundoko-strict-ja");
+    let reference = format!("{}/rules/ja:0.1.0", registry.addr);
+    let out = cli(&["push", "--module", module.to_str().unwrap(), &reference, "--sign", private.to_str().unwrap()], &env);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let pinned = stdout.lines().find_map(|l| l.strip_prefix("pinned:      ")).expect("push prints the digest to pin").to_string();
+    assert!(pinned.starts_with(&format!("{}/rules/ja@sha256:", registry.addr)), "{stdout}");
+
+    // check by tag and by the pinned digest, with the key trusted.
+    for r in [reference.as_str(), pinned.as_str()] {
+        let out = cli(&["check", r, "--trusted-keys", public.to_str().unwrap()], &env);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        for needle in ["name:        zundoko-strict-ja", &format!("pinned:      {pinned}"), "signed by:   ", "smoke test:  ok"] {
+            assert!(stdout.contains(needle), "{needle:?} in\n{stdout}");
+        }
+    }
+    // Another key trusted: refused, in one line naming the reason and the key tried.
+    let other = dir.join("other");
+    assert!(cli(&["keygen", "--out", other.to_str().unwrap()], &[]).status.success());
+    let out = cli(&["check", &reference, "--trusted-keys", dir.join("other.pub").to_str().unwrap()], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("SignatureNotVerified") && stderr.contains("other.pub"), "{stderr}");
+    // Without credentials: refused by name.
+    let out = cli(&["check", &reference], &[("ZUNDOKO_INSECURE_REGISTRIES", registry.addr.as_str())]);
+    assert!(text(&out).1.contains("RegistryUnauthorized"), "{}", text(&out).1);
+    // Not a component: refused before anything is sent.
+    let junk = dir.join("junk.wasm");
+    std::fs::write(&junk, b"\0asm junk").unwrap();
+    let out = cli(&["push", "--module", junk.to_str().unwrap(), &format!("{}/rules/junk:1", registry.addr)], &env);
+    assert_eq!(out.status.code(), Some(1));
+    let out = cli(&["check", &format!("{}/rules/junk:1", registry.addr)], &env);
+    assert!(text(&out).1.contains("ModuleNotFound"), "nothing was pushed: {}", text(&out).1);
+    // A bare name would mean Docker Hub: refused, saying so.
+    let out = cli(&["check", "rules/ja:0.1.0"], &[]);
+    assert!(text(&out).1.contains("must name a registry"), "{}", text(&out).1);
+}
+
+/// What `wkg oci push` writes (its config's fields, an `artifactType`, annotations, a
+/// `subject`-less OCI manifest) pulls and serves as the operator's own pushes do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_in_wkg_s_layout_is_accepted() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let module = module_bytes("zundoko-classic");
+    // The operator's client first: it installs the TLS provider the raw client needs too.
+    let fetched_by = Registry::new(registry.settings()).unwrap();
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        ..Default::default()
+    });
+    let reference = registry.reference("wkg/classic:1.0.0");
+    let layer = oci_client::client::ImageLayer::new(module.clone(), "application/wasm".into(), None);
+    let config = serde_json::json!({
+        "created": "2026-11-25T00:00:00Z", "architecture": "wasm", "os": "wasip2",
+        "layerDigests": [layer.sha256_digest()],
+        "component": {"exports": ["zundokokiyoshi:rules/rules@0.1.0"], "imports": ["zundokokiyoshi:rules/log@0.1.0"], "target": null}
+    });
+    let config = oci_client::client::Config::new(serde_json::to_vec(&config).unwrap(), "application/vnd.wasm.config.v0+json".into(), None);
+    let mut manifest = oci_client::manifest::OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    manifest.artifact_type = Some("application/wasm".into());
+    manifest.annotations = Some([("org.opencontainers.image.version".to_string(), "1.0.0".to_string())].into());
+    client.push(&reference.to_oci(), &[layer], config, &oci_client::secrets::RegistryAuth::Anonymous, Some(manifest)).await.unwrap();
+    let digest_now = fetched_by.resolve(&reference, &registry.auth()).await.unwrap();
+    let fetched = fetched_by.fetch(&reference, &digest_now, &registry.auth(), &[]).await.unwrap();
+    assert_eq!(fetched.bytes, module);
+    assert!(!fetched.from_cache && fetched.signed_by.is_none());
+}
