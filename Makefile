@@ -124,6 +124,10 @@ bench-scale: guest fixtures ## Print operator RSS and words/s at 1,000 and 10,00
 	$(CARGO) bench -p zundoko-operator --bench scale
 	$(CARGO) bench -p zundoko-operator --bench replica_scale
 
+.PHONY: bench-oci
+bench-oci: guest fixtures ## Print pull + verify + compile to serving from a registry (36 KB, largest shipped, 16 MiB; cold and warm cache) and start to serving with the registry down (release; needs docker-registry).
+	$(CARGO) bench -p zundoko-operator --bench oci
+
 .PHONY: crds
 crds: ## Regenerate deploy/crds/ from the Rust types.
 	@mkdir -p deploy/crds

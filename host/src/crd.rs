@@ -161,7 +161,7 @@ pub struct KiyoshiSpec {
     printcolumn = r#"{"name":"Hikawas","type":"integer","jsonPath":".status.hikawas"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.reason"}"#,
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.module.digest","priority":1}"#,
-    printcolumn = r#"{"name":"Reference","type":"string","jsonPath":".status.module.reference","priority":1}"#,
+    printcolumn = r#"{"name":"Reference","type":"string","jsonPath":".status.module.reference"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

@@ -20,10 +20,10 @@ pub const ACCEPTED_MANIFESTS: &[&str] = &[
 ];
 
 /// The config blob: what the TAG Runtime layout puts there (architecture, os, the layers'
-/// digests), so tools that read it find what they expect.
+/// digests), so tools that read it find what they expect. No `created` time (it is optional):
+/// the same module pushed twice is the same artifact, with the same digest.
 #[derive(Serialize)]
 struct WasmConfig {
-    created: String,
     architecture: &'static str,
     os: &'static str,
     #[serde(rename = "layerDigests")]
@@ -34,7 +34,6 @@ struct WasmConfig {
 pub fn build(module: &[u8], name: &str, version: &str) -> (ImageLayer, Config, BTreeMap<String, String>) {
     let layer = ImageLayer::new(module.to_vec(), LAYER_MEDIA_TYPE.into(), None);
     let config = WasmConfig {
-        created: jiff::Timestamp::now().to_string(),
         architecture: "wasm",
         os: "wasip2",
         layer_digests: vec![layer.sha256_digest()],
@@ -100,6 +99,17 @@ mod tests {
         let index = module_layer(br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#).unwrap_err();
         assert!(index.contains("index"), "{index}");
         assert!(module_layer(b"<html>").unwrap_err().contains("not JSON"));
+    }
+
+    #[test]
+    fn the_same_module_is_the_same_artifact() {
+        let digest = |m: &[u8]| {
+            let (layer, config, annotations) = build(m, "x", "1");
+            let manifest = OciImageManifest::build(&[layer], &config, Some(annotations));
+            super::super::registry::sha256_of(&serde_json::to_vec(&oci_client::manifest::OciManifest::from(manifest)).unwrap())
+        };
+        assert_eq!(digest(b"\0asm one"), digest(b"\0asm one"));
+        assert_ne!(digest(b"\0asm one"), digest(b"\0asm two"));
     }
 
     #[test]

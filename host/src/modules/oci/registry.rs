@@ -123,6 +123,11 @@ fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
+#[cfg(test)]
+pub(super) fn sha256_of(bytes: &[u8]) -> String {
+    sha256(bytes)
+}
+
 impl Registry {
     pub fn new(settings: RegistrySettings) -> Result<Arc<Registry>, String> {
         // oci-client's reqwest is built without a TLS provider: the process's is ring, as kube's.
@@ -156,7 +161,10 @@ impl Registry {
         if let Some(digest) = &reference.digest {
             return Ok(digest.clone());
         }
-        let resolved = self.tries(reference, || async {
+        // With a digest to fall back on, one try: a restart with the registry down serves at once.
+        let cached = self.cache.as_ref().and_then(|c| c.tag(reference));
+        let tries = if cached.is_some() { 1 } else { self.settings.tries };
+        let resolved = self.tries_up_to(tries, reference, || async {
             let client = self.client();
             let digest = client.fetch_manifest_digest(&reference.to_oci(), auth).await.map_err(|e| classify(reference, e))?;
             Ok(digest)
@@ -168,7 +176,7 @@ impl Registry {
                 }
                 Ok(digest)
             }
-            Err(error) if error.transient() => match self.cache.as_ref().and_then(|c| c.tag(reference)) {
+            Err(error) if error.transient() => match cached {
                 Some(digest) => {
                     tracing::warn!(%reference, %digest, %error, "registry unreachable: using the digest the tag had when last resolved");
                     Ok(digest)
@@ -211,6 +219,14 @@ impl Registry {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, PullError>>,
     {
+        self.tries_up_to(self.settings.tries, reference, op).await
+    }
+
+    async fn tries_up_to<T, F, Fut>(&self, tries: u32, reference: &ModuleRef, op: F) -> Result<T, PullError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, PullError>>,
+    {
         let mut pause = Duration::from_millis(200);
         let mut tried = 0;
         loop {
@@ -223,7 +239,7 @@ impl Registry {
                 }),
             };
             match outcome {
-                Err(error) if error.transient() && tried < self.settings.tries.max(1) => {
+                Err(error) if error.transient() && tried < tries.max(1) => {
                     tracing::debug!(%reference, %error, tried, "pull failed; trying again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(5));
