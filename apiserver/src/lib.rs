@@ -10,6 +10,7 @@ mod convert;
 mod discovery;
 pub mod faults;
 mod gc;
+mod godecode;
 mod http;
 mod eventrules;
 mod kubeconfig;

@@ -64,6 +64,29 @@ pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     errs
 }
 
+const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
+static CONFIG_MAP_KEY: LazyLock<Regex> = LazyLock::new(|| anchored(CONFIG_MAP_KEY_FMT));
+
+/// util/validation.IsConfigMapKey (ConfigMap and Secret keys).
+pub fn config_map_key_errors(value: &str) -> Vec<String> {
+    let mut errs = vec![];
+    if value.len() > 253 {
+        errs.push(max_len_error(253));
+    }
+    if !CONFIG_MAP_KEY.is_match(value) {
+        errs.push(regex_error("a valid config key must consist of alphanumeric characters, '-', '_' or '.'", CONFIG_MAP_KEY_FMT, &["key.name", "KEY_NAME", "key-name"]));
+    }
+    // hasChDirPrefix
+    if value == "." {
+        errs.push("must not be '.'".into());
+    } else if value == ".." {
+        errs.push("must not be '..'".into());
+    } else if value.starts_with("..") {
+        errs.push("must not start with '..'".into());
+    }
+    errs
+}
+
 /// util/validation.IsDNS1123Label.
 pub fn dns1123_label_errors(value: &str) -> Vec<String> {
     let mut errs = vec![];

@@ -1,5 +1,5 @@
 //! Decoding of the Kubernetes protobuf envelope for the built-in kinds kubectl's generators
-//! send that way (`kubectl create configmap|namespace`). Only those kinds are decoded;
+//! send that way (`kubectl create configmap|namespace|secret`). Only those kinds are decoded;
 //! other protobuf bodies get 415 as before. Responses are always JSON, which client-go accepts.
 
 use serde_json::{Map, Value, json};
@@ -144,7 +144,7 @@ fn object_meta(b: &[u8]) -> Option<Value> {
     Some(Value::Object(m))
 }
 
-/// Decodes a protobuf-encoded ConfigMap or Namespace into its JSON form.
+/// Decodes a protobuf-encoded ConfigMap, Secret or Namespace into its JSON form.
 pub fn decode(body: &[u8]) -> Option<Value> {
     let rest = body.strip_prefix(MAGIC)?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
@@ -191,6 +191,33 @@ pub fn decode(body: &[u8]) -> Option<Value> {
                 obj["binaryData"] = Value::Object(bin);
             }
         }
+        ("v1", "Secret") => {
+            // k8s.io/api/core/v1 Secret: metadata 1, data 2 (map<string, bytes>), type 3,
+            // stringData 4 (map<string, string>), immutable 5.
+            let (mut data, mut string_data) = (Map::new(), Map::new());
+            for (n, f) in fields(raw)? {
+                match (n, f) {
+                    (1, Field::Bytes(x)) => obj["metadata"] = object_meta(x)?,
+                    (2, Field::Bytes(x)) => {
+                        let (k, v) = map_entry(x, true)?;
+                        data.insert(k, v);
+                    }
+                    (3, Field::Bytes(x)) => obj["type"] = string(x)?.into(),
+                    (4, Field::Bytes(x)) => {
+                        let (k, v) = map_entry(x, false)?;
+                        string_data.insert(k, v);
+                    }
+                    (5, Field::Varint(v)) => obj["immutable"] = (v != 0).into(),
+                    _ => {}
+                }
+            }
+            if !data.is_empty() {
+                obj["data"] = Value::Object(data);
+            }
+            if !string_data.is_empty() {
+                obj["stringData"] = Value::Object(string_data);
+            }
+        }
         ("v1", "Namespace") => {
             for (n, f) in fields(raw)? {
                 if let (1, Field::Bytes(x)) = (n, f) {
@@ -205,6 +232,33 @@ pub fn decode(body: &[u8]) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    fn ld(n: u8, b: &[u8]) -> Vec<u8> {
+        let mut out = vec![n << 3 | 2, b.len() as u8];
+        out.extend_from_slice(b);
+        out
+    }
+
+    #[test]
+    fn secret() {
+        let type_meta = [ld(1, b"v1"), ld(2, b"Secret")].concat();
+        let meta = [ld(1, b"s"), ld(3, b"default")].concat();
+        let raw = [
+            ld(1, &meta),
+            ld(2, &[ld(1, b".dockerconfigjson"), ld(2, b"{}")].concat()),
+            ld(3, b"kubernetes.io/dockerconfigjson"),
+            ld(4, &[ld(1, b"k"), ld(2, b"v")].concat()),
+            vec![5 << 3, 1],
+        ]
+        .concat();
+        let body = [super::MAGIC.to_vec(), ld(1, &type_meta), ld(2, &raw)].concat();
+        let obj = super::decode(&body).unwrap();
+        assert_eq!(
+            obj,
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
+                "data": {".dockerconfigjson": "e30="}, "type": "kubernetes.io/dockerconfigjson", "stringData": {"k": "v"}, "immutable": true})
+        );
+    }
+
     #[test]
     fn base64() {
         assert_eq!(super::b64(b"\x00\x01\x02"), "AAEC");

@@ -131,6 +131,7 @@ impl Registry {
         ns.verbs = vec!["create", "delete", "get", "list", "patch", "update", "watch"];
         r.add(ns);
         r.add(builtin("", "v1", "configmaps", "ConfigMap", &["cm"], true, false));
+        r.add(builtin("", "v1", "secrets", "Secret", &[], true, false));
         let mut ev = builtin("", "v1", "events", "Event", &["ev"], true, false);
         ev.create_on_update = true;
         r.add(ev);

@@ -111,6 +111,7 @@ fn supported(def: &ResourceDef, field: &str) -> bool {
     }
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "namespaces") => field == "status.phase",
+        ("", "secrets") => field == "type",
         ("", "events") | ("events.k8s.io", "events") => {
             field.starts_with("involvedObject.")
                 || field.starts_with("regarding.")

@@ -29,6 +29,11 @@ fn columns(def: &ResourceDef, version: &str) -> Vec<Col> {
             cols.push(col("Data", "integer", "#datacount"));
             cols.push(col("Age", "string", "#age"));
         }
+        ("", "secrets", true) => {
+            cols.push(col("Type", "string", ".type"));
+            cols.push(col("Data", "string", "#datacount"));
+            cols.push(col("Age", "string", "#age"));
+        }
         ("", "namespaces", true) => {
             cols.push(col("Status", "string", ".status.phase"));
             cols.push(col("Age", "string", "#age"));

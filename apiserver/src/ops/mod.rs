@@ -9,6 +9,7 @@ mod apply;
 mod delete;
 mod patching;
 mod read;
+mod secret;
 mod strategy;
 mod validate;
 mod write;
@@ -171,6 +172,12 @@ fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
         canonical_binary_data(obj).map_err(|e| {
             ApiError::bad_request(format!("ConfigMap in version {:?} cannot be handled as a ConfigMap: {e}", t.version))
         })?;
+    }
+    if (t.def.group.as_str(), t.def.plural.as_str()) == ("", "secrets") {
+        // Only what decoding checks: stringData is merged (and type defaulted) by conversion,
+        // after server-side apply has taken the applied configuration as sent.
+        secret::check_body(obj)
+            .map_err(|e| ApiError::bad_request(format!("Secret in version {:?} cannot be handled as a Secret: {e}", t.version)))?;
     }
     obj["apiVersion"] = want_av.into();
     obj["kind"] = t.def.kind.clone().into();

@@ -1,15 +1,16 @@
 //! Validation of a write: pruning of unknown fields, the CRD schema, ObjectMeta, and the
-//! built-in kinds' own rules (ConfigMap, CRD).
+//! built-in kinds' own rules (ConfigMap, Secret, CRD).
 
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::Target;
+use super::{Target, secret};
 use crate::celrules;
 use crate::convert::to_internal;
 use crate::eventrules;
-use crate::objectmeta::{NameRule, too_long, validate_object_meta, validate_object_meta_update};
+use crate::godecode;
+use crate::objectmeta::{NameRule, config_map_key_errors, too_long, validate_object_meta, validate_object_meta_update};
 use crate::registry::ResourceDef;
 use crate::status::{ErrType, FieldError};
 use crate::store::meta_str;
@@ -19,6 +20,7 @@ use crate::validation::process_custom_resource;
 fn builtin_fields(def: &ResourceDef) -> Option<&'static [&'static str]> {
     Some(match (def.group.as_str(), def.plural.as_str()) {
         ("", "configmaps") => &["apiVersion", "kind", "metadata", "data", "binaryData", "immutable"],
+        ("", "secrets") => &["apiVersion", "kind", "metadata", "data", "stringData", "type", "immutable"],
         ("", "namespaces") => &["apiVersion", "kind", "metadata", "spec", "status"],
         ("coordination.k8s.io", "leases") => &["apiVersion", "kind", "metadata", "spec"],
         ("apiextensions.k8s.io", _) => &["apiVersion", "kind", "metadata", "spec", "status"],
@@ -79,6 +81,19 @@ pub(super) fn validate(t: &Target, obj: &mut Value, old: Option<&Value>) -> (Vec
                 kind_errs.extend(configmap_immutability(obj, old));
             }
             kind_errs.extend(validate_configmap(obj));
+        }
+        ("", "secrets") => {
+            // A patch may bring stringData, a cleared type or bad base64 too.
+            if let Err(e) = secret::normalize(obj) {
+                kind_errs.push(FieldError::invalid("data", Value::Null, e));
+            }
+            // ValidateSecretUpdate: ObjectMetaUpdate (in the strategy's part), the type and
+            // `immutable`, then all of ValidateSecret, ObjectMeta included.
+            if let Some(old) = old {
+                kind_errs.extend(secret::validate_update(obj, old));
+                kind_errs.extend(validate_object_meta(obj, NameRule::Subdomain));
+            }
+            kind_errs.extend(secret::validate(obj));
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => kind_errs.extend(validate_crd(obj)),
         _ => {}
@@ -161,8 +176,7 @@ pub(super) fn canonical_binary_data(obj: &mut Value) -> Result<(), String> {
     let Some(map) = obj.get_mut("binaryData").and_then(Value::as_object_mut) else { return Ok(()) };
     for value in map.values_mut() {
         let Some(text) = value.as_str() else { continue };
-        let compact: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
-        let bytes = base64::engine::general_purpose::STANDARD.decode(&compact).map_err(|e| format!("illegal base64 data: {e}"))?;
+        let bytes = godecode::base64_decode(text.as_bytes()).map_err(godecode::base64_error)?;
         *value = base64::engine::general_purpose::STANDARD.encode(bytes).into();
     }
     Ok(())
@@ -175,12 +189,8 @@ fn validate_configmap(obj: &Value) -> Vec<FieldError> {
     for field in ["data", "binaryData"] {
         if let Some(m) = obj.get(field).and_then(Value::as_object) {
             for (k, v) in m {
-                if k.is_empty() || k.len() > 253 || !k.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)) {
-                    errs.push(FieldError::invalid(
-                        format!("{field}[{k}]"),
-                        k.clone().into(),
-                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
-                    ));
+                for msg in config_map_key_errors(k) {
+                    errs.push(FieldError::invalid(format!("{field}[{k}]"), k.clone().into(), msg));
                 }
                 if !seen.insert(k.clone()) {
                     errs.push(FieldError::invalid(format!("data[{k}]"), k.clone().into(), "duplicate of key present in binaryData"));

@@ -89,3 +89,46 @@ async fn kubectl_apply_get_watch_delete() {
     assert!(ok && out.contains("kube-system") && out.contains("Active"), "{out} {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_secrets_docker_registry_round_trip() {
+    use base64::Engine as _;
+    if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
+        eprintln!("kubectl not installed: skipping");
+        return;
+    }
+    let s = server().await;
+    let dir = tmpdir();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    // kubectl sends the generated Secret as protobuf.
+    let args = ["create", "secret", "docker-registry", "regcred", "--docker-server=registry.example:5000", "--docker-username=zun", "--docker-password=doko"];
+    let (ok, out, err) = kubectl(&kc, &args).await;
+    assert!(ok, "create secret docker-registry: {out} {err}");
+    assert!(out.contains("secret/regcred created"), "{out}");
+    let (ok, out, err) = kubectl(&kc, &["get", "secret", "regcred", "-o", "json"]).await;
+    assert!(ok, "{err}");
+    let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(got["type"], "kubernetes.io/dockerconfigjson", "{got}");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let config = b64.decode(got["data"][".dockerconfigjson"].as_str().unwrap()).unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    let auth = &config["auths"]["registry.example:5000"];
+    assert_eq!((&auth["username"], &auth["password"]), (&"zun".into(), &"doko".into()), "{config}");
+    assert_eq!(auth["auth"], b64.encode("zun:doko"), "{config}");
+    let (ok, _, err) = kubectl(&kc, &["create", "secret", "generic", "plain", "--from-literal=a=b"]).await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = kubectl(&kc, &["get", "secret", "plain", "-o", "jsonpath={.type} {.data.a}"]).await;
+    assert!(ok && out == "Opaque Yg==", "{out} {err}");
+    let (ok, out, err) = kubectl(&kc, &["get", "secrets"]).await;
+    assert!(ok, "{err}");
+    let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "TYPE", "DATA", "AGE"], "{out}");
+    let row: Vec<&str> = out.lines().find(|l| l.starts_with("regcred")).unwrap_or("").split_whitespace().collect();
+    assert_eq!(row[..3], ["regcred", "kubernetes.io/dockerconfigjson", "1"], "{out}");
+    let (ok, out, err) = kubectl(&kc, &["delete", "secret", "regcred"]).await;
+    assert!(ok && out.contains("deleted"), "{out} {err}");
+    let (ok, _, err) = kubectl(&kc, &["get", "secret", "regcred"]).await;
+    assert!(!ok && err.contains("not found"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,6 +14,7 @@ mod kubectl;
 mod managed_fields;
 mod metadata;
 mod patching;
+mod secrets;
 mod status_generation;
 mod validation;
 mod watching;
