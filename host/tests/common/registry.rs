@@ -99,6 +99,21 @@ impl TestRegistry {
         registry.push(&self.reference(repository_and_tag), module, "test", "0", sign, &self.auth()).await.unwrap()
     }
 
+    /// Push any bytes as a module layer, unchecked (push checks a module before sending it).
+    pub async fn push_raw_module(&self, repository_and_tag: &str, bytes: &[u8]) -> String {
+        let registry = Registry::new(self.settings()).unwrap();
+        let client = oci_client::Client::new(oci_client::client::ClientConfig {
+            protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![self.addr.clone()]),
+            ..Default::default()
+        });
+        drop(registry);
+        let layer = oci_client::client::ImageLayer::new(bytes.to_vec(), "application/wasm".into(), None);
+        let config = oci_client::client::Config::new(b"{}".to_vec(), "application/vnd.wasm.config.v0+json".into(), None);
+        let reference = self.reference(repository_and_tag).to_oci();
+        client.push(&reference, &[layer], config, &self.auth(), None).await.unwrap();
+        client.fetch_manifest_digest(&reference, &self.auth()).await.unwrap()
+    }
+
     /// Where the registry keeps a blob (to corrupt it: a registry that serves other bytes).
     pub fn blob_path(&self, digest: &str) -> PathBuf {
         let hex = digest.strip_prefix("sha256:").unwrap();

@@ -226,54 +226,45 @@ impl Sources {
     /// Check an artifact: pulled (or from the cache), checked against its digest and the
     /// trusted keys, then compiled and checked as any module.
     async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str) -> Checked {
-        let checked = |outcome, pinned: Option<ModuleRef>| Checked {
-            spec: spec.clone(),
-            resource_version: pinned.as_ref().and_then(|p: &ModuleRef| p.digest.clone()),
-            outcome,
-            pinned,
-            tried_at: std::time::Instant::now(),
-        };
+        let (outcome, pinned) = self.pull(oci, spec.pin.clone(), pinned_by).await;
+        // What was found is for this digest: asked again with it (the status records it), the
+        // same answer holds.
+        let mut spec = spec.clone();
+        if let (SourceRef::Oci(oci), Some(pinned)) = (&mut spec.source, &pinned) {
+            oci.digest = pinned.digest.clone();
+        }
+        Checked { resource_version: pinned.as_ref().and_then(|p| p.digest.clone()), spec, outcome, pinned, tried_at: std::time::Instant::now() }
+    }
+
+    /// The module an artifact holds, or why there is none; and the artifact pinned, once its
+    /// digest is known.
+    async fn pull(&self, oci: &OciSpec, pin: Option<String>, pinned_by: &'static str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
         let reference = match &oci.reference {
             Ok(r) => r,
-            Err(why) => return checked(Err(Problem::new("InvalidReference", why.clone(), false)), None),
+            Err(why) => return (Err(Problem::new("InvalidReference", why.clone(), false)), None),
         };
         let keys = match &oci.keys {
             Ok(keys) => keys,
-            Err(why) => return checked(Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
+            Err(why) => return (Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
         };
         let digest = match &oci.digest {
             Some(digest) => digest.clone(),
             None => match self.resolve(oci).await {
                 Ok(digest) => digest,
-                Err(problem) => return checked(Err(problem), None),
+                Err(problem) => return (Err(problem), None),
             },
         };
         let pinned = reference.pinned(&digest);
-        // What was found is for this digest: asked again with it (the status records it), the
-        // same answer holds.
-        let mut spec = spec.clone();
-        if let SourceRef::Oci(oci) = &mut spec.source {
-            oci.digest = Some(digest.clone());
-        }
-        let spec = &spec;
-        let checked = |outcome, pinned: Option<ModuleRef>| Checked {
-            spec: spec.clone(),
-            resource_version: pinned.as_ref().and_then(|p: &ModuleRef| p.digest.clone()),
-            outcome,
-            pinned,
-            tried_at: std::time::Instant::now(),
-        };
         let auth = match self.auth(oci).await {
             Ok(auth) => auth,
-            Err(problem) => return checked(Err(problem), Some(pinned)),
+            Err(problem) => return (Err(problem), Some(pinned)),
         };
         let fetched = match self.registry.fetch(reference, &digest, &auth, keys).await {
             Ok(fetched) => fetched,
-            Err(error) => return checked(Err(pull_problem(&error)), Some(pinned)),
+            Err(error) => return (Err(pull_problem(&error)), Some(pinned)),
         };
         tracing::info!(reference = %reference, pinned = %fetched.pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
-        let outcome = self.load(fetched.bytes, spec.pin.clone(), pinned_by).await;
-        checked(outcome, Some(pinned))
+        (self.load(fetched.bytes, pin, pinned_by).await, Some(pinned))
     }
 
     /// Compile and check a module's bytes (off the async workers), once per digest.
