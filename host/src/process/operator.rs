@@ -85,6 +85,11 @@ pub async fn start(
     });
     // One engine and one set of compiled modules for the default module and every rule set.
     let engine = SandboxEngine::new(config.sandbox.clone())?;
+    // --cache-dir keeps compiled modules too: a restart loads them instead of compiling.
+    let engine = match &config.registry.cache_dir {
+        Some(dir) => engine.with_compiled_cache(dir)?,
+        None => engine,
+    };
     let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
     let mut shared = Shared::new(slot.clone(), modules);
     shared.registry = crate::modules::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;

@@ -1,6 +1,7 @@
 //! The sandbox: compile rules modules once, run each call in a fresh, limited instance.
 
 mod bindings;
+mod compiled_cache;
 mod convert;
 mod error;
 mod host_state;

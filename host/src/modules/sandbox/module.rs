@@ -49,6 +49,8 @@ pub struct SandboxEngine {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
     limits: SandboxLimits,
+    /// Compiled modules kept on disk, if a cache directory was given.
+    compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
 }
 
 impl SandboxEngine {
@@ -79,7 +81,13 @@ impl SandboxEngine {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         bindings::zundokokiyoshi::rules::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits })
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None })
+    }
+
+    /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
+    pub fn with_compiled_cache(mut self, dir: &std::path::Path) -> anyhow::Result<Self> {
+        self.compiled = Some(Arc::new(super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?));
+        Ok(self)
     }
 
     pub fn limits(&self) -> &SandboxLimits {
@@ -97,8 +105,11 @@ impl SandboxEngine {
     }
 
     fn compile_and_check(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| GuestError::NotAComponent(format!("{e:#}")))?;
+        let component = match &self.compiled {
+            Some(cache) => cache.component(&self.engine, bytes).map(|(component, _)| component),
+            None => Component::new(&self.engine, bytes),
+        }
+        .map_err(|e| GuestError::NotAComponent(format!("{e:#}")))?;
         self.check_world(&component)?;
         let pre = self
             .linker
