@@ -12,7 +12,7 @@ use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, ResourceExt};
+use kube::Api;
 use common::running::{Operator, eventually, file, start};
 use zundoko_operator::modules::swap::configmap::ConfigMapRef;
 use zundoko_operator::modules::swap::digest;
@@ -239,6 +239,5 @@ async fn swap_events_are_published_and_readable_with_kubectl_names() {
         swap_events(&cluster, "ModuleRejected").await.iter().any(|n| n.contains("under data, not binaryData"))
     })
     .await;
-    assert_eq!(cm.name_any(), "zundoko-rules");
     operator.stop().await;
 }
