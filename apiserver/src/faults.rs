@@ -1,7 +1,8 @@
 //! Fault injection: per-verb error rates (500 InternalError, 503 ServiceUnavailable), a
 //! conflict rate on writes (409 Conflict), added latency, dropping every open watch
 //! periodically or on demand, and per-client faults: network partitions, dropped
-//! connections, latency and API Priority and Fairness throttling (429).
+//! connections, latency, API Priority and Fairness throttling (429) and refused credentials
+//! (401 or 403).
 //!
 //! Clients are told apart by their User-Agent: a client match is a substring of it (`""` or
 //! `*` match every client), e.g. `operator-a` for `zundoko-operator/0.1.0 (operator-a)`.
@@ -30,6 +31,8 @@ struct Config {
     client_latency: Vec<(String, Duration)>,
     /// (client, rate, Retry-After seconds)
     throttles: Vec<(String, f64, u64)>,
+    /// (client, 401 or 403)
+    refusals: Vec<(String, u16)>,
 }
 
 /// Whether a client match (a User-Agent substring, `""` or `*` for all) matches a User-Agent.
@@ -145,6 +148,17 @@ impl Faults {
         c.throttles.retain(|(m, _, _)| m != client);
         if rate > 0.0 {
             c.throttles.push((client.to_string(), rate.clamp(0.0, 1.0), retry_after_secs));
+        }
+    }
+    /// Refuses the matching clients' credentials: every request of theirs, discovery and
+    /// `/version` included, is answered as kube-apiserver's authentication (`Some(401)`,
+    /// Unauthorized: the credentials are not valid) or authorization (`Some(403)`, Forbidden:
+    /// valid, but allowed nothing) would. `None` ends it; any other code is taken as 403.
+    pub fn set_refused_credentials(&self, client: &str, code: Option<u16>) {
+        let mut c = self.cfg();
+        c.refusals.retain(|(m, _)| m != client);
+        if let Some(code) = code {
+            c.refusals.push((client.to_string(), if code == 401 { 401 } else { 403 }));
         }
     }
     /// Close every open watch stream every `every` (None: never).
@@ -266,6 +280,22 @@ impl Faults {
     }
     pub(crate) fn drops(&self) -> watch::Receiver<u64> {
         self.drop_tx.subscribe()
+    }
+
+    /// The refusal of a request from this User-Agent, if its credentials are refused: the
+    /// Status kube-apiserver sends (for 403, the one of a non-resource URL, `verb` being the
+    /// request's verb).
+    pub(crate) fn refusal(&self, user_agent: &str, verb: &str, path: &str) -> Option<ApiError> {
+        let code = self.cfg().refusals.iter().find(|(m, _)| matches(m, user_agent)).map(|(_, code)| *code)?;
+        Some(match code {
+            401 => ApiError::new(401, "Unauthorized", "Unauthorized", None),
+            _ => ApiError::new(
+                403,
+                "Forbidden",
+                format!("forbidden: User \"system:anonymous\" cannot {verb} path \"{path}\""),
+                Some(serde_json::json!({})),
+            ),
+        })
     }
 
     /// The Retry-After seconds of a 429 for a request from this User-Agent, if the dice say so.
