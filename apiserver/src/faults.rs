@@ -20,6 +20,8 @@ use crate::status::ApiError;
 #[derive(Debug, Clone, Default)]
 struct Config {
     error_rates: HashMap<String, f64>,
+    /// verb (or verb/resource) -> (a 4xx code, rate)
+    refusal_rates: HashMap<String, (u16, f64)>,
     unavailable_rates: HashMap<String, f64>,
     conflict_rate: f64,
     latency: Duration,
@@ -118,6 +120,17 @@ impl Faults {
     /// InternalError.
     pub fn set_error_rate(&self, verb: &str, rate: f64) {
         self.cfg().error_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
+    }
+    /// Fraction (0.0..=1.0) of requests with this verb (or `verb/resource`) refused with
+    /// `code`, a 4xx: 403 Forbidden, 409 Conflict, 422 Invalid, any other as 400 BadRequest's
+    /// Status with that code. A rate of 0 ends it.
+    pub fn set_refusal_rate(&self, verb: &str, code: u16, rate: f64) {
+        let mut c = self.cfg();
+        if rate > 0.0 {
+            c.refusal_rates.insert(verb.to_string(), (code.clamp(400, 499), rate.clamp(0.0, 1.0)));
+        } else {
+            c.refusal_rates.remove(verb);
+        }
     }
     /// Fraction (0.0..=1.0) of requests with this verb answered with 503 ServiceUnavailable.
     pub fn set_unavailable_rate(&self, verb: &str, rate: f64) {
@@ -306,13 +319,30 @@ impl Faults {
 
     /// The injected error for a request, if the dice say so.
     pub(crate) fn roll(&self, verb: &str, group: &str, resource: &str, name: &str) -> Option<ApiError> {
-        let (err_rate, unavailable_rate, conflict_rate) = {
+        let (refusal, err_rate, unavailable_rate, conflict_rate) = {
             let c = self.cfg();
             let one = format!("{verb}/{resource}");
             let rate = |m: &HashMap<String, f64>| m.get(&one).or_else(|| m.get(verb)).or_else(|| m.get("*")).copied().unwrap_or(0.0);
-            (rate(&c.error_rates), rate(&c.unavailable_rates), if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
+            let refusal = c.refusal_rates.get(&one).or_else(|| c.refusal_rates.get(verb)).or_else(|| c.refusal_rates.get("*")).copied();
+            (refusal, rate(&c.error_rates), rate(&c.unavailable_rates), if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
         };
         let mut rng = rand::rng();
+        if let Some((code, rate)) = refusal
+            && rng.random::<f64>() < rate
+        {
+            let what = crate::status::qualified(group, resource);
+            return Some(match code {
+                403 => ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!("{what} is forbidden: injected fault for {verb}"),
+                    Some(serde_json::json!({"group": group, "kind": resource})),
+                ),
+                409 => ApiError::conflict(group, resource, name, "injected fault"),
+                422 => ApiError::new(422, "Invalid", format!("{what} {name:?} is invalid: injected fault for {verb}"), Some(serde_json::json!({"group": group, "kind": resource}))),
+                _ => ApiError::new(code, "BadRequest", format!("injected fault for {verb}"), None),
+            });
+        }
         if err_rate > 0.0 && rng.random::<f64>() < err_rate {
             return Some(ApiError::internal(format!("injected fault for {verb}")));
         }

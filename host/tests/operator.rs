@@ -344,3 +344,39 @@ async fn a_words_event_lost_with_its_sender_is_published_by_the_next_one() {
     second.stop().await;
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_will_not_go_away_is_recorded_at_once_one_that_may_after_three_failures() {
+    // Every child create refused with one code: the Hikawa's Ready=False and Warning Event come
+    // after the first refused create when waiting cannot help, after the third when it may.
+    for (code, reason, at_once) in [(403, "ApiForbidden", true), (422, "ApiInvalid", true), (400, "ApiRefused", true), (409, "ApiConflict", false)] {
+        let cluster = Cluster::start().await;
+        cluster.server.faults().set_refusal_rate("create/zundokos", code, 1.0);
+        check_refusal_recorded(&cluster, reason, at_once, |r| r.code == code).await;
+    }
+    let cluster = Cluster::start().await;
+    cluster.server.faults().set_error_rate("create/zundokos", 1.0);
+    check_refusal_recorded(&cluster, "ApiError", false, |r| r.code == 500).await;
+}
+
+async fn check_refusal_recorded(cluster: &Cluster, reason: &str, at_once: bool, refused: impl Fn(&zundoko_apiserver::RequestRecord) -> bool) {
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
+    cluster.create_hikawa("default", "refused", 0, &[]).await;
+    let recorded = async || {
+        let hikawa = cluster.hikawas("default").get("refused").await.unwrap();
+        hikawa.status.and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "False" && c.reason == reason)
+    };
+    eventually(&format!("Ready=False {reason}"), Duration::from_secs(30), recorded).await;
+    let warnings = cluster.events_for("default", "refused").await;
+    assert!(!warnings.is_empty() && warnings.iter().all(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason)), "{warnings:?}");
+    // The refused creates before the first Event (the failure's, written before its status).
+    let requests = cluster.server.requests();
+    let first_event = requests.iter().position(|r| r.resource == "events" && r.verb == "create" && r.code < 300).expect("an Event created");
+    let before = requests[..first_event].iter().filter(|r| r.resource == "zundokos" && r.verb == "create" && refused(r)).count();
+    if at_once {
+        assert_eq!(before, 1, "{reason}: recorded after {before} refused creates, not at the first");
+    } else {
+        assert_eq!(before, 3, "{reason}: recorded after {before} refused creates, not at the third");
+    }
+    operator.stop().await;
+}

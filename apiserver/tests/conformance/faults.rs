@@ -399,6 +399,23 @@ async fn kube_rs_honours_retry_after() {
 }
 
 #[tokio::test]
+async fn refusal_rate_refuses_one_verb_and_resource_with_the_code_asked_for() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    raw.post(WIDGETS, &widget("a", 1)).await;
+    for (code, reason) in [(403, "Forbidden"), (409, "Conflict"), (422, "Invalid"), (400, "BadRequest")] {
+        s.faults().set_refusal_rate("create/widgets", code, 1.0);
+        let (got, st) = raw.post(WIDGETS, &widget(&format!("w{code}"), 1)).await;
+        assert_eq!((got, st["reason"].as_str(), st["code"].as_u64()), (code, Some(reason), Some(code as u64)), "{st}");
+        assert_eq!(raw.get(&format!("{WIDGETS}/w{code}")).await.0, 404, "the refused create made nothing");
+        assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200, "other verbs are unaffected");
+    }
+    s.faults().set_refusal_rate("create/widgets", 403, 0.0);
+    assert_eq!(raw.post(WIDGETS, &widget("b", 1)).await.0, 201);
+}
+
+#[tokio::test]
 async fn unavailable_rate() {
     let s = server().await;
     let raw = Raw::new(&s);
