@@ -230,10 +230,32 @@ async fn a_said_event_refused_until_after_the_song_is_over_is_still_sent() {
     h.metadata.namespace = Some("default".into());
     cluster.hikawas("default").create(&Default::default(), &h).await.unwrap();
     cluster.wait_kiyoshied("default", &names, Duration::from_secs(60)).await;
-    // Several retries refused after the last word (one every half second).
-    let refused = |c: &Cluster| c.server.requests().iter().filter(|r| r.resource == "events" && r.verb == "create" && r.code == 500).count();
-    let at_the_end = refused(&cluster);
-    eventually("Said Events refused after the song ended", Duration::from_secs(30), async || refused(&cluster) >= at_the_end + 3).await;
+    // Retries refused after the last word, one every half second. A retry sends every unsaid
+    // Event at once (one per word and the Kiyoshi's); retries are UNSAID_RETRY apart, so a
+    // pause of more than half that starts the next one.
+    let retry = zundoko_operator::reconcile::controller::UNSAID_RETRY;
+    assert_eq!(retry, Duration::from_millis(500), "the README says half a second");
+    let at_the_end = cluster.server.requests().len();
+    let retries = || {
+        let refused = cluster.server.requests().into_iter().skip(at_the_end).filter(|r| r.resource == "events" && r.verb == "create" && r.code == 500);
+        let mut starts: Vec<std::time::SystemTime> = Vec::new();
+        let mut last = None;
+        for at in refused.map(|r| r.at) {
+            if last.is_none_or(|l: std::time::SystemTime| at.duration_since(l).unwrap_or_default() > retry / 2) {
+                starts.push(at);
+            }
+            last = Some(at);
+        }
+        starts
+    };
+    eventually("Said Events refused after the song ended", Duration::from_secs(30), async || retries().len() >= 6).await;
+    let starts = retries();
+    let mut gaps: Vec<Duration> = starts.windows(2).map(|w| w[1].duration_since(w[0]).unwrap()).collect();
+    gaps.sort_unstable();
+    // The median gap: UNSAID_RETRY, and as long again for a loaded machine's reconcile.
+    let median = gaps[gaps.len() / 2];
+    println!("retries after the song ended, {median:?} apart (median; all {gaps:?})");
+    assert!(median <= 2 * retry, "retries {median:?} apart (median of {gaps:?}), not every {retry:?}");
     assert!(common::replica::said_events(&cluster).await.is_empty());
     cluster.server.faults().clear();
     common::replica::wait_each_word_said_once(&cluster, &names).await;

@@ -329,3 +329,38 @@ async fn a_configmap_rewritten_in_a_loop_is_read_at_most_once_a_second() {
     assert!(reads <= bound, "{reads} reads for 40 rewrites in {took:?} (bound {bound})");
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollouts_status_is_written_at_most_once_a_second_while_its_counts_change() {
+    let (cluster, operator) = start().await;
+    let stable = module_bytes("zundoko-classic");
+    cluster.put_configmap(RULES_NS, "stable", &stable).await;
+    cluster.put_configmap(RULES_NS, "candidate", &with_custom_section(stable, 1)).await;
+    // Every Hikawa decided by the candidate, never promoted: its count changes at every word.
+    start_rollout(&cluster, "r", "candidate", rollout(100, None, Some(1_000_000), 100)).await;
+    let songs = names("busy", 12);
+    for name in &songs {
+        sing(&cluster, name, 100, Some("r"), &[]).await;
+    }
+    cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
+    // The status after the last decision is written within a second or so: wait for its count.
+    let words: usize = futures::future::join_all(songs.iter().map(|n| cluster.song("default", n))).await.iter().map(|s| s.words.len() + 1).sum();
+    let status = wait_rules(&cluster, "r", "every decision counted", |s| s.rollout.as_ref().is_some_and(|r| counted(r).0 >= words as u64)).await;
+    let decisions = counted(&status.rollout.unwrap()).0;
+    let writes: Vec<std::time::SystemTime> = cluster
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "patch" && r.resource == "zundokorules" && r.subresource == "status" && r.name == "r" && r.code == 200)
+        .map(|r| r.at)
+        .collect();
+    let span = writes.last().unwrap().duration_since(writes[0]).unwrap();
+    // The control: the counts changed at every one of many decisions, over several seconds.
+    assert!(decisions >= 100 && span >= Duration::from_secs(3), "{decisions} decisions, status writes over {span:?}");
+    // At most one write a second: in a span of s seconds, s + 1 writes (one more for a write
+    // whose answer came back late, the next one timed from then).
+    let bound = 2 + span.as_secs_f64().floor() as usize;
+    println!("{decisions} decisions counted in {} status writes over {span:?}", writes.len());
+    assert!(writes.len() <= bound, "{} status writes in {span:?} (bound {bound}) for {decisions} decisions", writes.len());
+    operator.stop().await;
+}
