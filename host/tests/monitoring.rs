@@ -542,9 +542,15 @@ async fn a_rejected_swap_makes_its_alert_active_in_a_real_prometheus() {
     });
     let serving = instant_query(prometheus_port, "zundoko_module_info")[0]["metric"].clone();
     assert_eq!(serving["name"], "zundoko-classic", "{serving}");
-    // A few evaluations with the good module: the alert is not active.
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(prometheus_api(prometheus_port, "/api/v1/rules").is_some_and(|d| d.to_string().contains("ZundokoModuleRejected")), "the rules are loaded");
+    // With the good module the alert is not active. The control: Prometheus evaluated the
+    // alert's rule twice since the operator was scraped, on what it scraped.
+    let scraped = jiff::Timestamp::now();
+    let evaluated_since = || {
+        let rules = prometheus_api(prometheus_port, "/api/v1/rules").and_then(|d| d["groups"].as_array().cloned()).unwrap_or_default();
+        let rule = rules.iter().flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default()).find(|r| r["name"] == "ZundokoModuleRejected");
+        rule.and_then(|r| r["lastEvaluation"].as_str()?.parse::<jiff::Timestamp>().ok()).is_some_and(|at| at > scraped + Duration::from_secs(1))
+    };
+    wait_for("two evaluations of ZundokoModuleRejected", Duration::from_secs(60), &logs, evaluated_since);
     assert_eq!(active_alerts(prometheus_port, "ZundokoModuleRejected"), Vec::<Value>::new(), "no rejection yet");
 
     // Garbage replaces the module (by rename, as editors and kubelet do): rejected, the old one serves.

@@ -42,12 +42,15 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
 
     let song = cluster.song("default", "hikawa-sample").await;
     song.assert_valid(&zundoko_rules::classic(), "sample");
-    // intervalMillis 500, measured between consecutive words (and before the Kiyoshi): never
-    // shorter; on average not much longer (generous: shared, noisy machines).
+    // intervalMillis, measured between consecutive words (and before the Kiyoshi): never
+    // shorter (the product's promise, whatever the load); on average not much longer: the
+    // interval, plus a reconcile that a loaded 2-core machine is given twice the interval for.
+    let interval = sample.spec.interval_millis as i64;
     let gaps = song.gaps();
-    assert!(gaps.iter().all(|&g| g >= 500), "gaps {gaps:?}");
+    assert!(gaps.iter().all(|&g| g >= interval), "gaps {gaps:?}, interval {interval} ms");
     let mean = gaps.iter().sum::<i64>() as f64 / gaps.len() as f64;
-    assert!(mean < 1500.0, "mean gap {mean} ms: {gaps:?}");
+    println!("mean gap {mean:.0} ms for an interval of {interval} ms");
+    assert!(mean < 3.0 * interval as f64, "mean gap {mean} ms for an interval of {interval} ms: {gaps:?}");
 
     let hikawa = cluster.hikawas("default").get("hikawa-sample").await.unwrap();
     let status = hikawa.status.unwrap();

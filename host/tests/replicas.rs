@@ -215,10 +215,14 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
         operator.metrics().contains("zundoko_leader 0")
     })
     .await;
-    // In-flight work may finish; after that nothing more is said.
+    // In-flight work may finish; after that nothing more is said. The control: the replica
+    // read the Lease (and found it held) three times meanwhile, three retry periods in which
+    // the 50 ms song would have said words.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let frozen = words().await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = cluster.server.requests().len();
+    let lease_reads = || cluster.server.requests().iter().skip(seen).filter(|r| r.resource == "leases" && r.name == LEADER_LEASE && r.verb == "get").count();
+    eventually("the replica reading the Lease three times", Duration::from_secs(10), async || lease_reads() >= 3).await;
     assert_eq!(words().await, frozen, "no word while another holds the lease");
 
     // The intruder stops renewing (its lease runs out): the replica takes the lease again and

@@ -130,14 +130,18 @@ async fn a_candidate_at_half_decides_for_exactly_its_share_then_is_promoted() {
         ..plain("stable")
     };
     create_rules(&cluster, "r", spec).await;
-    let songs = names("half", 12);
+    // At least 12 Hikawas, and more until both modules have one (uids are random: 12 alone
+    // would all fall on one side once in 2,000 runs; 64 in a row, never in practice).
+    let mut songs = Vec::new();
     let mut share = BTreeMap::new();
-    for name in &songs {
+    while songs.len() < 12 || !(share.values().any(|c| *c) && share.values().any(|c| !*c)) {
+        assert!(songs.len() < 64, "{} uids all on one side of 50 %: {share:?}", songs.len());
+        let name = format!("half-{}", songs.len());
         // A word every 300 ms: every song is still going after two words.
-        let hikawa = sing(&cluster, name, 300, Some("r"), &[]).await;
+        let hikawa = sing(&cluster, &name, 300, Some("r"), &[]).await;
         share.insert(name.clone(), in_share(&hikawa.uid().unwrap(), 50));
+        songs.push(name);
     }
-    assert!(share.values().any(|c| *c) && share.values().any(|c| !*c), "12 uids fall on both sides of 50 %: {share:?}");
     let expected = share.values().filter(|c| **c).count() as u32;
     cluster.wait_words("default", &songs, 2, Duration::from_secs(30)).await;
     let status = rules_status(&cluster, "r").await;
@@ -148,7 +152,7 @@ async fn a_candidate_at_half_decides_for_exactly_its_share_then_is_promoted() {
         assert_eq!(by, if *candidate_decides { candidate_digest.clone() } else { stable_digest.clone() }, "{name}");
     }
     let status = wait_rules(&cluster, "r", "the candidate's share counted", |s| s.candidate_hikawas == Some(expected)).await;
-    assert_eq!(status.hikawas, 12);
+    assert_eq!(status.hikawas as usize, songs.len());
     let rollout = status.rollout.unwrap();
     assert_eq!((rollout.digest.as_str(), rollout.state.as_str()), (candidate_digest.as_str(), "Progressing"));
 
