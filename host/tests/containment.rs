@@ -268,8 +268,16 @@ async fn every_word_is_decided_once_even_when_the_caches_lag() {
         assert_eq!(rules.decisions(name) as usize, song.words.len() + 1, "{name}");
         words += song.words.len();
     }
-    // Nothing more once every song is over.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Nothing more once every song is over. The control: each Hikawa touched (an annotation:
+    // no new generation), and the operator has looked at them again, deciding nothing.
+    let metrics = operator.shared.metrics.clone();
+    let unchanged = || metrics.sum("zundoko_reconciles_not_decided_total{why=\"unchanged\"}");
+    let before = unchanged();
+    for name in &names {
+        let poke = serde_json::json!({"metadata": {"annotations": {"test.zundoko.example/poke": "1"}}});
+        cluster.hikawas("default").patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&poke)).await.unwrap();
+    }
+    eventually("the operator looking at every Hikawa again", Duration::from_secs(30), async || unchanged() >= before + names.len() as u64).await;
     let decided: u64 = names.iter().map(|n| rules.decisions(n)).sum();
     assert_eq!(decided as usize, words + names.len());
     operator.stop().await;
