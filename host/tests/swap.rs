@@ -204,13 +204,15 @@ async fn waiting_for_a_module_starts_unready_and_sings_once_one_arrives() {
     let sources = ModuleSources { file: Some(file(volume.path("rules.wasm"))), wait: true, ..ModuleSources::default() };
     let operator = start(&cluster, sources).await.unwrap();
     cluster.create_hikawa("default", "patient", 0, &[]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let unready = operator.running.shared.health.readiness().unwrap_err();
     assert!(unready.contains("no rules module"), "{unready}");
-    assert!(cluster.song("default", "patient").await.words.is_empty(), "nothing is said without a module");
 
+    // Nothing is said without a module: every word of the song comes after it arrived.
+    let arrived = jiff::Timestamp::now().as_millisecond();
     volume.update(&[("other-key", b"not the module"), ("rules.wasm", &module_bytes("zundoko-classic"))]);
     cluster.assert_songs_complete("default", &["patient".to_string()], &classic(), Duration::from_secs(30)).await;
+    let song = cluster.song("default", "patient").await;
+    assert!(song.times.iter().all(|&t| t >= arrived), "words said before the module arrived at {arrived}: {:?}", song.times);
     eventually("ready", Duration::from_secs(10), async || operator.running.shared.health.readiness().is_ok()).await;
     operator.stop().await;
 }
