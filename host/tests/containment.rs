@@ -280,5 +280,15 @@ async fn every_word_is_decided_once_even_when_the_caches_lag() {
     eventually("the operator looking at every Hikawa again", Duration::from_secs(30), async || unchanged() >= before + names.len() as u64).await;
     let decided: u64 = names.iter().map(|n| rules.decisions(n)).sum();
     assert_eq!(decided as usize, words + names.len());
+    // Each decision wrote at most one status (tried: refused writes count) and one Event (its
+    // word's; repeats counted on it).
+    let requests = cluster.server.requests();
+    for name in &names {
+        let decisions = rules.decisions(name) as usize;
+        let statuses = requests.iter().filter(|r| r.resource == "hikawas" && r.subresource == "status" && &r.name == name).count();
+        let events: i32 = cluster.events_for("default", name).await.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
+        assert!(statuses <= decisions && events as usize <= decisions, "{name}: {statuses} status writes and {events} Events for {decisions} decisions");
+        assert!(statuses > 0 && events > 0, "{name}: the control, writes seen");
+    }
     operator.stop().await;
 }
