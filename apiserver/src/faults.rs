@@ -1,7 +1,8 @@
 //! Fault injection: per-verb error rates (500 InternalError, 503 ServiceUnavailable), a
 //! conflict rate on writes (409 Conflict), added latency, dropping every open watch
 //! periodically or on demand, and per-client faults: network partitions, dropped
-//! connections, latency and API Priority and Fairness throttling (429).
+//! connections, latency, API Priority and Fairness throttling (429) and refused credentials
+//! (401 or 403).
 //!
 //! Clients are told apart by their User-Agent: a client match is a substring of it (`""` or
 //! `*` match every client), e.g. `operator-a` for `zundoko-operator/0.1.0 (operator-a)`.
@@ -19,6 +20,8 @@ use crate::status::ApiError;
 #[derive(Debug, Clone, Default)]
 struct Config {
     error_rates: HashMap<String, f64>,
+    /// verb (or verb/resource) -> (a 4xx code, rate)
+    refusal_rates: HashMap<String, (u16, f64)>,
     unavailable_rates: HashMap<String, f64>,
     conflict_rate: f64,
     latency: Duration,
@@ -30,6 +33,8 @@ struct Config {
     client_latency: Vec<(String, Duration)>,
     /// (client, rate, Retry-After seconds)
     throttles: Vec<(String, f64, u64)>,
+    /// (client, 401 or 403)
+    refusals: Vec<(String, u16)>,
 }
 
 /// Whether a client match (a User-Agent substring, `""` or `*` for all) matches a User-Agent.
@@ -116,6 +121,17 @@ impl Faults {
     pub fn set_error_rate(&self, verb: &str, rate: f64) {
         self.cfg().error_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
     }
+    /// Fraction (0.0..=1.0) of requests with this verb (or `verb/resource`) refused with
+    /// `code`, a 4xx: 403 Forbidden, 409 Conflict, 422 Invalid, any other as 400 BadRequest's
+    /// Status with that code. A rate of 0 ends it.
+    pub fn set_refusal_rate(&self, verb: &str, code: u16, rate: f64) {
+        let mut c = self.cfg();
+        if rate > 0.0 {
+            c.refusal_rates.insert(verb.to_string(), (code.clamp(400, 499), rate.clamp(0.0, 1.0)));
+        } else {
+            c.refusal_rates.remove(verb);
+        }
+    }
     /// Fraction (0.0..=1.0) of requests with this verb answered with 503 ServiceUnavailable.
     pub fn set_unavailable_rate(&self, verb: &str, rate: f64) {
         self.cfg().unavailable_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
@@ -145,6 +161,17 @@ impl Faults {
         c.throttles.retain(|(m, _, _)| m != client);
         if rate > 0.0 {
             c.throttles.push((client.to_string(), rate.clamp(0.0, 1.0), retry_after_secs));
+        }
+    }
+    /// Refuses the matching clients' credentials: every request of theirs, discovery and
+    /// `/version` included, is answered as kube-apiserver's authentication (`Some(401)`,
+    /// Unauthorized: the credentials are not valid) or authorization (`Some(403)`, Forbidden:
+    /// valid, but allowed nothing) would. `None` ends it; any other code is taken as 403.
+    pub fn set_refused_credentials(&self, client: &str, code: Option<u16>) {
+        let mut c = self.cfg();
+        c.refusals.retain(|(m, _)| m != client);
+        if let Some(code) = code {
+            c.refusals.push((client.to_string(), if code == 401 { 401 } else { 403 }));
         }
     }
     /// Close every open watch stream every `every` (None: never).
@@ -268,6 +295,22 @@ impl Faults {
         self.drop_tx.subscribe()
     }
 
+    /// The refusal of a request from this User-Agent, if its credentials are refused: the
+    /// Status kube-apiserver sends (for 403, the one of a non-resource URL, `verb` being the
+    /// request's verb).
+    pub(crate) fn refusal(&self, user_agent: &str, verb: &str, path: &str) -> Option<ApiError> {
+        let code = self.cfg().refusals.iter().find(|(m, _)| matches(m, user_agent)).map(|(_, code)| *code)?;
+        Some(match code {
+            401 => ApiError::new(401, "Unauthorized", "Unauthorized", None),
+            _ => ApiError::new(
+                403,
+                "Forbidden",
+                format!("forbidden: User \"system:anonymous\" cannot {verb} path \"{path}\""),
+                Some(serde_json::json!({})),
+            ),
+        })
+    }
+
     /// The Retry-After seconds of a 429 for a request from this User-Agent, if the dice say so.
     pub(crate) fn throttle(&self, user_agent: &str) -> Option<u64> {
         let (rate, secs) = self.cfg().throttles.iter().find(|(m, _, _)| matches(m, user_agent)).map(|(_, r, s)| (*r, *s))?;
@@ -276,13 +319,30 @@ impl Faults {
 
     /// The injected error for a request, if the dice say so.
     pub(crate) fn roll(&self, verb: &str, group: &str, resource: &str, name: &str) -> Option<ApiError> {
-        let (err_rate, unavailable_rate, conflict_rate) = {
+        let (refusal, err_rate, unavailable_rate, conflict_rate) = {
             let c = self.cfg();
             let one = format!("{verb}/{resource}");
             let rate = |m: &HashMap<String, f64>| m.get(&one).or_else(|| m.get(verb)).or_else(|| m.get("*")).copied().unwrap_or(0.0);
-            (rate(&c.error_rates), rate(&c.unavailable_rates), if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
+            let refusal = c.refusal_rates.get(&one).or_else(|| c.refusal_rates.get(verb)).or_else(|| c.refusal_rates.get("*")).copied();
+            (refusal, rate(&c.error_rates), rate(&c.unavailable_rates), if WRITE_VERBS.contains(&verb) { c.conflict_rate } else { 0.0 })
         };
         let mut rng = rand::rng();
+        if let Some((code, rate)) = refusal
+            && rng.random::<f64>() < rate
+        {
+            let what = crate::status::qualified(group, resource);
+            return Some(match code {
+                403 => ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!("{what} is forbidden: injected fault for {verb}"),
+                    Some(serde_json::json!({"group": group, "kind": resource})),
+                ),
+                409 => ApiError::conflict(group, resource, name, "injected fault"),
+                422 => ApiError::new(422, "Invalid", format!("{what} {name:?} is invalid: injected fault for {verb}"), Some(serde_json::json!({"group": group, "kind": resource}))),
+                _ => ApiError::new(code, "BadRequest", format!("injected fault for {verb}"), None),
+            });
+        }
         if err_rate > 0.0 && rng.random::<f64>() < err_rate {
             return Some(ApiError::internal(format!("injected fault for {verb}")));
         }

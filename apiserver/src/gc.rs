@@ -199,11 +199,15 @@ fn owner_exists(st: &State, dependent: &Value, r: &Value) -> bool {
         .is_some_and(|owner| meta_str(owner, "uid") == r["uid"].as_str().unwrap_or(""))
 }
 
+/// A full pass at least this often (more rarely with many objects), whatever the changes say:
+/// the safety net. A change that needs a pass is acted on at once.
+pub const SAFETY_NET_EVERY: Duration = Duration::from_secs(5);
+
 /// Runs the controllers until the task is aborted.
 pub async fn run(store: Arc<Store>) {
     let mut swept_rv = 0;
     let mut last_full = std::time::Instant::now();
-    let mut safety_net_every = Duration::from_secs(5);
+    let mut safety_net_every = SAFETY_NET_EVERY;
     loop {
         let _ = tokio::time::timeout(Duration::from_secs(1), store.controllers.notified()).await;
         // Batch bursts of writes into one pass.
@@ -226,7 +230,7 @@ pub async fn run(store: Arc<Store>) {
             }
         }
         last_full = std::time::Instant::now();
-        safety_net_every = Duration::from_secs(5).max(started.elapsed() * 50);
+        safety_net_every = SAFETY_NET_EVERY.max(started.elapsed() * 50);
         swept_rv = rv;
     }
 }

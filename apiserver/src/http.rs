@@ -317,8 +317,10 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    // APF comes before routing, for every path.
-    let resp = if let Some(secs) = inner.faults.throttle(&record.user_agent) {
+    // Authentication and authorization, then APF, come before routing, for every path.
+    let resp = if let Some(refused) = inner.faults.refusal(&record.user_agent, &record.verb, &path) {
+        err_resp(&refused)
+    } else if let Some(secs) = inner.faults.throttle(&record.user_agent) {
         too_many_requests(secs)
     } else {
         match rr {

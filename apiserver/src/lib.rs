@@ -36,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub use faults::Faults;
+pub use gc::SAFETY_NET_EVERY as GC_SAFETY_NET_EVERY;
 pub use http::RequestRecord;
 pub use kubeconfig::CONTEXT as KUBECONFIG_CONTEXT;
 

@@ -107,13 +107,15 @@ fn simulate_refuses_a_manifest_that_is_not_a_hikawa() {
 }
 
 #[test]
-fn crd_prints_the_three_crds() {
+fn crd_prints_the_four_crds() {
     let out = operator(&["crd"]);
     assert!(out.status.success());
-    let text = stdout(&out);
-    for name in ["hikawas.zundokokiyoshi.kaitoy.github.com", "zundokos.zundokokiyoshi.kaitoy.github.com", "kiyoshis.zundokokiyoshi.kaitoy.github.com"] {
-        assert!(text.contains(&format!("name: {name}")), "{name}");
-    }
+    let documents = common::deploy::documents(&stdout(&out));
+    let mut names: Vec<&str> = documents.iter().map(|d| d["metadata"]["name"].as_str().unwrap_or("?")).collect();
+    names.sort_unstable();
+    let expected = ["hikawas", "kiyoshis", "zundokorules", "zundokos"].map(|plural| format!("{plural}.zundokokiyoshi.kaitoy.github.com"));
+    assert_eq!(names, expected, "one CustomResourceDefinition each, nothing else");
+    assert!(documents.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,8 +11,16 @@ use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::reconcile::plan_check::PlanLimits;
 
 fn suite(bytes: &[u8], seeds: u64) -> Report {
-    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    suite_with_fuel(bytes, seeds, SandboxLimits::default().fuel)
+}
+
+fn suite_with_fuel(bytes: &[u8], seeds: u64, fuel: u64) -> Report {
+    let engine = SandboxEngine::new(SandboxLimits { fuel, ..SandboxLimits::default() }).unwrap();
     run(&engine, bytes, "module.wasm", seeds, &PlanLimits::default())
+}
+
+fn numbers<'a>(report: &'a Report, name: &str) -> &'a std::collections::BTreeMap<&'static str, u64> {
+    &report.checks.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no check {name}")).numbers
 }
 
 fn status<'a>(report: &'a Report, name: &str) -> (Status, &'a str) {
@@ -33,9 +41,48 @@ fn the_shipped_modules_pass_every_check() {
         assert!(report.passed, "{name}:\n{}", text(&report));
         assert!(report.checks.iter().all(|c| c.status == Status::Pass), "{name}:\n{}", text(&report));
         assert!(status(&report, "songs").1.starts_with(&format!("60/60 end with exactly one {kiyoshi}")), "{}", text(&report));
-        let fuel = &report.checks.iter().find(|c| c.name == "fuel").unwrap().numbers;
-        assert!(fuel["p50"] > 0 && fuel["p50"] <= fuel["p99"] && fuel["p99"] <= fuel["max"] && fuel["max"] <= fuel["budget"], "{fuel:?}");
+        let fuel = numbers(&report, "fuel");
+        assert!(fuel["p50"] > 0 && fuel["p50"] <= fuel["p99"] && fuel["p99"] <= fuel["max"], "{fuel:?}");
+        // The call at the child cap reads the longest history: the costliest call.
+        assert!(fuel["at_cap"] > fuel["p99"] && fuel["at_cap"] == fuel["max"], "{fuel:?}");
+        assert_eq!(fuel["out_of_fuel"], 0);
     }
+}
+
+#[test]
+fn a_module_that_runs_out_of_fuel_or_comes_near_the_budget_fails_naming_fuel() {
+    let classic = module_bytes("zundoko-classic");
+    let at_cap = numbers(&suite(&classic, 20), "fuel")["at_cap"];
+    // Exactly half the budget at worst passes; one unit more fails, as a longer song or
+    // another entropy may run out.
+    let report = suite_with_fuel(&classic, 20, 2 * at_cap);
+    assert_eq!(status(&report, "fuel").0, Status::Pass, "{}", text(&report));
+    let report = suite_with_fuel(&classic, 20, 2 * at_cap - 1);
+    assert!(!report.passed);
+    let (fuel, detail) = status(&report, "fuel");
+    assert_eq!(fuel, Status::Fail, "{}", text(&report));
+    assert!(detail.contains(&format!("a call needs {at_cap} fuel, more than 1/2 of the budget")), "{detail}");
+
+    // Every song the suite sings fits the budget, but the child cap's history does not: the
+    // module would run out of fuel on a longer song. The calls pass; fuel fails, naming it.
+    let report = suite_with_fuel(&classic, 20, at_cap - 1);
+    assert_eq!(status(&report, "calls").0, Status::Pass, "{}", text(&report));
+    let (fuel, detail) = status(&report, "fuel");
+    assert_eq!(fuel, Status::Fail, "{}", text(&report));
+    assert!(detail.starts_with("1 calls ran out of fuel") && detail.contains("the call at the cap of 1000 children"), "{detail}");
+    assert_eq!(numbers(&report, "fuel")["max"], at_cap - 1, "a call out of fuel counts as the whole budget");
+
+    // Out of fuel within the songs: the failed calls' fuel is counted, the songs fail.
+    let p99 = numbers(&suite(&classic, 20), "fuel")["p99"];
+    let report = suite_with_fuel(&classic, 20, p99 / 2);
+    assert!(!report.passed);
+    let (fuel, detail) = status(&report, "fuel");
+    assert_eq!(fuel, Status::Fail, "{}", text(&report));
+    let out = numbers(&report, "fuel")["out_of_fuel"];
+    assert!(out >= 2 && detail.contains("calls ran out of fuel") && detail.contains("first: seed "), "{detail}");
+    assert_eq!(numbers(&report, "fuel")["max"], p99 / 2);
+    assert_eq!(status(&report, "calls").0, Status::Fail);
+    assert!(status(&report, "calls").1.contains("OutOfCpuBudget"), "{}", text(&report));
 }
 
 #[test]

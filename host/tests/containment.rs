@@ -24,6 +24,8 @@ use zundoko_rules::{Observed, Plan};
 struct Counting {
     inner: Arc<dyn Rules>,
     calls: Mutex<HashMap<String, u64>>,
+    /// When each decision was asked for, per Hikawa.
+    times: Mutex<HashMap<String, Vec<Instant>>>,
 }
 
 impl Counting {
@@ -38,11 +40,15 @@ impl Counting {
 
     fn loaded(bytes: &[u8]) -> Arc<Counting> {
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
-        Arc::new(Counting { inner: Arc::new(engine.load(bytes).unwrap()), calls: Mutex::default() })
+        Arc::new(Counting { inner: Arc::new(engine.load(bytes).unwrap()), calls: Mutex::default(), times: Mutex::default() })
     }
 
     fn decisions(&self, hikawa: &str) -> u64 {
         self.calls.lock().unwrap().get(hikawa).copied().unwrap_or(0)
+    }
+
+    fn times(&self, hikawa: &str) -> Vec<Instant> {
+        self.times.lock().unwrap().get(hikawa).cloned().unwrap_or_default()
     }
 }
 
@@ -53,6 +59,7 @@ impl Rules for Counting {
 
     fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
         *self.calls.lock().unwrap().entry(observed.hikawa.name.clone()).or_default() += 1;
+        self.times.lock().unwrap().entry(observed.hikawa.name.clone()).or_default().push(Instant::now());
         self.inner.reconcile(observed)
     }
 }
@@ -120,6 +127,24 @@ async fn a_churning_status_and_a_zero_requeue_stay_within_the_stated_bounds_whil
     assert!(spinner_decisions <= bound, "spinner decided {spinner_decisions} times in {secs:.1} s (bound {bound})");
     assert!(spinner_decisions >= 1, "spinner is still called back");
     assert_eq!(spinner_writes, 0, "a plan with only a requeue writes nothing once its status is set");
+    // Over its whole life, from its first decision: in any stretch of d seconds at most
+    // idle_burst + idle_per_sec * d decisions (+1: a token refilled between two clock reads).
+    // A slow machine only makes fewer; the burst was spent (at least idle_burst in all).
+    let times = rules.times("spinner");
+    let (burst, rate) = (f64::from(settings.pace.idle_burst), settings.pace.idle_per_sec);
+    assert!(times.len() as f64 >= burst, "the spinner decided only {} times", times.len());
+    let mut worst = (0.0, 0, Duration::ZERO);
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let (n, d) = (j - i + 1, times[j] - times[i]);
+            let excess = n as f64 - rate * d.as_secs_f64();
+            if excess > worst.0 {
+                worst = (excess, n, d);
+            }
+        }
+    }
+    println!("spinner: {} decisions; the most beyond the refill: {} in {:?}", times.len(), worst.1, worst.2);
+    assert!(worst.0 <= burst + 1.0, "{} decisions in {:?}: more than the burst of {burst} and {rate}/s", worst.1, worst.2);
     let throttled: Vec<Event> = cluster.events_for("default", "spinner").await.into_iter().filter(|e| e.reason.as_deref() == Some("Throttled")).collect();
     assert_eq!(throttled.len(), 1, "one Throttled Warning (repeats are counted on it): {throttled:?}");
     assert_eq!(throttled[0].type_.as_deref(), Some("Warning"));
@@ -243,9 +268,27 @@ async fn every_word_is_decided_once_even_when_the_caches_lag() {
         assert_eq!(rules.decisions(name) as usize, song.words.len() + 1, "{name}");
         words += song.words.len();
     }
-    // Nothing more once every song is over.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Nothing more once every song is over. The control: each Hikawa touched (an annotation:
+    // no new generation), and the operator has looked at them again, deciding nothing.
+    let metrics = operator.shared.metrics.clone();
+    let unchanged = || metrics.sum("zundoko_reconciles_not_decided_total{why=\"unchanged\"}");
+    let before = unchanged();
+    for name in &names {
+        let poke = serde_json::json!({"metadata": {"annotations": {"test.zundoko.example/poke": "1"}}});
+        cluster.hikawas("default").patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&poke)).await.unwrap();
+    }
+    eventually("the operator looking at every Hikawa again", Duration::from_secs(30), async || unchanged() >= before + names.len() as u64).await;
     let decided: u64 = names.iter().map(|n| rules.decisions(n)).sum();
     assert_eq!(decided as usize, words + names.len());
+    // Each decision wrote at most one status (tried: refused writes count) and one Event (its
+    // word's; repeats counted on it).
+    let requests = cluster.server.requests();
+    for name in &names {
+        let decisions = rules.decisions(name) as usize;
+        let statuses = requests.iter().filter(|r| r.resource == "hikawas" && r.subresource == "status" && &r.name == name).count();
+        let events: i32 = cluster.events_for("default", name).await.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
+        assert!(statuses <= decisions && events as usize <= decisions, "{name}: {statuses} status writes and {events} Events for {decisions} decisions");
+        assert!(statuses > 0 && events > 0, "{name}: the control, writes seen");
+    }
     operator.stop().await;
 }

@@ -11,7 +11,7 @@ use common::running::eventually;
 use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::Api;
 use zundoko_operator::modules::rules::{NativeRules, Rules};
 use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
 
@@ -42,12 +42,15 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
 
     let song = cluster.song("default", "hikawa-sample").await;
     song.assert_valid(&zundoko_rules::classic(), "sample");
-    // intervalMillis 500, measured between consecutive words (and before the Kiyoshi): never
-    // shorter; on average not much longer (generous: shared, noisy machines).
+    // intervalMillis, measured between consecutive words (and before the Kiyoshi): never
+    // shorter (the product's promise, whatever the load); on average not much longer: the
+    // interval, plus a reconcile that a loaded 2-core machine is given twice the interval for.
+    let interval = sample.spec.interval_millis as i64;
     let gaps = song.gaps();
-    assert!(gaps.iter().all(|&g| g >= 500), "gaps {gaps:?}");
+    assert!(gaps.iter().all(|&g| g >= interval), "gaps {gaps:?}, interval {interval} ms");
     let mean = gaps.iter().sum::<i64>() as f64 / gaps.len() as f64;
-    assert!(mean < 1500.0, "mean gap {mean} ms: {gaps:?}");
+    println!("mean gap {mean:.0} ms for an interval of {interval} ms");
+    assert!(mean < 3.0 * interval as f64, "mean gap {mean} ms for an interval of {interval} ms: {gaps:?}");
 
     let hikawa = cluster.hikawas("default").get("hikawa-sample").await.unwrap();
     let status = hikawa.status.unwrap();
@@ -124,22 +127,24 @@ async fn killing_the_operator_at_random_points_loses_and_repeats_nothing() {
     for name in &names {
         cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
     }
-    // Later, a fresh operator finds nothing more to say.
+    // Later, a fresh operator finds nothing more to say: once it has looked at every Hikawa
+    // (a reconcile past the cache's catching-up for each), nothing new is there.
     let operator = cluster.operator(rules, quick_settings());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics = operator.shared.metrics.clone();
+    let looked = || metrics.sum("zundoko_reconciles_total") - metrics.sum("zundoko_reconciles_not_decided_total{why=\"catching-up\"}");
+    eventually("the fresh operator looked at every Hikawa", Duration::from_secs(30), async || looked() >= names.len() as u64).await;
     for name in &names {
         cluster.song("default", name).await.assert_valid(&zundoko_rules::classic(), name);
     }
     operator.stop().await;
-    assert!(kills >= 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_mid_song_collects_children_and_editing_the_interval_takes_effect() {
     let cluster = Cluster::start().await;
     let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
-    let doomed = cluster.create_hikawa("default", "doomed", 50, &[("zuns", "16")]).await;
-    let edited = cluster.create_hikawa("default", "edited", 100, &[("zuns", "16")]).await;
+    cluster.create_hikawa("default", "doomed", 50, &[("zuns", "16")]).await;
+    cluster.create_hikawa("default", "edited", 100, &[("zuns", "16")]).await;
     // Let both sing a few words.
     let words = |name: &'static str| {
         let cluster = &cluster;
@@ -162,12 +167,6 @@ async fn deleting_mid_song_collects_children_and_editing_the_interval_takes_effe
         waited += 1;
         assert!(waited < 200, "the deleted Hikawa's children were not collected");
     }
-    // Nothing comes back for the deleted Hikawa.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let song = cluster.song("default", "doomed").await;
-    assert!(song.words.is_empty() && song.kiyoshis.is_empty());
-    assert_ne!(doomed.uid(), None);
-
     // After the edit: the gap before the next word is the new interval.
     while cluster.song("default", "edited").await.times.iter().filter(|&&t| t > edited_at).count() < 2 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -177,7 +176,13 @@ async fn deleting_mid_song_collects_children_and_editing_the_interval_takes_effe
     assert!(after[1..].iter().all(|&g| g >= 1500), "gaps after the edit {after:?}");
     let before: Vec<i64> = song.times.windows(2).filter(|w| w[1] <= edited_at).map(|w| w[1] - w[0]).collect();
     assert!(before.iter().all(|&g| (100..1500).contains(&g)), "gaps before the edit {before:?}");
-    assert_eq!(edited.spec.interval_millis, 100);
+
+    // Nothing came back for the deleted Hikawa. The control: the operator has since said two
+    // of "edited"'s words, so its watch of the children had delivered the collection of
+    // "doomed"'s (earlier in the same stream) and it had decided for "edited" twice after it.
+    let song = cluster.song("default", "doomed").await;
+    assert!(song.words.is_empty() && song.kiyoshis.is_empty(), "{song:?}");
+    assert!(cluster.hikawas("default").get_opt("doomed").await.unwrap().is_none());
     operator.stop().await;
 }
 
@@ -228,10 +233,32 @@ async fn a_said_event_refused_until_after_the_song_is_over_is_still_sent() {
     h.metadata.namespace = Some("default".into());
     cluster.hikawas("default").create(&Default::default(), &h).await.unwrap();
     cluster.wait_kiyoshied("default", &names, Duration::from_secs(60)).await;
-    // Several retries refused after the last word (one every half second).
-    let refused = |c: &Cluster| c.server.requests().iter().filter(|r| r.resource == "events" && r.verb == "create" && r.code == 500).count();
-    let at_the_end = refused(&cluster);
-    eventually("Said Events refused after the song ended", Duration::from_secs(30), async || refused(&cluster) >= at_the_end + 3).await;
+    // Retries refused after the last word, one every half second. A retry sends every unsaid
+    // Event at once (one per word and the Kiyoshi's); retries are UNSAID_RETRY apart, so a
+    // pause of more than half that starts the next one.
+    let retry = zundoko_operator::reconcile::controller::UNSAID_RETRY;
+    assert_eq!(retry, Duration::from_millis(500), "the README says half a second");
+    let at_the_end = cluster.server.requests().len();
+    let retries = || {
+        let refused = cluster.server.requests().into_iter().skip(at_the_end).filter(|r| r.resource == "events" && r.verb == "create" && r.code == 500);
+        let mut starts: Vec<std::time::SystemTime> = Vec::new();
+        let mut last = None;
+        for at in refused.map(|r| r.at) {
+            if last.is_none_or(|l: std::time::SystemTime| at.duration_since(l).unwrap_or_default() > retry / 2) {
+                starts.push(at);
+            }
+            last = Some(at);
+        }
+        starts
+    };
+    eventually("Said Events refused after the song ended", Duration::from_secs(30), async || retries().len() >= 6).await;
+    let starts = retries();
+    let mut gaps: Vec<Duration> = starts.windows(2).map(|w| w[1].duration_since(w[0]).unwrap()).collect();
+    gaps.sort_unstable();
+    // The median gap: UNSAID_RETRY, and as long again for a loaded machine's reconcile.
+    let median = gaps[gaps.len() / 2];
+    println!("retries after the song ended, {median:?} apart (median; all {gaps:?})");
+    assert!(median <= 2 * retry, "retries {median:?} apart (median of {gaps:?}), not every {retry:?}");
     assert!(common::replica::said_events(&cluster).await.is_empty());
     cluster.server.faults().clear();
     common::replica::wait_each_word_said_once(&cluster, &names).await;
@@ -248,7 +275,11 @@ async fn stopped_before_its_caches_were_ever_listed_it_still_stops() {
     eventually("the operator tried to list", Duration::from_secs(10), async || cluster.server.requests().iter().any(|r| r.verb == "list" && r.code == 500)).await;
     let stopping = std::time::Instant::now();
     operator.stop().await;
-    println!("stopped {:?} after being asked (grace {:?})", stopping.elapsed(), zundoko_operator::reconcile::controller::SHUTDOWN_GRACE);
+    let (took, grace) = (stopping.elapsed(), zundoko_operator::reconcile::controller::SHUTDOWN_GRACE);
+    println!("stopped {took:?} after being asked (grace {grace:?})");
+    // Within its grace, plus half as much again for a loaded machine to fire the timer and
+    // drop the controllers (without the grace it would never stop: stop() gives up at 60 s).
+    assert!(took <= grace + grace / 2, "stopped {took:?} after being asked, grace {grace:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,5 +367,41 @@ async fn a_words_event_lost_with_its_sender_is_published_by_the_next_one() {
     assert_eq!(said().await, 1);
     assert_eq!(cluster.song("default", "orphan").await.words, ["Zun"], "no word said meanwhile");
     second.stop().await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_will_not_go_away_is_recorded_at_once_one_that_may_after_three_failures() {
+    // Every child create refused with one code: the Hikawa's Ready=False and Warning Event come
+    // after the first refused create when waiting cannot help, after the third when it may.
+    for (code, reason, at_once) in [(403, "ApiForbidden", true), (422, "ApiInvalid", true), (400, "ApiRefused", true), (409, "ApiConflict", false)] {
+        let cluster = Cluster::start().await;
+        cluster.server.faults().set_refusal_rate("create/zundokos", code, 1.0);
+        check_refusal_recorded(&cluster, reason, at_once, |r| r.code == code).await;
+    }
+    let cluster = Cluster::start().await;
+    cluster.server.faults().set_error_rate("create/zundokos", 1.0);
+    check_refusal_recorded(&cluster, "ApiError", false, |r| r.code == 500).await;
+}
+
+async fn check_refusal_recorded(cluster: &Cluster, reason: &str, at_once: bool, refused: impl Fn(&zundoko_apiserver::RequestRecord) -> bool) {
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
+    cluster.create_hikawa("default", "refused", 0, &[]).await;
+    let recorded = async || {
+        let hikawa = cluster.hikawas("default").get("refused").await.unwrap();
+        hikawa.status.and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "False" && c.reason == reason)
+    };
+    eventually(&format!("Ready=False {reason}"), Duration::from_secs(30), recorded).await;
+    let warnings = cluster.events_for("default", "refused").await;
+    assert!(!warnings.is_empty() && warnings.iter().all(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason)), "{warnings:?}");
+    // The refused creates before the first Event (the failure's, written before its status).
+    let requests = cluster.server.requests();
+    let first_event = requests.iter().position(|r| r.resource == "events" && r.verb == "create" && r.code < 300).expect("an Event created");
+    let before = requests[..first_event].iter().filter(|r| r.resource == "zundokos" && r.verb == "create" && refused(r)).count();
+    if at_once {
+        assert_eq!(before, 1, "{reason}: recorded after {before} refused creates, not at the first");
+    } else {
+        assert_eq!(before, 3, "{reason}: recorded after {before} refused creates, not at the third");
+    }
     operator.stop().await;
 }

@@ -130,14 +130,18 @@ async fn a_candidate_at_half_decides_for_exactly_its_share_then_is_promoted() {
         ..plain("stable")
     };
     create_rules(&cluster, "r", spec).await;
-    let songs = names("half", 12);
+    // At least 12 Hikawas, and more until both modules have one (uids are random: 12 alone
+    // would all fall on one side once in 2,000 runs; 64 in a row, never in practice).
+    let mut songs = Vec::new();
     let mut share = BTreeMap::new();
-    for name in &songs {
+    while songs.len() < 12 || !(share.values().any(|c| *c) && share.values().any(|c| !*c)) {
+        assert!(songs.len() < 64, "{} uids all on one side of 50 %: {share:?}", songs.len());
+        let name = format!("half-{}", songs.len());
         // A word every 300 ms: every song is still going after two words.
-        let hikawa = sing(&cluster, name, 300, Some("r"), &[]).await;
+        let hikawa = sing(&cluster, &name, 300, Some("r"), &[]).await;
         share.insert(name.clone(), in_share(&hikawa.uid().unwrap(), 50));
+        songs.push(name);
     }
-    assert!(share.values().any(|c| *c) && share.values().any(|c| !*c), "12 uids fall on both sides of 50 %: {share:?}");
     let expected = share.values().filter(|c| **c).count() as u32;
     cluster.wait_words("default", &songs, 2, Duration::from_secs(30)).await;
     let status = rules_status(&cluster, "r").await;
@@ -148,7 +152,7 @@ async fn a_candidate_at_half_decides_for_exactly_its_share_then_is_promoted() {
         assert_eq!(by, if *candidate_decides { candidate_digest.clone() } else { stable_digest.clone() }, "{name}");
     }
     let status = wait_rules(&cluster, "r", "the candidate's share counted", |s| s.candidate_hikawas == Some(expected)).await;
-    assert_eq!(status.hikawas, 12);
+    assert_eq!(status.hikawas as usize, songs.len());
     let rollout = status.rollout.unwrap();
     assert_eq!((rollout.digest.as_str(), rollout.state.as_str()), (candidate_digest.as_str(), "Progressing"));
 
@@ -327,5 +331,40 @@ async fn a_configmap_rewritten_in_a_loop_is_read_at_most_once_a_second() {
     let bound = 2 + took.as_secs_f64().ceil() as usize;
     println!("40 rewrites in {took:?}: the ConfigMap read {reads} times");
     assert!(reads <= bound, "{reads} reads for 40 rewrites in {took:?} (bound {bound})");
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollouts_status_is_written_at_most_once_a_second_while_its_counts_change() {
+    let (cluster, operator) = start().await;
+    let stable = module_bytes("zundoko-classic");
+    cluster.put_configmap(RULES_NS, "stable", &stable).await;
+    cluster.put_configmap(RULES_NS, "candidate", &with_custom_section(stable, 1)).await;
+    // Every Hikawa decided by the candidate, never promoted: its count changes at every word.
+    start_rollout(&cluster, "r", "candidate", rollout(100, None, Some(1_000_000), 100)).await;
+    let songs = names("busy", 12);
+    for name in &songs {
+        sing(&cluster, name, 100, Some("r"), &[]).await;
+    }
+    cluster.assert_songs_complete("default", &songs, &classic(), Duration::from_secs(120)).await;
+    // The status after the last decision is written within a second or so: wait for its count.
+    let words: usize = futures::future::join_all(songs.iter().map(|n| cluster.song("default", n))).await.iter().map(|s| s.words.len() + 1).sum();
+    let status = wait_rules(&cluster, "r", "every decision counted", |s| s.rollout.as_ref().is_some_and(|r| counted(r).0 >= words as u64)).await;
+    let decisions = counted(&status.rollout.unwrap()).0;
+    let writes: Vec<std::time::SystemTime> = cluster
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "patch" && r.resource == "zundokorules" && r.subresource == "status" && r.name == "r" && r.code == 200)
+        .map(|r| r.at)
+        .collect();
+    let span = writes.last().unwrap().duration_since(writes[0]).unwrap();
+    // The control: the counts changed at every one of many decisions, over several seconds.
+    assert!(decisions >= 100 && span >= Duration::from_secs(3), "{decisions} decisions, status writes over {span:?}");
+    // At most one write a second: in a span of s seconds, s + 1 writes (one more for a write
+    // whose answer came back late, the next one timed from then).
+    let bound = 2 + span.as_secs_f64().floor() as usize;
+    println!("{decisions} decisions counted in {} status writes over {span:?}", writes.len());
+    assert!(writes.len() <= bound, "{} status writes in {span:?} (bound {bound}) for {decisions} decisions", writes.len());
     operator.stop().await;
 }

@@ -10,7 +10,7 @@ use zundoko_operator::modules::sandbox::{GuestError, RULES_EXPORT, RulesModule, 
 use zundoko_operator::reconcile::plan_check::{PlanLimits, PlanRejection};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::song::mix;
-use zundoko_rules::{Observed, Said};
+use zundoko_rules::{Action, Observed, Plan, Said};
 
 fn engine() -> SandboxEngine {
     SandboxEngine::new(SandboxLimits::default()).unwrap()
@@ -279,13 +279,16 @@ fn modules_that_are_not_rules_components_are_refused_with_reasons() {
 
 #[test]
 fn each_call_starts_from_a_fresh_instance() {
-    // The classic rules keep nothing, so same input, same output, across many calls on one
-    // module: and a trap in between changes nothing.
+    // The guest counts its calls in a static (its linear memory) and answers with the count:
+    // 1 every time, unless memory outlived a call. A trap in between changes nothing.
     let engine = engine();
     let module = engine.load(&fixture_bytes("zundoko-hostile")).unwrap();
-    let first = module.reconcile(&hikawa(&[])).unwrap().value;
-    for _ in 0..50 {
-        assert!(module.reconcile(&hikawa(&[("hostile", "panic")])).is_err());
-        assert_eq!(module.reconcile(&hikawa(&[])).unwrap().value, first);
+    let count = || module.reconcile(&hikawa(&[("hostile", "count")])).unwrap().value;
+    let first = Plan { actions: vec![Action::RequeueAfter(1)] };
+    for call in 0..50 {
+        assert_eq!(count(), first, "call {call}: the guest's memory outlived a call");
+        if call % 10 == 9 {
+            assert!(module.reconcile(&hikawa(&[("hostile", "panic")])).is_err());
+        }
     }
 }

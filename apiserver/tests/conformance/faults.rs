@@ -336,6 +336,40 @@ async fn throttle_answers_as_priority_and_fairness() {
 }
 
 #[tokio::test]
+async fn refused_credentials_answer_401_or_403_to_every_path_of_that_client_only() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    let url = s.url();
+    let (a, b) = (http(UA_A), http(UA_B));
+    for (code, reason) in [(401, "Unauthorized"), (403, "Forbidden")] {
+        s.faults().set_refused_credentials("operator-a", Some(code));
+        for path in [WIDGETS.to_string(), format!("{WIDGETS}?watch=true"), "/version".into(), "/apis".into()] {
+            let r = a.get(format!("{url}{path}")).send().await.unwrap();
+            assert_eq!(r.status(), code, "{path}");
+            let status: serde_json::Value = r.json().await.unwrap();
+            assert_eq!((status["kind"].as_str(), status["reason"].as_str(), status["code"].as_u64()), (Some("Status"), Some(reason), Some(code as u64)), "{path}: {status}");
+        }
+        // A write is refused before it is made.
+        let r = a.post(format!("{url}{WIDGETS}")).json(&widget("refused", 1)).send().await.unwrap();
+        assert_eq!(r.status(), code);
+        assert_eq!(b.get(format!("{url}{WIDGETS}")).send().await.unwrap().status(), 200);
+    }
+    assert_eq!(raw.get(&format!("{WIDGETS}/refused")).await.0, 404, "the refused create made nothing");
+    // kube-rs sees the Status, as the operator would.
+    let mut cfg = kube::Config::new(url.parse().unwrap());
+    cfg.headers.push((reqwest::header::USER_AGENT, reqwest::header::HeaderValue::from_static(UA_A)));
+    let client = kube::Client::try_from(cfg).unwrap();
+    match client.apiserver_version().await {
+        Err(kube::Error::Api(status)) => assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"), "{status:?}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    s.faults().set_refused_credentials("operator-a", None);
+    assert_eq!(a.get(format!("{url}{WIDGETS}")).send().await.unwrap().status(), 200);
+    assert!(client.apiserver_version().await.is_ok());
+}
+
+#[tokio::test]
 async fn kube_rs_honours_retry_after() {
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
     const UA_K: &str = "zundoko-operator/0.1.0 (operator-k)";
@@ -362,6 +396,23 @@ async fn kube_rs_honours_retry_after() {
         let gap = w[1].at.duration_since(w[0].at).unwrap();
         assert!(gap >= Duration::from_millis(950), "retried after {gap:?}, not after Retry-After: {codes:?}");
     }
+}
+
+#[tokio::test]
+async fn refusal_rate_refuses_one_verb_and_resource_with_the_code_asked_for() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    raw.post(WIDGETS, &widget("a", 1)).await;
+    for (code, reason) in [(403, "Forbidden"), (409, "Conflict"), (422, "Invalid"), (400, "BadRequest")] {
+        s.faults().set_refusal_rate("create/widgets", code, 1.0);
+        let (got, st) = raw.post(WIDGETS, &widget(&format!("w{code}"), 1)).await;
+        assert_eq!((got, st["reason"].as_str(), st["code"].as_u64()), (code, Some(reason), Some(code as u64)), "{st}");
+        assert_eq!(raw.get(&format!("{WIDGETS}/w{code}")).await.0, 404, "the refused create made nothing");
+        assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200, "other verbs are unaffected");
+    }
+    s.faults().set_refusal_rate("create/widgets", 403, 0.0);
+    assert_eq!(raw.post(WIDGETS, &widget("b", 1)).await.0, 201);
 }
 
 #[tokio::test]

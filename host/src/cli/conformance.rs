@@ -2,6 +2,11 @@
 //! virtual clock (as `simulate` plays them), each decision made twice and checked by the
 //! host's own plan check, plus the checks a swap makes (size, world, metadata, smoke test).
 //!
+//! Fuel: every call's fuel is counted, failed calls too (one that runs out counts the whole
+//! budget), plus one call at the child cap, the longest history a valid song can hand a
+//! module. A call that runs out fails the suite; so does one that needs more than half the
+//! budget ([`FUEL_MARGIN`]), as a module that close to it would run out on some other song.
+//!
 //! A module declares its words by singing them: the suite takes the Kiyoshi's word from
 //! the child of kind `kiyoshi` it creates, and its ordinary words from the Zundokos. A valid
 //! song ends with exactly one Kiyoshi, the same word in every song and never an ordinary
@@ -27,6 +32,11 @@ const START_MS: i64 = 1_767_225_600_000;
 const INTERVALS: [u64; 4] = [500, 0, 1, 60_000];
 /// How much of any module-made text (a word, an error message) a report quotes.
 const QUOTE_BYTES: usize = 400;
+/// The fuel check fails a call that needs more than 1/FUEL_MARGIN of the budget: songs and
+/// entropies other than the suite's may well cost that much more (a rule set's cost grows
+/// with the history it reads), so such a module is caught before it ships, not when it runs
+/// out of fuel in a cluster.
+pub const FUEL_MARGIN: u64 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -191,7 +201,14 @@ struct Tally {
     lengths: Vec<usize>,
     words: BTreeSet<String>,
     kiyoshi_words: BTreeSet<String>,
+    /// Every call's fuel, failed calls included (all of the budget when it ran out).
     fuel: Vec<u64>,
+    out_of_fuel: u64,
+    first_out_of_fuel: Option<String>,
+    /// The ordinary words of the longest valid song, for the call at the child cap.
+    longest_song: Vec<String>,
+    /// The call at the child cap: its fuel, and why it failed if it did.
+    at_cap: Option<(u64, Option<String>)>,
     elapsed: Duration,
 }
 
@@ -199,7 +216,7 @@ fn sing_all(module: &RulesModule, seeds: u64, limits: &PlanLimits, budget: u64) 
     let mut tally = Tally::default();
     let started = Instant::now();
     for seed in 0..seeds {
-        match sing(module, seed, limits, &mut tally) {
+        match sing(module, seed, limits, budget, &mut tally) {
             Ok(()) => tally.songs_ok += 1,
             Err((at, fault)) => {
                 let (slot, count, text) = match fault {
@@ -217,12 +234,62 @@ fn sing_all(module: &RulesModule, seeds: u64, limits: &PlanLimits, budget: u64) 
             }
         }
     }
+    call_at_the_cap(module, limits, budget, &mut tally);
     tally.elapsed = started.elapsed();
     report_tally(tally, seeds, limits, budget)
 }
 
+/// One call with the longest history a valid song can have: the child cap's worth of the
+/// module's own words (its longest song's, over and over), no Kiyoshi yet. Its fuel is what
+/// the module needs at worst; its plan is not checked (the history is made up).
+fn call_at_the_cap(module: &RulesModule, limits: &PlanLimits, budget: u64, tally: &mut Tally) {
+    let words: Vec<String> = match tally.longest_song.is_empty() {
+        false => tally.longest_song.clone(),
+        true => tally.words.iter().cloned().collect(),
+    };
+    if words.is_empty() || limits.max_children == 0 {
+        return;
+    }
+    let interval = INTERVALS[0];
+    let name = "conformance-cap";
+    let children = limits.max_children as i64;
+    let zundokos = (1..=limits.max_children)
+        .map(|index| zundoko_rules::Said {
+            name: format!("{name}-zundoko-{index:03}"),
+            index,
+            word: words[(index as usize - 1) % words.len()].clone(),
+            said_at: Some(START_MS + (index as i64 - 1) * interval as i64),
+        })
+        .collect();
+    let observed = Observed {
+        hikawa: Hikawa {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: "00000000-0000-0000-0000-0000000ca9ca".into(),
+            generation: 1,
+            created_at: Some(START_MS),
+            interval_millis: interval,
+            ..Hikawa::default()
+        },
+        zundokos,
+        kiyoshi: None,
+        now: START_MS + children * interval as i64,
+        entropy: StdRng::seed_from_u64(u64::MAX).next_u64(),
+    };
+    let (result, fuel) = module.reconcile_metered(&observed, budget);
+    tally.fuel.push(fuel);
+    let failed = result.err().map(|e| {
+        if matches!(e, GuestError::OutOfCpuBudget { .. }) {
+            tally.out_of_fuel += 1;
+            tally.first_out_of_fuel.get_or_insert(format!("the call at the cap of {} children", limits.max_children));
+        }
+        format!("{}: {}", e.reason(), quote(&e.to_string()))
+    });
+    tally.at_cap = Some((fuel, failed));
+}
+
 /// One song on a virtual clock; `Err` names the decision and the first fault.
-fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, tally: &mut Tally) -> Result<(), (String, SongFault)> {
+fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, budget: u64, tally: &mut Tally) -> Result<(), (String, SongFault)> {
     let mut rng = StdRng::seed_from_u64(seed);
     let interval = INTERVALS[(seed % INTERVALS.len() as u64) as usize];
     let mut observed = Observed {
@@ -244,7 +311,7 @@ fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, tally: &mut Tally)
     for decision in 1..=max_decisions {
         observed.entropy = rng.next_u64();
         let at = format!("decision {decision} after {} words", observed.zundokos.len());
-        let plan = decide_twice(module, &observed, tally).map_err(|f| (at.clone(), f))?;
+        let plan = decide_twice(module, &observed, budget, tally, &|| format!("seed {seed}, {at}")).map_err(|f| (at.clone(), f))?;
         // Before the plan check, which refuses it too: the song's own fault, named as such.
         if observed.kiyoshi.is_some()
             && let Some(say) = plan.says().next()
@@ -270,6 +337,9 @@ fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, tally: &mut Tally)
             }
             None if observed.kiyoshi.is_some() => {
                 tally.lengths.push(observed.zundokos.len());
+                if observed.zundokos.len() > tally.longest_song.len() {
+                    tally.longest_song = observed.zundokos.iter().map(|z| z.word.clone()).collect();
+                }
                 return Ok(());
             }
             None => {
@@ -285,31 +355,58 @@ fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, tally: &mut Tally)
     Err((format!("decision {max_decisions}"), SongFault::NoKiyoshi(why)))
 }
 
-/// The same input twice: both calls must succeed with the same plan.
-fn decide_twice(module: &RulesModule, observed: &Observed, tally: &mut Tally) -> Result<Plan, SongFault> {
-    let first = module.reconcile(observed);
-    let second = module.reconcile(observed);
+/// The same input twice, each call in a fresh instance: both must succeed with the same plan
+/// and the same fuel. Every call's fuel is tallied, failed ones included.
+fn decide_twice(
+    module: &RulesModule,
+    observed: &Observed,
+    budget: u64,
+    tally: &mut Tally,
+    at: &dyn Fn() -> String,
+) -> Result<Plan, SongFault> {
+    let first = module.reconcile_metered(observed, budget);
+    let second = module.reconcile_metered(observed, budget);
     tally.calls += 2;
     tally.doubles += 1;
-    let describe = |r: &Result<crate::modules::sandbox::GuestOutcome<Plan>, GuestError>| match r {
-        Ok(outcome) => outcome.value.to_string(),
+    for (result, fuel) in [&first, &second] {
+        tally.fuel.push(*fuel);
+        if let Err(e @ GuestError::OutOfCpuBudget { .. }) = result {
+            tally.out_of_fuel += 1;
+            if tally.first_out_of_fuel.is_none() {
+                tally.first_out_of_fuel = Some(format!("{}: {}", at(), e.reason()));
+            }
+        }
+    }
+    let outcome = |(result, fuel): (Result<crate::modules::sandbox::GuestOutcome<Plan>, GuestError>, u64)| {
+        (result.map(|o| o.value), fuel)
+    };
+    same_decision(outcome(first), outcome(second))
+}
+
+/// Two calls made with the same input: the plan, if both made the same decision with the same
+/// fuel (a pure function of its input runs the same instructions); else what differed.
+fn same_decision(
+    (first, first_fuel): (Result<Plan, GuestError>, u64),
+    (second, second_fuel): (Result<Plan, GuestError>, u64),
+) -> Result<Plan, SongFault> {
+    let describe = |r: &Result<Plan, GuestError>| match r {
+        Ok(plan) => plan.to_string(),
         Err(e) => format!("{}: {}", e.reason(), e),
     };
+    let differ = |what: &str| {
+        SongFault::Nondeterministic(format!(
+            "same input, {what}: {} ({first_fuel} fuel) / {} ({second_fuel} fuel)",
+            quote(&describe(&first)),
+            quote(&describe(&second))
+        ))
+    };
     match (&first, &second) {
-        (Ok(a), Ok(b)) => {
-            tally.fuel.push(a.fuel_used);
-            tally.fuel.push(b.fuel_used);
-            if a.value != b.value {
-                return Err(SongFault::Nondeterministic(format!(
-                    "same input, two plans: {} / {}",
-                    quote(&describe(&first)),
-                    quote(&describe(&second))
-                )));
-            }
-            Ok(a.value.clone())
-        }
+        (Ok(a), Ok(b)) if a != b => Err(differ("two plans")),
+        (Err(a), Err(b)) if a.reason() != b.reason() => Err(differ("two failures")),
+        (Ok(_), Err(_)) | (Err(_), Ok(_)) => Err(differ("one call failed and the other did not")),
+        _ if first_fuel != second_fuel => Err(differ("the same decision for two different fuels")),
+        (Ok(a), _) => Ok(a.clone()),
         (Err(a), _) => Err(SongFault::Call(format!("{}: {}", a.reason(), quote(&a.to_string())))),
-        (Ok(_), Err(b)) => Err(SongFault::Nondeterministic(format!("the same input failed the second time: {}: {}", b.reason(), quote(&b.to_string())))),
     }
 }
 
@@ -378,26 +475,98 @@ fn report_tally(t: Tally, seeds: u64, limits: &PlanLimits, budget: u64) -> Vec<C
         )
         .with(&[("inputs", t.doubles), ("nondeterministic", t.nondeterministic)]),
     );
-    let mut fuel = t.fuel;
+    checks.push(fuel_check(&t, limits, budget));
+    checks
+}
+
+/// Every call's fuel against the budget: none may run out, none may need more than
+/// 1/[`FUEL_MARGIN`] of it.
+fn fuel_check(t: &Tally, limits: &PlanLimits, budget: u64) -> Check {
+    let mut fuel = t.fuel.clone();
     fuel.sort_unstable();
     let pick = |pct: usize| fuel.get((fuel.len().saturating_sub(1)) * pct / 100).copied().unwrap_or(0);
     let (p50, p99, max) = (pick(50), pick(99), fuel.last().copied().unwrap_or(0));
-    checks.push(
-        check(
-            "fuel",
-            !fuel.is_empty() && max <= budget,
+    let near = budget / FUEL_MARGIN;
+    let at_cap = match &t.at_cap {
+        Some((fuel, None)) => format!("; at the cap of {} children {fuel}", limits.max_children),
+        Some((fuel, Some(why))) => format!("; at the cap of {} children {fuel} (the call failed: {why})", limits.max_children),
+        None => String::new(),
+    };
+    let figures = format!(
+        "per call p50 {p50}, p99 {p99}, max {max} (budget {budget}){at_cap}; {} calls, failed ones included, in {:.1} s",
+        fuel.len(),
+        t.elapsed.as_secs_f64()
+    );
+    let (passed, detail) = if fuel.is_empty() {
+        (false, "no call was made".to_string())
+    } else if t.out_of_fuel > 0 {
+        (
+            false,
             format!(
-                "per call p50 {p50}, p99 {p99}, max {max} (budget {budget}); {} calls in {:.1} s",
-                fuel.len(),
-                t.elapsed.as_secs_f64()
+                "{} calls ran out of fuel (budget {budget}); first: {}; {figures}",
+                t.out_of_fuel,
+                t.first_out_of_fuel.as_deref().unwrap_or("?")
             ),
         )
-        .with(&[("p50", p50), ("p99", p99), ("max", max), ("budget", budget)]),
-    );
-    checks
+    } else if max > near {
+        (false, format!("a call needs {max} fuel, more than 1/{FUEL_MARGIN} of the budget {budget}: other songs may run out of fuel; {figures}"))
+    } else {
+        (true, figures)
+    };
+    check("fuel", passed, detail).with(&[
+        ("p50", p50),
+        ("p99", p99),
+        ("max", max),
+        ("budget", budget),
+        ("out_of_fuel", t.out_of_fuel),
+        ("at_cap", t.at_cap.as_ref().map_or(0, |(fuel, _)| *fuel)),
+    ])
 }
 
 /// Module-made text, quoted, bounded and escaped for a terminal.
 fn quote(s: &str) -> String {
     format!("\"{}\"", printable(s, QUOTE_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zundoko_rules::Action;
+
+    fn requeue(ms: u64) -> Plan {
+        Plan { actions: vec![Action::RequeueAfter(ms)] }
+    }
+
+    fn trap() -> GuestError {
+        GuestError::Trap { trap: "unreachable".into(), guest_message: None }
+    }
+
+    fn nondeterministic(fault: Result<Plan, SongFault>) -> String {
+        match fault {
+            Err(SongFault::Nondeterministic(why)) => why,
+            Ok(plan) => panic!("the same decision: {plan}"),
+            Err(_) => panic!("another fault"),
+        }
+    }
+
+    #[test]
+    fn the_same_decision_twice_passes() {
+        assert_eq!(same_decision((Ok(requeue(500)), 100), (Ok(requeue(500)), 100)).ok(), Some(requeue(500)));
+        // Two identical failures are the call's fault, not nondeterminism.
+        assert!(matches!(same_decision((Err(trap()), 7), (Err(trap()), 7)), Err(SongFault::Call(_))));
+    }
+
+    #[test]
+    fn any_difference_between_the_two_calls_is_nondeterminism() {
+        let why = nondeterministic(same_decision((Ok(requeue(500)), 100), (Ok(requeue(501)), 100)));
+        assert!(why.starts_with("same input, two plans") && why.contains("500") && why.contains("501"), "{why}");
+        let why = nondeterministic(same_decision((Ok(requeue(500)), 100), (Err(trap()), 100)));
+        assert!(why.contains("one call failed") && why.contains("GuestTrapped"), "{why}");
+        let why = nondeterministic(same_decision((Err(trap()), 100), (Ok(requeue(500)), 100)));
+        assert!(why.contains("one call failed"), "{why}");
+        let why = nondeterministic(same_decision((Err(trap()), 100), (Err(GuestError::OutOfCpuBudget { budget: 100 }), 100)));
+        assert!(why.contains("two failures") && why.contains("OutOfCpuBudget"), "{why}");
+        let why = nondeterministic(same_decision((Ok(requeue(500)), 100), (Ok(requeue(500)), 101)));
+        assert!(why.contains("two different fuels") && why.contains("(101 fuel)"), "{why}");
+    }
 }

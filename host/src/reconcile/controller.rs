@@ -249,7 +249,7 @@ impl Drop for AbortOnDrop {
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// When a reconcile comes back for Said Events it could not publish.
-const UNSAID_RETRY: Duration = Duration::from_millis(500);
+pub const UNSAID_RETRY: Duration = Duration::from_millis(500);
 
 fn key(hikawa: &Hikawa) -> String {
     format!("{}/{}", hikawa.namespace().unwrap_or_default(), hikawa.name_any())

@@ -228,7 +228,12 @@ impl Operator {
     /// Kill at once, mid-reconcile or wherever it is: what a crash or SIGKILL does.
     pub async fn kill(self) {
         self.task.abort();
-        let _ = self.task.await;
+        // Aborted is what a kill does; a panic the operator had before is the test's failure.
+        if let Err(error) = self.task.await
+            && error.is_panic()
+        {
+            std::panic::resume_unwind(error.into_panic());
+        }
     }
 
     /// Graceful stop: reconciles in flight finish.

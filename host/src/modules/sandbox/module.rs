@@ -212,12 +212,20 @@ impl RulesModule {
     }
 
     fn reconcile_within(&self, observed: &Observed, fuel: u64) -> Result<GuestOutcome<Plan>, GuestError> {
+        self.reconcile_metered(observed, fuel).0
+    }
+
+    /// [`reconcile`](Self::reconcile), and the fuel the call used whether it succeeded or not
+    /// (all of `fuel` when it ran out): what the conformance suite reports.
+    pub fn reconcile_metered(&self, observed: &Observed, fuel: u64) -> (Result<GuestOutcome<Plan>, GuestError>, u64) {
         let input = convert::observed(observed);
-        let outcome = self.call(fuel, |store, rules| rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input))?;
-        match outcome.value {
+        let (result, fuel_used) =
+            self.call_metered(fuel, |store, rules| rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input));
+        let result = result.and_then(|outcome| match outcome.value {
             Ok(plan) => Ok(GuestOutcome { value: convert::plan(plan), fuel_used: outcome.fuel_used, logs: outcome.logs }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
-        }
+        });
+        (result, fuel_used)
     }
 
     /// Instantiate afresh, run `f` within the limits and `fuel`, and turn any trap into a
@@ -227,15 +235,27 @@ impl RulesModule {
         fuel: u64,
         f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R>,
     ) -> Result<GuestOutcome<R>, GuestError> {
+        self.call_metered(fuel, f).0
+    }
+
+    /// [`call`](Self::call), and the fuel used, failed calls included.
+    fn call_metered<R>(
+        &self,
+        fuel: u64,
+        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R>,
+    ) -> (Result<GuestOutcome<R>, GuestError>, u64) {
         let mut store = Store::new(self.pre.engine(), HostState::new(&self.limits));
         store.limiter(|state| &mut state.memory);
-        store.set_fuel(fuel).map_err(|e| GuestError::Host(format!("{e:#}")))?;
+        if let Err(e) = store.set_fuel(fuel) {
+            return (Err(GuestError::Host(format!("{e:#}"))), 0);
+        }
         let result = self.pre.instantiate(&mut store).and_then(|rules| f(&mut store, &rules));
         let fuel_used = fuel - store.get_fuel().unwrap_or(0);
-        match result {
+        let result = match result {
             Ok(value) => Ok(GuestOutcome { value, fuel_used, logs: std::mem::take(&mut store.data_mut().logs.lines) }),
             Err(error) => Err(self.classify(error, store.data(), fuel)),
-        }
+        };
+        (result, fuel_used)
     }
 
     fn classify(&self, error: wasmtime::Error, state: &HostState, fuel: u64) -> GuestError {
