@@ -23,6 +23,8 @@ struct Config {
     /// verb (or verb/resource) -> (a 4xx code, rate)
     refusal_rates: HashMap<String, (u16, f64)>,
     unavailable_rates: HashMap<String, f64>,
+    /// verb (or verb/resource) -> rate of connections cut before the request is processed.
+    cut_rates: HashMap<String, f64>,
     conflict_rate: f64,
     latency: Duration,
     watch_drop_every: Option<Duration>,
@@ -73,6 +75,10 @@ impl Conn {
     /// Resolves once the connection is to be closed without another byte.
     pub(crate) async fn closing(&self) {
         self.close.notified().await
+    }
+    /// Close it at once, whatever it was answering (`Faults::cut`).
+    pub(crate) fn cut(&self) {
+        self.close();
     }
     fn close(&self) {
         // notify_one keeps a permit, so a close before the connection task waits still counts.
@@ -131,6 +137,26 @@ impl Faults {
         } else {
             c.refusal_rates.remove(verb);
         }
+    }
+    /// Fraction (0.0..=1.0) of requests with this verb (or `verb/resource`) whose connection is
+    /// cut once the request is read, before it is processed and without an answer: what a
+    /// reset, a dying proxy or a node going away does. The client sees the connection end
+    /// mid-request; nothing was written. A rate of 0 ends it.
+    pub fn set_cut_rate(&self, verb: &str, rate: f64) {
+        let mut c = self.cfg();
+        if rate > 0.0 {
+            c.cut_rates.insert(verb.to_string(), rate.clamp(0.0, 1.0));
+        } else {
+            c.cut_rates.remove(verb);
+        }
+    }
+    /// Whether to cut this request's connection (`set_cut_rate`), if the dice say so.
+    pub(crate) fn cut(&self, verb: &str, resource: &str) -> bool {
+        let rate = {
+            let c = self.cfg();
+            c.cut_rates.get(&format!("{verb}/{resource}")).or_else(|| c.cut_rates.get(verb)).or_else(|| c.cut_rates.get("*")).copied().unwrap_or(0.0)
+        };
+        rate > 0.0 && rand::rng().random::<f64>() < rate
     }
     /// Fraction (0.0..=1.0) of requests with this verb answered with 503 ServiceUnavailable.
     pub fn set_unavailable_rate(&self, verb: &str, rate: f64) {

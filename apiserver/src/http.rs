@@ -313,6 +313,12 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
             return r;
         }
     };
+    // Cut: read, logged (code 0, never answered), not processed, the connection closed.
+    if inner.faults.cut(&record.verb, &record.resource) {
+        push_log(&inner, record);
+        conn.cut();
+        return std::future::pending().await;
+    }
     let latency = inner.faults.latency(&record.user_agent);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

@@ -503,3 +503,28 @@ async fn the_default_module_follows_its_tag_when_asked_through_the_swap_checks()
     eventually("the tag's new module swapped in", Duration::from_secs(20), async || operator.serving() == Some(digest(&japanese))).await;
     operator.stop().await;
 }
+
+/// TLS, as every registry but a loopback one is spoken to: a registry whose certificate an
+/// internal CA issued serves with `--registry-ca`, and is refused without it (naming why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_over_tls_serves_with_its_ca_trusted_and_only_then() {
+    let Some(registry) = TestRegistry::start_tls() else { return };
+    let classic = module_bytes("zundoko-classic");
+    let manifest = registry.push("rules/classic:tls", &classic, None).await;
+    let reference = format!("{}/rules/classic:tls", registry.addr);
+    let ca = registry.dir().join("ca.pem");
+    let out = cli(&["check", &reference, "--registry-ca", ca.to_str().unwrap()], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains(&format!("pinned:      {}/rules/classic@{manifest}", registry.addr)), "{stdout}");
+    let out = cli(&["check", &reference], &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "an untrusted certificate is refused");
+    assert!(stderr.contains("RegistryUnreachable") && stderr.to_lowercase().contains("certificate"), "{stderr}");
+    // A rule set from it, through the operator's client.
+    let (cluster, operator) = start(registry.settings()).await;
+    create_rules(&cluster, "over-tls", oci(&reference)).await;
+    let status = wait_phase(&cluster, "over-tls", "Active").await;
+    assert_eq!(status.module.unwrap().digest, digest(&classic));
+    operator.stop().await;
+}

@@ -382,6 +382,10 @@ async fn a_refusal_that_will_not_go_away_is_recorded_at_once_one_that_may_after_
     let cluster = Cluster::start().await;
     cluster.server.faults().set_error_rate("create/zundokos", 1.0);
     check_refusal_recorded(&cluster, "ApiError", false, |r| r.code == 500).await;
+    // The connection of every child create cut before an answer: unreachable, may pass.
+    let cluster = Cluster::start().await;
+    cluster.server.faults().set_cut_rate("create/zundokos", 1.0);
+    check_refusal_recorded(&cluster, "ApiUnreachable", false, |r| r.code == 0).await;
 }
 
 async fn check_refusal_recorded(cluster: &Cluster, reason: &str, at_once: bool, refused: impl Fn(&zundoko_apiserver::RequestRecord) -> bool) {

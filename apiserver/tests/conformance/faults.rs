@@ -440,3 +440,22 @@ async fn unavailable_rate() {
     }
     assert!((20..=80).contains(&fails), "{fails}");
 }
+
+#[tokio::test]
+async fn a_cut_connection_ends_the_request_unanswered_and_unprocessed() {
+    let s = server().await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    raw.post(WIDGETS, &widget("a", 1)).await;
+    s.faults().set_cut_rate("create/widgets", 1.0);
+    let http = reqwest::Client::new();
+    let sent = http.post(format!("{}{WIDGETS}", s.url())).header("Content-Type", "application/json").body(widget("cut", 1).to_string()).send().await;
+    let error = sent.expect_err("no answer: the connection ends");
+    assert!(!error.is_status() && !error.is_timeout(), "{error:?}");
+    assert_eq!(raw.get(&format!("{WIDGETS}/cut")).await.0, 404, "the cut create was not processed");
+    assert_eq!(raw.get(&format!("{WIDGETS}/a")).await.0, 200, "other verbs are unaffected");
+    let logged = s.requests().into_iter().rev().find(|r| r.verb == "create" && r.resource == "widgets").unwrap();
+    assert_eq!((logged.code, logged.name.as_str()), (0, ""), "logged as never answered");
+    s.faults().set_cut_rate("create/widgets", 0.0);
+    assert_eq!(raw.post(WIDGETS, &widget("b", 1)).await.0, 201);
+}

@@ -86,6 +86,10 @@ pub struct RegistryArgs {
     /// Pulls from registries at once.
     #[arg(long, env = "ZUNDOKO_CONCURRENT_PULLS", default_value_t = crate::modules::oci::RegistrySettings::default().concurrent_pulls)]
     pub concurrent_pulls: usize,
+    /// Certificate authorities (PEM files) trusted for registries beside the system's: a
+    /// registry whose certificate an internal CA issued.
+    #[arg(long = "registry-ca", env = "ZUNDOKO_REGISTRY_CA", value_delimiter = ',', value_name = "PEM")]
+    pub registry_ca: Vec<PathBuf>,
     /// Registry credentials: a docker config.json (`{"auths": {...}}`, a pull secret's
     /// .dockerconfigjson), for --module-oci, push and check.
     #[arg(long, env = "ZUNDOKO_REGISTRY_AUTH", value_name = "FILE")]
@@ -103,6 +107,12 @@ impl RegistryArgs {
             trusted_keys.extend(crate::modules::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
         }
         anyhow::ensure!(self.max_module_mib >= 1, "--max-module-mib must be at least 1");
+        let mut extra_ca_pem = Vec::new();
+        for path in &self.registry_ca {
+            let pem = std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))?;
+            anyhow::ensure!(pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----"), "--registry-ca {} holds no PEM certificate", path.display());
+            extra_ca_pem.push(pem);
+        }
         Ok(crate::modules::oci::RegistrySettings {
             insecure: self.insecure_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             timeout,
@@ -110,6 +120,7 @@ impl RegistryArgs {
             concurrent_pulls: self.concurrent_pulls.max(1),
             cache_dir: self.cache_dir.clone(),
             trusted_keys,
+            extra_ca_pem,
             ..crate::modules::oci::RegistrySettings::default()
         })
     }

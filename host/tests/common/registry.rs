@@ -18,6 +18,7 @@ pub struct TestRegistry {
     pub dir: PathBuf,
     config: PathBuf,
     pub authenticated: bool,
+    pub tls: bool,
 }
 
 /// The registry binary, or `None` after saying why the test cannot run (a failure in CI).
@@ -39,6 +40,16 @@ fn free_port() -> u16 {
 impl TestRegistry {
     /// A registry on a free port; with `auth`, only `USER`/`PASSWORD` may pull or push.
     pub fn start(auth: bool) -> Option<TestRegistry> {
+        Self::start_with(auth, false)
+    }
+
+    /// A registry over TLS, its certificate (for 127.0.0.1) issued by a CA of its own:
+    /// `ca.pem` in its directory.
+    pub fn start_tls() -> Option<TestRegistry> {
+        Self::start_with(false, true)
+    }
+
+    fn start_with(auth: bool, tls: bool) -> Option<TestRegistry> {
         binary()?;
         let dir = std::env::temp_dir().join(format!("zundoko-registry-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -47,6 +58,18 @@ impl TestRegistry {
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
             dir.join("data").display()
         );
+        if tls {
+            let dir = dir.display().to_string();
+            let openssl = |args: &[&str]| {
+                let out = Command::new("openssl").args(args).current_dir(&dir).output().expect("openssl (a TLS registry)");
+                assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            };
+            std::fs::write(format!("{dir}/leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+            openssl(&["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=zundoko test CA"]);
+            openssl(&["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"]);
+            openssl(&["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "leaf.ext"]);
+            config.push_str(&format!("  tls:\n    certificate: {dir}/leaf.pem\n    key: {dir}/leaf.key\n"));
+        }
         if auth {
             let out = Command::new("htpasswd").args(["-Bbn", USER, PASSWORD]).output().expect("htpasswd (apache2-utils) for an authenticated registry");
             assert!(out.status.success(), "htpasswd failed");
@@ -55,7 +78,7 @@ impl TestRegistry {
         }
         let config_path = dir.join("config.yml");
         std::fs::write(&config_path, config).unwrap();
-        let mut registry = TestRegistry { child: None, addr, dir, config: config_path, authenticated: auth };
+        let mut registry = TestRegistry { child: None, addr, dir, config: config_path, authenticated: auth, tls };
         registry.resume();
         Some(registry)
     }
@@ -90,6 +113,10 @@ impl TestRegistry {
 
     /// What the operator's settings name for this registry: plain HTTP, short timeouts.
     pub fn settings(&self) -> RegistrySettings {
+        if self.tls {
+            let ca = std::fs::read(self.dir.join("ca.pem")).unwrap();
+            return RegistrySettings { extra_ca_pem: vec![ca], timeout: Duration::from_secs(3), tries: 2, ..RegistrySettings::default() };
+        }
         RegistrySettings { insecure: vec![self.addr.clone()], timeout: Duration::from_secs(3), tries: 2, ..RegistrySettings::default() }
     }
 

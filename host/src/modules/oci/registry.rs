@@ -37,6 +37,9 @@ pub struct RegistrySettings {
     pub cache_dir: Option<PathBuf>,
     /// With any, a module serves only if a signature by one of them verifies.
     pub trusted_keys: Vec<TrustedKey>,
+    /// PEM certificates of certificate authorities trusted beside the system's (a registry
+    /// with a certificate from an internal CA).
+    pub extra_ca_pem: Vec<Vec<u8>>,
 }
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
@@ -54,6 +57,7 @@ impl Default for RegistrySettings {
             concurrent_pulls: 2,
             cache_dir: None,
             trusted_keys: Vec::new(),
+            extra_ca_pem: Vec::new(),
         }
     }
 }
@@ -151,6 +155,12 @@ impl Registry {
             platform_resolver: None,
             max_concurrent_download: 1,
             max_concurrent_upload: 2,
+            extra_root_certificates: self
+                .settings
+                .extra_ca_pem
+                .iter()
+                .map(|pem| oci_client::client::Certificate { encoding: oci_client::client::CertificateEncoding::Pem, data: pem.clone() })
+                .collect(),
             ..ClientConfig::default()
         })
     }
@@ -387,7 +397,18 @@ async fn read_blob(client: &oci_client::Client, reference: &ModuleRef, descripto
 fn classify(reference: &ModuleRef, error: OciDistributionError) -> PullError {
     let registry = reference.registry.clone();
     let reference_s = reference.to_string();
-    let detail = crate::text::printable(&error.to_string(), 400);
+    // The causes too: reqwest's own message ("error sending request") hides the one that
+    // tells (connection refused, an unknown certificate issuer).
+    let mut detail = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !detail.contains(&text) {
+            detail = format!("{detail}: {text}");
+        }
+        cause = c.source();
+    }
+    let detail = crate::text::printable(&detail, 600);
     match &error {
         OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => PullError::Unreachable { registry, detail },
         OciDistributionError::UnauthorizedError { .. } | OciDistributionError::AuthenticationFailure(_) => {
