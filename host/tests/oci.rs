@@ -302,11 +302,12 @@ async fn the_cache_serves_with_the_registry_down_and_a_silent_registry_slows_no_
     registry.push("rules/ja:v1", &japanese, None).await;
     let cache = registry.dir().join("operator-cache");
     let (silent, _held) = silent_registry().await;
-    // Each try of a pull may take 10 s: the silent registry's pull hangs for 20 s.
+    // A try of a pull may take 20 s: the silent registry's pull (one try in a rule set's
+    // reconcile) hangs for 20 s.
     let settings = RegistrySettings {
         cache_dir: Some(cache.clone()),
         insecure: vec![registry.addr.clone(), silent.clone()],
-        timeout: Duration::from_secs(10),
+        timeout: Duration::from_secs(20),
         ..registry.settings()
     };
     let (cluster, operator) = start(settings.clone()).await;
@@ -326,8 +327,8 @@ async fn the_cache_serves_with_the_registry_down_and_a_silent_registry_slows_no_
     cluster.create_hikawa("default", "default-rules", 0, &[]).await;
     cluster.wait_kiyoshied("default", &["from-cache".into(), "default-rules".into()], Duration::from_secs(30)).await;
     assert_eq!(decided_by(&cluster, "from-cache").await, Some(digest(&japanese)), "served from the cache");
-    // Sung while the silent registry's pull still hung (it gives up after 2 tries of 10 s): the
-    // rule set has no verdict yet.
+    // Sung while the silent registry's pull still hung (it gives up after 20 s): the rule set
+    // has no verdict yet.
     println!("two songs sung in {:?} while a registry never answered", started.elapsed());
     assert_eq!(rules_status(&cluster, "silent").await.reason, None, "the pull from the silent registry was still waiting");
     let status = wait_reason(&cluster, "uncached", "RegistryUnreachable").await;

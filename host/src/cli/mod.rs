@@ -403,15 +403,15 @@ pub fn test(args: &TestArgs, out: &mut dyn std::io::Write) -> Result<()> {
 async fn pull(reference: &crate::modules::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
     let settings = registry.settings()?;
     let auth = registry.auth(reference)?;
-    let keys = !settings.trusted_keys.is_empty();
     let client = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
     let fail = |e: crate::modules::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
     let digest = client.resolve(reference, &auth).await.map_err(fail)?;
     let fetched = client.fetch(reference, &digest, &auth, &[]).await.map_err(fail)?;
     let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {}", fetched.pinned)];
-    lines.push(match (&fetched.signed_by, keys) {
-        (Some(signer), _) => format!("signed by:   {signer}"),
-        (None, _) => "signature:   not checked (no --trusted-keys)".into(),
+    // With trusted keys a module is fetched only if one verified: no signer means no keys.
+    lines.push(match &fetched.signed_by {
+        Some(signer) => format!("signed by:   {signer}"),
+        None => "signature:   not checked (no --trusted-keys)".into(),
     });
     if fetched.from_cache {
         lines.push("from:        the cache (--cache-dir)".into());

@@ -168,12 +168,21 @@ impl Registry {
     /// The digest a tag points at now (a digest reference is its own). With the registry
     /// unreachable, the digest the tag had when last resolved here, if the cache kept it.
     pub async fn resolve(&self, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.resolve_tries(self.settings.tries, reference, auth).await
+    }
+
+    /// `resolve` with one try: for a reconcile, which requeues instead of pausing to try again.
+    pub async fn resolve_once(&self, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.resolve_tries(1, reference, auth).await
+    }
+
+    async fn resolve_tries(&self, tries: u32, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
         if let Some(digest) = &reference.digest {
             return Ok(digest.clone());
         }
         // With a digest to fall back on, one try: a restart with the registry down serves at once.
         let cached = self.cache.as_ref().and_then(|c| c.tag(reference));
-        let tries = if cached.is_some() { 1 } else { self.settings.tries };
+        let tries = if cached.is_some() { 1 } else { tries };
         let resolved = self.tries_up_to(tries, reference, || async {
             let client = self.client();
             let digest = client.fetch_manifest_digest(&reference.to_oci(), auth).await.map_err(|e| classify(reference, e))?;
@@ -201,37 +210,43 @@ impl Registry {
     /// if it holds it (and, with trusted keys, its verification), else pulled, checked against
     /// its digests and verified. `extra_keys`: a rule set's own keys, which must verify too.
     pub async fn fetch(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
+        self.fetch_tries(self.settings.tries, reference, manifest_digest, auth, extra_keys).await
+    }
+
+    /// `fetch` with one try: for a reconcile, which requeues instead of pausing to try again.
+    pub async fn fetch_once(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
+        self.fetch_tries(1, reference, manifest_digest, auth, extra_keys).await
+    }
+
+    async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
         let pinned = reference.pinned(manifest_digest);
         let keysets: Vec<&[TrustedKey]> = [self.settings.trusted_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
         if let Some(fetched) = self.from_cache(&pinned, manifest_digest, &keysets) {
             return Ok(fetched);
         }
         let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
-        self.tries(&pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
+        self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
     }
 
     fn from_cache(&self, pinned: &ModuleRef, manifest_digest: &str, keysets: &[&[TrustedKey]]) -> Option<Fetched> {
         let cache = self.cache.as_ref()?;
         let manifest = cache.get(manifest_digest)?;
-        let (layer_digest, _) = artifact::module_layer(&manifest).ok()?;
-        let bytes = cache.get(&layer_digest)?;
+        let (layer_digest, size) = artifact::module_layer(&manifest).ok()?;
+        // The bounds of a pull hold for what the cache serves too (it may have been filled
+        // under a larger limit); the verifications first, before the layer is read and hashed.
+        if size > self.settings.max_module_bytes {
+            return None;
+        }
         let mut signers = Vec::new();
         for keys in keysets {
             signers.push(cache.verified(manifest_digest, keys)?);
         }
+        let bytes = cache.get(&layer_digest)?;
         Some(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
     }
 
     /// Run `op` up to `tries` times while it fails for a reason that may pass, each try bounded
     /// by the timeout, with a doubling pause between tries.
-    async fn tries<T, F, Fut>(&self, reference: &ModuleRef, op: F) -> Result<T, PullError>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, PullError>>,
-    {
-        self.tries_up_to(self.settings.tries, reference, op).await
-    }
-
     async fn tries_up_to<T, F, Fut>(&self, tries: u32, reference: &ModuleRef, op: F) -> Result<T, PullError>
     where
         F: Fn() -> Fut,

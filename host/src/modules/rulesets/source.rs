@@ -204,7 +204,7 @@ impl Sources {
     pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
         let auth = self.auth(oci).await?;
-        self.registry.resolve(reference, &auth).await.map_err(|e| pull_problem(&e))
+        self.registry.resolve_once(reference, &auth).await.map_err(|e| pull_problem(&e))
     }
 
     /// The credentials of an artifact's pull secret (anonymous without one).
@@ -247,19 +247,21 @@ impl Sources {
             Ok(keys) => keys,
             Err(why) => return (Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
         };
+        // The pull secret read once, for the resolve and the pull.
+        let auth = match self.auth(oci).await {
+            Ok(auth) => auth,
+            Err(problem) => return (Err(problem), oci.digest.as_deref().map(|d| reference.pinned(d))),
+        };
         let digest = match &oci.digest {
             Some(digest) => digest.clone(),
-            None => match self.resolve(oci).await {
+            None => match self.registry.resolve_once(reference, &auth).await {
                 Ok(digest) => digest,
-                Err(problem) => return (Err(problem), None),
+                Err(error) => return (Err(pull_problem(&error)), None),
             },
         };
         let pinned = reference.pinned(&digest);
-        let auth = match self.auth(oci).await {
-            Ok(auth) => auth,
-            Err(problem) => return (Err(problem), Some(pinned)),
-        };
-        let fetched = match self.registry.fetch(reference, &digest, &auth, keys).await {
+        // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
+        let fetched = match self.registry.fetch_once(reference, &digest, &auth, keys).await {
             Ok(fetched) => fetched,
             Err(error) => return (Err(pull_problem(&error)), Some(pinned)),
         };

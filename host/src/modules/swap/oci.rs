@@ -33,17 +33,31 @@ impl OciSource {
         auth::from_docker_config(&json, &self.reference.registry).map_err(|e| bad(format!("{}: {e}", path.display())))
     }
 
-    /// The digest the reference names now, and its module as a candidate.
-    pub async fn fetch(&self, registry: &Registry) -> (Option<String>, Candidate) {
-        let fetched = async {
-            let auth = self.auth()?;
-            let digest = registry.resolve(&self.reference, &auth).await?;
-            registry.fetch(&self.reference, &digest, &auth, &[]).await
-        };
-        match fetched.await {
+    /// The digest the reference names now (with the credentials read for it).
+    async fn resolve(&self, registry: &Registry) -> Result<(RegistryAuth, String), PullError> {
+        let auth = self.auth()?;
+        let digest = registry.resolve(&self.reference, &auth).await?;
+        Ok((auth, digest))
+    }
+
+    /// The module of artifact `digest` as a candidate, or why there is none.
+    async fn candidate(&self, registry: &Registry, auth: &RegistryAuth, digest: &str) -> Candidate {
+        match registry.fetch(&self.reference, digest, auth, &[]).await {
             Ok(f) => {
                 info!(reference = %self.reference, pinned = %f.pinned, signed_by = f.signed_by.as_deref().unwrap_or("-"), from_cache = f.from_cache, "module pulled");
-                (Some(f.manifest_digest), Candidate::new(Origin::Oci(f.pinned.to_string()), Ok(f.bytes)))
+                Candidate::new(Origin::Oci(f.pinned.to_string()), Ok(f.bytes))
+            }
+            Err(error) => Candidate::failed(Origin::Oci(self.reference.pinned(digest).to_string()), error.reason(), error.to_string()),
+        }
+    }
+
+    /// The digest the reference names now, if its module could be had, and that module as a
+    /// candidate.
+    pub async fn fetch(&self, registry: &Registry) -> (Option<String>, Candidate) {
+        match self.resolve(registry).await {
+            Ok((auth, digest)) => {
+                let candidate = self.candidate(registry, &auth, &digest).await;
+                (candidate.bytes.is_ok().then_some(digest), candidate)
             }
             Err(error) => (None, Candidate::failed(Origin::Oci(self.reference.to_string()), error.reason(), error.to_string())),
         }
@@ -63,21 +77,11 @@ impl OciSource {
                 _ = candidates.closed() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            let auth = match self.auth() {
-                Ok(auth) => auth,
-                Err(error) => {
-                    warn!(reference = %self.reference, %error, "cannot read the registry credentials");
-                    continue;
-                }
-            };
-            match registry.resolve(&self.reference, &auth).await {
-                Ok(digest) if served.as_deref() == Some(digest.as_str()) => {}
-                Ok(digest) => {
+            match self.resolve(&registry).await {
+                Ok((_, digest)) if served.as_deref() == Some(digest.as_str()) => {}
+                Ok((auth, digest)) => {
                     info!(reference = %self.reference, %digest, "the tag points at a new artifact: offering it");
-                    let candidate = match registry.fetch(&self.reference, &digest, &auth, &[]).await {
-                        Ok(f) => Candidate::new(Origin::Oci(f.pinned.to_string()), Ok(f.bytes)),
-                        Err(error) => Candidate::failed(Origin::Oci(self.reference.pinned(&digest).to_string()), error.reason(), error.to_string()),
-                    };
+                    let candidate = self.candidate(&registry, &auth, &digest).await;
                     let offered = candidate.bytes.is_ok();
                     if candidates.send(candidate).await.is_err() {
                         return;
