@@ -1,31 +1,77 @@
 #!/usr/bin/env bash
-# `make new-rules NAME=my-rules`: a new rule set crate in rules/NAME/, from tools/rules-template/.
-# It is a workspace member at once (the workspace takes every rules/*), so
-# `cargo test -p NAME` and `make rules NAME=NAME` work straight away.
+# `make new-rules NAME=my-rules [LANG=rust|python|js]`: a new rule set in rules/NAME/.
+#   rust (the default): a crate from tools/rules-template/, added to the workspace's members in
+#     Cargo.toml, so `cargo test -p NAME` and `make rules NAME=NAME` work straight away.
+#   python: pyproject.toml, rules.py, app.py and tests/ (pytest) from tools/kits/python/template/.
+#   js: package.json, rules.js, app.js and test/ (node --test) from tools/kits/js/template/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:-}
+lang=${2:-rust}
+case $lang in
+  rust | python | js) ;;
+  py) lang=python ;;
+  javascript) lang=js ;;
+  *) echo "usage: make new-rules NAME=my-rules [LANG=rust|python|js] (got LANG=$lang)" >&2; exit 1 ;;
+esac
 if ! [[ $name =~ ^[a-z][a-z0-9]*(-[a-z0-9]+)*$ ]] || [ ${#name} -gt 48 ]; then
-  echo "usage: make new-rules NAME=my-rules (lowercase letters, digits and single dashes, starting with a letter, at most 48 characters; got '${name}')" >&2
+  echo "usage: make new-rules NAME=my-rules [LANG=rust|python|js] (lowercase letters, digits and single dashes, starting with a letter, at most 48 characters; got '${name}')" >&2
   exit 1
 fi
 dir=rules/$name
 if [ -e "$dir" ]; then echo "$dir already exists: pick another NAME" >&2; exit 1; fi
-# The crate name must be new in the workspace too (zundoko-rules, zundoko-operator, ...).
-if grep -qsx "name = \"$name\"" */Cargo.toml */*/Cargo.toml; then
-  echo "a crate named $name already exists in this workspace: pick another NAME" >&2; exit 1
+# The name must be new in the workspace too (zundoko-rules, zundoko-operator, ...): it is the
+# crate's name, and for every language the module's name.
+if grep -qsx "name = \"$name\"" */Cargo.toml */*/Cargo.toml */*/pyproject.toml \
+  || grep -qs "\"name\": \"$name\"" rules/*/package.json; then
+  echo "a crate or rule set named $name already exists in this workspace: pick another NAME" >&2; exit 1
 fi
-crate=${name//-/_}
-mkdir -p "$dir/src" "$dir/tests"
-for f in src/lib.rs tests/song.rs; do
-  sed -e "s/__NAME__/$name/g" -e "s/__CRATE__/$crate/g" "tools/rules-template/$f" > "$dir/$f"
-done
-sed -e "s/__NAME__/$name/g" tools/rules-template/Cargo.toml.in > "$dir/Cargo.toml"
-cat <<MSG
-created $dir/ (a crate of the workspace). Next:
+ident=${name//-/_}
+
+case $lang in
+rust)
+  mkdir -p "$dir/src" "$dir/tests"
+  for f in src/lib.rs tests/song.rs; do
+    sed -e "s/__NAME__/$name/g" -e "s/__CRATE__/$ident/g" "tools/rules-template/$f" > "$dir/$f"
+  done
+  sed -e "s/__NAME__/$name/g" tools/rules-template/Cargo.toml.in > "$dir/Cargo.toml"
+  scripts/workspace-members.sh add "$name"
+  cat <<MSG
+created $dir/ (a crate of the workspace, listed in Cargo.toml). Next:
   cargo test -p $name                 # the rules' native tests
   make rules NAME=$name               # build target/modules/$name.wasm (under 64 KiB)
   target/debug/zundoko-operator test --module target/modules/$name.wasm
   make simulate MODULE=target/modules/$name.wasm
   make swap RULES=$name               # into a running operator (make deploy / make demo)
+  make remove-rules NAME=$name        # to remove it
 MSG
+  ;;
+python)
+  mkdir -p "$dir/tests"
+  for f in pyproject.toml rules.py app.py tests/test_song.py; do
+    sed -e "s/__NAME__/$name/g" "tools/kits/python/template/$f" > "$dir/$f"
+  done
+  cat <<MSG
+created $dir/ (Python: rules.py, app.py, pyproject.toml, tests/). Next:
+  make test-rules NAME=$name          # the rules' native tests (pytest; installs the pinned kit once)
+  make rules NAME=$name               # build target/modules/$name.wasm (componentize-py, about 18 MB)
+  target/debug/zundoko-operator test --module target/modules/$name.wasm
+  make simulate MODULE=target/modules/$name.wasm
+  make swap RULES=$name               # into a running operator (make deploy / make demo)
+MSG
+  ;;
+js)
+  mkdir -p "$dir/test"
+  for f in package.json rules.js app.js test/song.test.js; do
+    sed -e "s/__NAME__/$name/g" "tools/kits/js/template/$f" > "$dir/$f"
+  done
+  cat <<MSG
+created $dir/ (JavaScript: rules.js, app.js, package.json, test/). Next:
+  make test-rules NAME=$name          # the rules' native tests (node --test; installs the pinned kit once)
+  make rules NAME=$name               # build target/modules/$name.wasm (componentize-js, about 12 MB)
+  target/debug/zundoko-operator test --module target/modules/$name.wasm
+  make simulate MODULE=target/modules/$name.wasm
+  make swap RULES=$name               # into a running operator (make deploy / make demo)
+MSG
+  ;;
+esac
