@@ -1,0 +1,46 @@
+// Build a JavaScript rule set into a component:
+//   node tools/kits/js/build.mjs RULES_DIR OUT.wasm [ENTRY]
+// RULES_DIR/app.js (or ENTRY) and what it imports (the rule set's own modules and zundoko-kit)
+// are bundled into one ES module with rolldown, then componentize-js builds the component for
+// the world zundokokiyoshi:rules/zundoko-rules with every WASI feature it can drop dropped
+// (stdio, random, clocks, http, fetch-event): the component imports as little WASI as
+// possible, and Math.random()/Date.now() cannot be what decides (entropy and now are).
+import { componentize } from '@bytecodealliance/componentize-js';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { rolldown } from 'rolldown';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../../..');
+const [rulesDir, out, entry = 'app.js'] = process.argv.slice(2);
+if (!rulesDir || !out) {
+  console.error('usage: node tools/kits/js/build.mjs RULES_DIR OUT.wasm [ENTRY]');
+  process.exit(2);
+}
+const name = JSON.parse(await readFile(join(rulesDir, 'package.json'), 'utf8')).name;
+const work = join(root, 'target/kits/js-build', name);
+await mkdir(work, { recursive: true });
+const bundlePath = join(work, 'bundle.js');
+
+// package.json's name, version and description are the module's metadata: the kit's
+// `moduleInfo()` reads them from here in a component (natively, from the file).
+const bundle = await rolldown({
+  input: resolve(rulesDir, entry),
+  external: [/^zundokokiyoshi:/],
+  resolve: { alias: { 'zundoko-kit': join(here, 'zundoko-kit') } },
+  logLevel: 'warn',
+});
+await bundle.write({ file: bundlePath, format: 'esm', codeSplitting: false });
+await bundle.close();
+
+const { component } = await componentize({
+  sourcePath: bundlePath,
+  // The WIT text itself: componentize-js's splicer only sees the working directory.
+  witWorld: await readFile(join(root, 'wit/zundoko-rules.wit'), 'utf8'),
+  worldName: 'zundoko-rules',
+  disableFeatures: ['stdio', 'random', 'clocks', 'http', 'fetch-event'],
+});
+await mkdir(dirname(resolve(out)), { recursive: true });
+await writeFile(out, component);
+console.log(`${out}: ${component.length} bytes`);

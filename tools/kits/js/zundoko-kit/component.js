@@ -1,0 +1,36 @@
+// The glue between a rule set and the WIT world `zundokokiyoshi:rules/zundoko-rules`. In a rule
+// set's `app.js` (what `make rules` builds):
+//
+//     import { exportRules } from 'zundoko-kit/component';
+//     import { MyRules } from './rules.js';
+//     export const rules = exportRules(new MyRules());
+//
+// Only a component imports this module (natively the log import does not exist).
+
+import { log as hostLog } from 'zundokokiyoshi:rules/log@0.1.0';
+import { setLogSink } from './log.js';
+import { RuleError } from './model.js';
+
+setLogSink((level, message) => hostLog(level, message));
+
+/** The world's `rules` export: `rules` is any object with `info()` ({name, version,
+ * description}) and `reconcile(observed)` (a plan, or throws a RuleError). Any other exception
+ * traps the call (the operator reports GuestTrapped); its message goes to the log first, as
+ * the component has no stderr. */
+export function exportRules(rules) {
+  return {
+    info() {
+      const { name, version, description } = rules.info();
+      return { name, version, description };
+    },
+    reconcile(observed) {
+      try {
+        return rules.reconcile(observed);
+      } catch (e) {
+        if (e instanceof RuleError) throw { tag: e.kind, val: e.message };
+        hostLog('error', `reconcile threw: ${e?.stack ?? e}`);
+        throw e;
+      }
+    },
+  };
+}

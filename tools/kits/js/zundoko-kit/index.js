@@ -1,0 +1,18 @@
+// The Zundoko rules kit for JavaScript: what a rule set in JavaScript is written against.
+//
+// The same contract as the Rust SDK (guest/sdk) and the WIT world (wit/zundoko-rules.wit), in
+// the shapes the component's bindings use: records are objects with camelCase fields, u64 and
+// s64 are BigInt (`observed.now`, `observed.entropy`, `hikawa.intervalMillis`, `said.saidAt`),
+// an absent option is `undefined`, an action is `{tag: 'say' | 'set-status' | 'requeue-after',
+// val}`. A rule set gets everything it may know in `observed` and returns a plan, or throws a
+// RuleError. It has no clock, no randomness and no I/O of its own: the time is `observed.now`,
+// 64 random bits are `observed.entropy` (the component is built without WASI's clocks and
+// random: `Date.now()` and `Math.random()` are fixed, deterministic, and useless for rules).
+//
+// - model: RuleError (invalidParams, inconsistentSong, internal), words(), waitMillis(), apply()
+// - steps: the plans a song is made of (sayWord, sayKiyoshi, wait, songOver)
+// - song: the song engine the classic rules are (RuleSet), and mix, entropy to a word
+// - testing: whole songs on a virtual clock, natively (sing, newHikawa)
+// - component: exportRules(rules), the glue to the WIT world; log(level, message)
+export * from './model.js';
+export * from './naming.js';

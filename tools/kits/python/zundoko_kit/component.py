@@ -1,0 +1,107 @@
+"""The glue between a rule set and the WIT world `zundokokiyoshi:rules/zundoko-rules`.
+
+In a rule set's `app.py` (what componentize-py builds):
+
+    from zundoko_kit.component import export_rules
+    Rules = export_rules(MyRules())
+
+`log(level, message)` writes a line to the operator's log (natively, to stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .model import (
+    ChildKind,
+    Hikawa,
+    HikawaStatus,
+    InconsistentSong,
+    InvalidParams,
+    Observed,
+    Plan,
+    RequeueAfter,
+    RuleError,
+    Said,
+    Say,
+    StatusUpdate,
+)
+
+LEVELS = ("trace", "debug", "info", "warn", "error")
+
+
+def log(level: str, message: str) -> None:
+    """A line in the operator's log, tagged with the Hikawa being reconciled. `level` is one of
+    trace, debug, info, warn, error. The host bounds how much one call may log."""
+    if level not in LEVELS:
+        raise ValueError(f"log level must be one of {LEVELS}, not {level!r}")
+    try:
+        from wit_world.imports import log as wit_log
+    except ImportError:  # natively: no component around
+        print(f"[{level.capitalize()}] {message}", file=sys.stderr)
+        return
+    wit_log.log(getattr(wit_log.Level, level.upper()), message)
+
+
+def _said(s) -> Said:
+    return Said(s.name, s.index, s.word, s.said_at)
+
+
+def observed_from_wit(o) -> Observed:
+    h = o.hikawa
+    status = HikawaStatus(h.status.num_zundokos_said, h.status.kiyoshied, h.status.phase)
+    hikawa = Hikawa(
+        h.namespace, h.name, h.uid, h.generation, h.created_at, h.interval_millis, [tuple(p) for p in h.params], status
+    )
+    return Observed(
+        hikawa, [_said(z) for z in o.zundokos], None if o.kiyoshi is None else _said(o.kiyoshi), o.now, o.entropy
+    )
+
+
+def plan_to_wit(plan: Plan, wit):
+    actions = []
+    for a in plan.actions:
+        if isinstance(a, Say):
+            kind = wit.ChildKind.KIYOSHI if a.kind == ChildKind.KIYOSHI else wit.ChildKind.ZUNDOKO
+            actions.append(wit.Action_Say(wit.Say(kind, a.namespace, a.name, a.index, a.word)))
+        elif isinstance(a, StatusUpdate):
+            actions.append(
+                wit.Action_SetStatus(wit.StatusUpdate(a.phase, a.num_zundokos_said, a.kiyoshied, a.message))
+            )
+        elif isinstance(a, RequeueAfter):
+            actions.append(wit.Action_RequeueAfter(a.millis))
+        else:
+            raise TypeError(f"not an action: {a!r} (Say, StatusUpdate or RequeueAfter)")
+    return wit.Plan(actions)
+
+
+def error_to_wit(error: RuleError, wit):
+    if isinstance(error, InvalidParams):
+        return wit.RuleError_InvalidParams(error.message)
+    if isinstance(error, InconsistentSong):
+        return wit.RuleError_InconsistentSong(error.message)
+    return wit.RuleError_Internal(error.message)
+
+
+def export_rules(rules):
+    """The class componentize-py exports as the world's `rules` interface: `rules` is any
+    object with `info()` (a ModuleInfo) and `reconcile(observed)` (a Plan, or raises a
+    RuleError). Any other exception traps the call: the operator reports it as GuestTrapped,
+    with the traceback in its log."""
+    from componentize_py_types import Err
+    from wit_world import exports
+    from wit_world.imports import types as wit
+
+    class Rules(exports.Rules):
+        def info(self):
+            i = rules.info()
+            return wit.ModuleInfo(i.name, i.version, i.description)
+
+        def reconcile(self, observed):
+            try:
+                plan = rules.reconcile(observed_from_wit(observed))
+            except RuleError as e:
+                raise Err(error_to_wit(e, wit))
+            return plan_to_wit(plan, wit)
+
+    return Rules
