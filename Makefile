@@ -6,9 +6,13 @@ CARGO   ?= cargo
 MODULES := target/modules
 # Test fixtures (misbehaving modules) are built apart from the shipped modules.
 FIXTURES := target/fixtures
-# Every rule set is a crate of its own in rules/<name>/ (dir name = crate name = module name);
-# `make new-rules` scaffolds one, `make rules NAME=` builds one, `make guest` builds them all.
+# Every rule set is a directory of its own in rules/<name>/ (dir name = module name): a Rust crate
+# (Cargo.toml), a Python project (pyproject.toml) or a JavaScript package (package.json).
+# `make new-rules` scaffolds one, `make rules NAME=` builds one, `make guest` builds every Rust
+# one (RULE_SETS), `make guest-langs` every Python and JavaScript one.
 RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
+PY_RULE_SETS := $(patsubst rules/%/pyproject.toml,%,$(wildcard rules/*/pyproject.toml))
+JS_RULE_SETS := $(patsubst rules/%/package.json,%,$(wildcard rules/*/package.json))
 # The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
 FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
@@ -47,26 +51,123 @@ $(COMPONENTIZE): tools/componentize/src/main.rs tools/componentize/Cargo.toml
 wasm-build = CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(GUEST_RUSTFLAGS)" \
 	$(CARGO) build $(1) --target $(GUEST_TARGET) --profile guest
 
+# size-check FILE MAX (shell): fail when a built component is over its language's budget.
+size-check = size=$$(stat -c %s $(1)) && { [ $$size -le $(2) ] \
+	|| { echo "$(1) is $$size bytes, over the $(2)-byte budget" >&2; exit 1; }; }
+
 # componentize CORE OUTPUT (shell): wrap a built core module into a component, check its size.
 componentize = mkdir -p $$(dirname $(2)) && $(COMPONENTIZE) $(1) $(2) \
-	&& size=$$(stat -c %s $(2)) && { [ $$size -le $(GUEST_MAX_BYTES) ] \
-	|| { echo "$(2) is $$size bytes, over the $(GUEST_MAX_BYTES)-byte budget" >&2; exit 1; }; }
+	&& $(call size-check,$(2),$(GUEST_MAX_BYTES))
 
 .PHONY: guest
 guest: setup $(COMPONENTIZE) ## Build every rule set in rules/ into target/modules/<name>.wasm.
 	$(call wasm-build,$(foreach r,$(RULE_SETS),-p $(r)))
 	@set -e; for r in $(RULE_SETS); do $(call componentize,$(GUEST_OUT_DIR)/$${r//-/_}.wasm,$(MODULES)/$$r.wasm); done
 
-.PHONY: rules
-rules: setup $(COMPONENTIZE) ## Build one rule set, rules/NAME/, into target/modules/NAME.wasm (NAME=).
+# A rule set's language, from its directory: Cargo.toml (rust), pyproject.toml or app.py
+# (python), package.json (js); empty when rules/NAME/ is none of them.
+rules-lang = $(if $(wildcard rules/$(1)/Cargo.toml),rust,$(if $(wildcard rules/$(1)/pyproject.toml rules/$(1)/app.py),python,$(if $(wildcard rules/$(1)/package.json),js)))
+NAME_LANG := $(if $(NAME),$(call rules-lang,$(NAME)))
+
+.PHONY: rules rules-none rules-rust rules-python rules-js
+rules: rules-$(or $(NAME_LANG),none) ## Build one rule set, rules/NAME/ (Rust, Python or JavaScript), into target/modules/NAME.wasm (NAME=).
+
+rules-none:
 	@test -n "$(NAME)" || { echo "usage: make rules NAME=<a directory in rules/>" >&2; exit 1; }
-	@test -f rules/$(NAME)/Cargo.toml || { echo "no rule set rules/$(NAME)/ (make new-rules NAME=$(NAME) creates one)" >&2; exit 1; }
+	@echo "no rule set rules/$(NAME)/ (make new-rules NAME=$(NAME) [LANG=python|js] creates one)" >&2; exit 1
+
+rules-rust: setup $(COMPONENTIZE)
 	$(call wasm-build,-p $(NAME))
 	@$(call componentize,$(GUEST_OUT_DIR)/$(subst -,_,$(NAME)).wasm,$(MODULES)/$(NAME).wasm)
 
+rules-python: kit-python
+	@mkdir -p $(MODULES)
+	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p rules/$(NAME) -p tools/kits/python app -o $(MODULES)/$(NAME).wasm
+	@$(call size-check,$(MODULES)/$(NAME).wasm,$(PY_MAX_BYTES)) && echo "$(MODULES)/$(NAME).wasm: $$size bytes"
+
+rules-js: kit-js
+	$(NODE) tools/kits/js/build.mjs rules/$(NAME) $(MODULES)/$(NAME).wasm
+	@$(call size-check,$(MODULES)/$(NAME).wasm,$(JS_MAX_BYTES))
+
+.PHONY: test-rules
+test-rules: ## Run one rule set's native tests in its language: cargo test, pytest or node --test (NAME=).
+	@test -n "$(NAME_LANG)" || { echo "usage: make test-rules NAME=<a rule set in rules/>" >&2; exit 1; }
+	@$(MAKE) --no-print-directory test-rules-$(NAME_LANG) NAME=$(NAME)
+
+.PHONY: test-rules-rust test-rules-python test-rules-js
+test-rules-rust:
+	$(CARGO) test -p $(NAME)
+test-rules-python: kit-python
+	cd rules/$(NAME) && $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider
+test-rules-js: kit-js
+	@mkdir -p rules/$(NAME)/node_modules && ln -sfn ../../../tools/kits/js/zundoko-kit rules/$(NAME)/node_modules/zundoko-kit
+	cd rules/$(NAME) && $(NODE) --test
+
+# `make new-rules LANG=python`: LANG is also the locale's variable, so only a LANG given on
+# make's command line picks the language (RULES_LANG= works too); otherwise Rust.
+NEW_RULES_LANG := $(or $(RULES_LANG),$(if $(filter command line,$(origin LANG)),$(LANG)),rust)
+
 .PHONY: new-rules
-new-rules: ## Scaffold a new rule set crate in rules/NAME/ with native tests (NAME=my-rules).
-	@scripts/new-rules.sh "$(NAME)"
+new-rules: ## Scaffold a new rule set in rules/NAME/ with native tests (NAME=my-rules, LANG=rust|python|js).
+	@env -u LANG scripts/new-rules.sh "$(NAME)" "$(NEW_RULES_LANG)"
+
+.PHONY: remove-rules
+remove-rules: ## Remove a rule set: rules/NAME/, its module, and a Rust one from the workspace (NAME=).
+	@scripts/remove-rules.sh "$(NAME)"
+
+# Rules in Python and JavaScript (tools/kits/): their toolchains are pinned in files the project
+# owns and installed into the project, never system-wide: a virtualenv in target/kits/python
+# (tools/kits/python/requirements.txt) and node_modules in tools/kits/js (package-lock.json).
+# Each is installed once; afterwards the targets only check a stamp.
+PYTHON ?= python3
+NODE ?= node
+NPM ?= npm
+PY_VENV := target/kits/python
+COMPONENTIZE_PY := $(PY_VENV)/bin/componentize-py
+PY_KIT_STAMP := $(PY_VENV)/.installed
+JS_KIT_STAMP := tools/kits/js/node_modules/.installed
+# Size budgets. A Python component carries CPython and its standard library (the classic rules:
+# about 18.9 MB); a JavaScript one carries SpiderMonkey (about 12.1 MB). Both are far over a
+# ConfigMap's 1 MiB: serve them from a file, a volume or a registry.
+PY_MAX_BYTES := 25165824
+JS_MAX_BYTES := 16777216
+PY_FIXTURES := hostile
+JS_FIXTURES := hostile
+
+$(PY_KIT_STAMP): tools/kits/python/requirements.txt
+	@command -v $(PYTHON) > /dev/null || { echo "the Python rules kit needs python3 (3.11 or later) with venv (apt-get install python3-venv)" >&2; exit 1; }
+	@test -x $(PY_VENV)/bin/pip || $(PYTHON) -m venv $(PY_VENV) \
+	  || { rm -rf $(PY_VENV); echo "python3 -m venv failed: apt-get install python3-venv" >&2; exit 1; }
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r tools/kits/python/requirements.txt
+	@touch $@
+
+$(JS_KIT_STAMP): tools/kits/js/package.json tools/kits/js/package-lock.json
+	@command -v $(NODE) > /dev/null && command -v $(NPM) > /dev/null \
+	  || { echo "the JavaScript rules kit needs node (20 or later) and npm (apt-get install nodejs npm)" >&2; exit 1; }
+	cd tools/kits/js && $(NPM) ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: kits kit-python kit-js
+kit-python: $(PY_KIT_STAMP)
+kit-js: $(JS_KIT_STAMP)
+kits: kit-python kit-js ## Install the pinned Python and JavaScript rules toolchains into the project (once).
+
+.PHONY: guest-langs
+guest-langs: kit-python kit-js ## Build every Python and JavaScript rule set in rules/ into target/modules/ (not part of make guest).
+	@set -e; for r in $(PY_RULE_SETS); do $(MAKE) --no-print-directory rules-python NAME=$$r; done; \
+	  for r in $(JS_RULE_SETS); do $(MAKE) --no-print-directory rules-js NAME=$$r; done
+
+.PHONY: fixtures-langs
+fixtures-langs: kit-python kit-js ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm).
+	@mkdir -p $(FIXTURES)
+	@set -e; for f in $(PY_FIXTURES); do \
+	  $(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p guest/fixtures-py/$$f -p tools/kits/python app -o $(FIXTURES)/zundoko-py-$$f.wasm; done
+	@set -e; for f in $(JS_FIXTURES); do $(NODE) tools/kits/js/build.mjs guest/fixtures-js/$$f $(FIXTURES)/zundoko-js-$$f.wasm; done
+
+.PHONY: test-langs
+test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test).
+	@set -e; for r in $(PY_RULE_SETS); do $(MAKE) --no-print-directory test-rules-python NAME=$$r; done; \
+	  for r in $(JS_RULE_SETS); do $(MAKE) --no-print-directory test-rules-js NAME=$$r; done
 
 .PHONY: fixtures
 fixtures: setup $(COMPONENTIZE) ## Build the test fixtures (misbehaving modules) into target/fixtures/.
@@ -113,11 +214,17 @@ demo: guest ## The main job, no cluster needed: local API server + operator + th
 OPTIONAL_TOOLS := promtool prometheus
 HAVE_OPTIONAL_TOOLS := $(shell for t in $(OPTIONAL_TOOLS); do command -v $$t > /dev/null || exit 0; done; echo yes)
 RUN_IGNORED := $(or $(filter true 1,$(CI)),$(HAVE_OPTIONAL_TOOLS))
+# Likewise the Python and JavaScript rules (pytest, node --test, and their components in the
+# host's tests, host/tests/languages.rs): run when python3 and node are installed, always in CI.
+LANG_TOOLS := $(PYTHON) $(NODE) $(NPM)
+HAVE_LANG_TOOLS := $(shell for t in $(LANG_TOOLS); do command -v $$t > /dev/null || exit 0; done; echo yes)
+RUN_LANGS := $(or $(filter true 1,$(CI)),$(HAVE_LANG_TOOLS))
 
 .PHONY: test
-test: guest fixtures ## Run the whole test suite (native rules, sandbox with the built components, API server).
+test: guest fixtures $(if $(RUN_LANGS),guest-langs fixtures-langs test-langs) ## Run the whole test suite (native rules in every language, sandbox with the built components, API server).
 	$(CARGO) test --workspace --no-fail-fast $(if $(RUN_IGNORED),-- --include-ignored)
 	@$(if $(RUN_IGNORED),,echo "make test: the monitoring tests that need $(OPTIONAL_TOOLS) were ignored (not installed: apt-get install prometheus)")
+	@$(if $(RUN_LANGS),,echo "make test: the Python and JavaScript rules were not tested (needs $(LANG_TOOLS): apt-get install python3-venv nodejs npm)")
 
 .PHONY: bench
 bench: guest ## Print sandbox cost per reconcile against native rules, at 5 and 1,000 children (release).
