@@ -1,0 +1,63 @@
+// A hostile JavaScript module for the host's tests (`make fixtures-langs` builds
+// target/fixtures/zundoko-js-hostile.wasm), its misbehaviour chosen per call by
+// `spec.params.misbehave`:
+//   throw       an uncaught exception (the call traps)
+//   rule-error  returns Err(invalid-params)
+//   loop        an endless loop
+//   alloc       grows memory without end
+//   clock       reads Date.now() (built without WASI clocks) and puts it in the status message
+//   perf        reads performance.now() likewise
+//   random      reads Math.random() (built without WASI random: a fixed sequence) and puts the
+//               first values in the status message
+//   (else)      the classic rules
+import { invalidParams, param } from 'zundoko-kit';
+import { exportRules } from 'zundoko-kit/component';
+import { RuleSet } from 'zundoko-kit/song';
+import pkg from './package.json' with { type: 'json' };
+
+const classic = new RuleSet({
+  info: { name: pkg.name, version: pkg.version, description: pkg.description },
+  words: { zun: 'Zun', doko: 'Doko', kiyoshi: 'Ki-yo-shi!' },
+});
+
+function withMessage(observed, message) {
+  const plan = classic.reconcile(observed);
+  let status = plan.actions.find((a) => a.tag === 'set-status');
+  if (status === undefined) {
+    status = { tag: 'set-status', val: { phase: 'Singing', numZundokosSaid: observed.zundokos.length, kiyoshied: false, message: '' } };
+    plan.actions.unshift(status);
+  }
+  status.val.message = message.slice(0, 200);
+  return plan;
+}
+
+class Hostile {
+  info() {
+    return classic.info();
+  }
+
+  reconcile(observed) {
+    switch (param(observed.hikawa, 'misbehave')) {
+      case 'throw':
+        throw new Error('hostile: thrown on purpose');
+      case 'rule-error':
+        throw invalidParams('hostile: params.misbehave asked for a rule error');
+      case 'loop':
+        for (;;) {}
+      case 'alloc': {
+        const hoard = [];
+        for (;;) hoard.push(new Uint8Array(1 << 20).fill(1));
+      }
+      case 'clock':
+        return withMessage(observed, `clock: Date.now ${Date.now()}`);
+      case 'perf':
+        return withMessage(observed, `perf: performance.now ${performance.now()}`);
+      case 'random':
+        return withMessage(observed, `random: ${[0, 1, 2].map(() => Math.random()).join(' ')}`);
+      default:
+        return classic.reconcile(observed);
+    }
+  }
+}
+
+export const rules = exportRules(new Hostile());

@@ -1,0 +1,112 @@
+"""A hostile Python module for the host's tests: one component (a Python component is ~18 MB and
+takes seconds to compile), its misbehaviour chosen per call by `spec.params["misbehave"]`:
+
+  raise       an uncaught exception (the call traps)
+  rule-error  returns Err(invalid-params)
+  loop        `while True`
+  alloc       grows memory without end
+  print       prints megabytes to stdout and to stderr, then decides as the classic rules
+  clock       reads time.time() and time.monotonic() a million times; the status message gives
+              the first and last readings of each
+  random      reads os.urandom and random many times; the status message gives a sha256 of it all
+  socket      tries a TCP connection to 127.0.0.1:80 and a name lookup; the status message gives
+              what each raised
+  sleep       time.sleep(3600)
+  (else)      the classic rules
+"""
+
+import hashlib
+import os
+import random
+import socket
+import sys
+import time
+
+from zundoko_kit import InvalidParams, StatusUpdate, module_info_from_pyproject
+from zundoko_kit.component import export_rules
+from zundoko_kit.song import RuleSet, Words
+
+INFO = module_info_from_pyproject(__file__)
+CLASSIC = RuleSet(INFO, Words("Zun", "Doko", "Ki-yo-shi!"), zuns=4, strict=False)
+
+
+def _with_message(observed, message):
+    """The classic decision, its status message replaced (a status is added if it had none)."""
+    plan = CLASSIC.reconcile(observed)
+    status = plan.status()
+    if status is None:
+        status = StatusUpdate("Singing", len(observed.zundokos), False, "")
+        plan.actions.insert(0, status)
+    status.message = message[:200]
+    return plan
+
+
+def _clock(observed):
+    first_t = last_t = time.time()
+    first_m = last_m = time.monotonic()
+    for _ in range(1_000_000):
+        last_t = time.time()
+        last_m = time.monotonic()
+    return _with_message(observed, f"clock: time {first_t!r}..{last_t!r}, monotonic {first_m!r}..{last_m!r}")
+
+
+def _random(observed):
+    digest = hashlib.sha256()
+    for _ in range(10_000):
+        digest.update(os.urandom(32))
+        digest.update(repr(random.random()).encode())
+    return _with_message(observed, f"random: sha256 {digest.hexdigest()}")
+
+
+def _socket(observed):
+    results = []
+    try:
+        s = socket.create_connection(("127.0.0.1", 80), timeout=1)
+        s.close()
+        results.append("connect: connected")
+    except Exception as e:  # noqa: BLE001
+        results.append(f"connect: {type(e).__name__}: {e}")
+    try:
+        socket.getaddrinfo("example.com", 80)
+        results.append("lookup: resolved")
+    except Exception as e:  # noqa: BLE001
+        results.append(f"lookup: {type(e).__name__}: {e}")
+    return _with_message(observed, "socket: " + "; ".join(results))
+
+
+class Hostile:
+    def info(self):
+        return CLASSIC.info()
+
+    def reconcile(self, observed):
+        what = observed.hikawa.param("misbehave")
+        if what == "raise":
+            raise RuntimeError("hostile: raised on purpose")
+        if what == "rule-error":
+            raise InvalidParams("hostile: params.misbehave asked for a rule error")
+        if what == "loop":
+            while True:
+                pass
+        if what == "alloc":
+            hoard = []
+            while True:
+                hoard.append(bytearray(1 << 20))
+        if what == "print":
+            chunk = "x" * 65535 + "\n"
+            for _ in range(64):  # 4 MiB to each
+                sys.stdout.write(chunk)
+                sys.stderr.write(chunk)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        if what == "clock":
+            return _clock(observed)
+        if what == "random":
+            return _random(observed)
+        if what == "socket":
+            return _socket(observed)
+        if what == "sleep":
+            time.sleep(3600)
+        return CLASSIC.reconcile(observed)
+
+
+Rules = export_rules(Hostile())
