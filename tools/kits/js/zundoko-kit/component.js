@@ -28,7 +28,8 @@ export function exportRules(rules) {
         return rules.reconcile(observed);
       } catch (e) {
         if (e instanceof RuleError) throw { tag: e.kind, val: e.message };
-        hostLog('error', `reconcile threw: ${e?.stack ?? e}`);
+        // SpiderMonkey's `stack` holds only the frames: the message first.
+        hostLog('error', `reconcile threw ${String(e)}${e?.stack ? `\n${e.stack}` : ''}`);
         throw e;
       }
     },
