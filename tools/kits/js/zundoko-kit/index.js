@@ -7,7 +7,8 @@
 // val}`. A rule set gets everything it may know in `observed` and returns a plan, or throws a
 // RuleError. It has no clock, no randomness and no I/O of its own: the time is `observed.now`,
 // 64 random bits are `observed.entropy` (the component is built without WASI's clocks and
-// random: `Date.now()` and `Math.random()` are fixed, deterministic, and useless for rules).
+// random: `Date.now()` is the moment the component was built, `Math.random()` the same sequence
+// in every call, `performance.now()` traps).
 //
 // - model: RuleError (invalidParams, inconsistentSong, internal), words(), waitMillis(), apply()
 // - steps: the plans a song is made of (sayWord, sayKiyoshi, wait, songOver)
