@@ -152,17 +152,34 @@ kit-python: $(PY_KIT_STAMP)
 kit-js: $(JS_KIT_STAMP)
 kits: kit-python kit-js ## Install the pinned Python and JavaScript rules toolchains into the project (once).
 
+# The Python and JavaScript components are files made from their sources (a build takes ~12 s):
+# rebuilt only when the rule set, the kit, the WIT or the toolchain changed.
+PY_KIT_SOURCES := $(wildcard tools/kits/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP)
+JS_KIT_SOURCES := $(wildcard tools/kits/js/zundoko-kit/*.js tools/kits/js/zundoko-kit/package.json) \
+	tools/kits/js/build.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP)
+PY_MODULES := $(PY_RULE_SETS:%=$(MODULES)/%.wasm)
+JS_MODULES := $(JS_RULE_SETS:%=$(MODULES)/%.wasm)
+PY_FIXTURE_FILES := $(PY_FIXTURES:%=$(FIXTURES)/zundoko-py-%.wasm)
+JS_FIXTURE_FILES := $(JS_FIXTURES:%=$(FIXTURES)/zundoko-js-%.wasm)
+
+.SECONDEXPANSION:
+# A component that failed its size check is not left behind as up to date.
+.DELETE_ON_ERROR:
+$(PY_MODULES): $(MODULES)/%.wasm: $$(wildcard rules/%/*.py rules/%/pyproject.toml) $(PY_KIT_SOURCES)
+	@$(MAKE) --no-print-directory rules-python NAME=$*
+$(JS_MODULES): $(MODULES)/%.wasm: $$(wildcard rules/%/*.js rules/%/package.json) $(JS_KIT_SOURCES)
+	@$(MAKE) --no-print-directory rules-js NAME=$*
+$(PY_FIXTURE_FILES): $(FIXTURES)/zundoko-py-%.wasm: $$(wildcard guest/fixtures-py/%/*) $(PY_KIT_SOURCES)
+	@mkdir -p $(FIXTURES)
+	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p guest/fixtures-py/$* -p tools/kits/python app -o $@
+$(JS_FIXTURE_FILES): $(FIXTURES)/zundoko-js-%.wasm: $$(wildcard guest/fixtures-js/%/*) $(JS_KIT_SOURCES)
+	$(NODE) tools/kits/js/build.mjs guest/fixtures-js/$* $@
+
 .PHONY: guest-langs
-guest-langs: kit-python kit-js ## Build every Python and JavaScript rule set in rules/ into target/modules/ (not part of make guest).
-	@set -e; for r in $(PY_RULE_SETS); do $(MAKE) --no-print-directory rules-python NAME=$$r; done; \
-	  for r in $(JS_RULE_SETS); do $(MAKE) --no-print-directory rules-js NAME=$$r; done
+guest-langs: kit-python kit-js $(PY_MODULES) $(JS_MODULES) ## Build every Python and JavaScript rule set in rules/ into target/modules/ (not part of make guest).
 
 .PHONY: fixtures-langs
-fixtures-langs: kit-python kit-js ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm).
-	@mkdir -p $(FIXTURES)
-	@set -e; for f in $(PY_FIXTURES); do \
-	  $(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p guest/fixtures-py/$$f -p tools/kits/python app -o $(FIXTURES)/zundoko-py-$$f.wasm; done
-	@set -e; for f in $(JS_FIXTURES); do $(NODE) tools/kits/js/build.mjs guest/fixtures-js/$$f $(FIXTURES)/zundoko-js-$$f.wasm; done
+fixtures-langs: kit-python kit-js $(PY_FIXTURE_FILES) $(JS_FIXTURE_FILES) ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm).
 
 .PHONY: test-langs
 test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test).
