@@ -60,7 +60,7 @@ componentize = mkdir -p $$(dirname $(2)) && $(COMPONENTIZE) $(1) $(2) \
 	&& $(call size-check,$(2),$(GUEST_MAX_BYTES))
 
 .PHONY: guest
-guest: setup $(COMPONENTIZE) ## Build every rule set in rules/ into target/modules/<name>.wasm.
+guest: setup $(COMPONENTIZE) ## Build every Rust rule set in rules/ into target/modules/<name>.wasm (make guest-langs: Python and JavaScript).
 	$(call wasm-build,$(foreach r,$(RULE_SETS),-p $(r)))
 	@set -e; for r in $(RULE_SETS); do $(call componentize,$(GUEST_OUT_DIR)/$${r//-/_}.wasm,$(MODULES)/$$r.wasm); done
 

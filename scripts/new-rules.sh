@@ -57,7 +57,8 @@ created $dir/ (Python: rules.py, app.py, pyproject.toml, tests/). Next:
   make rules NAME=$name               # build target/modules/$name.wasm (componentize-py, about 18 MB)
   target/debug/zundoko-operator test --module target/modules/$name.wasm
   make simulate MODULE=target/modules/$name.wasm
-  make swap RULES=$name               # into a running operator (make deploy / make demo)
+  make push MODULE=target/modules/$name.wasm REF=REGISTRY/REPO:TAG   # too big for a ConfigMap (1 MiB): a registry, then a ZundokoRules
+  make remove-rules NAME=$name        # to remove it
 MSG
   ;;
 js)
@@ -71,7 +72,8 @@ created $dir/ (JavaScript: rules.js, app.js, package.json, test/). Next:
   make rules NAME=$name               # build target/modules/$name.wasm (componentize-js, about 12 MB)
   target/debug/zundoko-operator test --module target/modules/$name.wasm
   make simulate MODULE=target/modules/$name.wasm
-  make swap RULES=$name               # into a running operator (make deploy / make demo)
+  make push MODULE=target/modules/$name.wasm REF=REGISTRY/REPO:TAG   # too big for a ConfigMap (1 MiB): a registry, then a ZundokoRules
+  make remove-rules NAME=$name        # to remove it
 MSG
   ;;
 esac
