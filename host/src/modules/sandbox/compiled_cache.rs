@@ -24,7 +24,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
 impl CompiledCache {
     pub fn open(dir: &Path) -> Result<Self, String> {
         let dir = dir.join("compiled");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the compiled module cache {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            format!(
+                "cannot create the compiled module cache {}: {e}",
+                dir.display()
+            )
+        })?;
         Ok(CompiledCache { dir })
     }
 
@@ -33,7 +38,11 @@ impl CompiledCache {
     pub fn component(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
         let mut compat = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut compat);
-        let path = self.dir.join(format!("{}-{:016x}.cwasm", sha256_hex(bytes), compat.finish()));
+        let path = self.dir.join(format!(
+            "{}-{:016x}.cwasm",
+            sha256_hex(bytes),
+            compat.finish()
+        ));
         if let Some(component) = self.read(engine, &path) {
             return Ok((component, true));
         }
@@ -75,7 +84,9 @@ impl CompiledCache {
             file.sync_all()?;
             std::fs::rename(&tmp, target)
         };
-        if let Err(error) = put(path, code).and_then(|()| put(&path.with_extension("sha256"), sha256_hex(code).as_bytes())) {
+        if let Err(error) = put(path, code)
+            .and_then(|()| put(&path.with_extension("sha256"), sha256_hex(code).as_bytes()))
+        {
             tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
         }
     }
@@ -92,8 +103,10 @@ mod tests {
 
     /// A component the engine accepts (the shipped module, when built; else a minimal one).
     fn component_bytes() -> Vec<u8> {
-        let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/modules/zundoko-classic.wasm");
-        std::fs::read(built).unwrap_or_else(|_| wat::parse_str("(component (core module))").unwrap())
+        let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/modules/zundoko-classic.wasm");
+        std::fs::read(built)
+            .unwrap_or_else(|_| wat::parse_str("(component (core module))").unwrap())
     }
 
     #[test]
@@ -102,23 +115,47 @@ mod tests {
         let engine = Engine::default();
         let bytes = component_bytes();
         let cache = CompiledCache::open(&dir).unwrap();
-        assert!(!cache.component(&engine, &bytes).unwrap().1, "compiled the first time");
-        let files = || std::fs::read_dir(dir.join("compiled")).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+        assert!(
+            !cache.component(&engine, &bytes).unwrap().1,
+            "compiled the first time"
+        );
+        let files = || {
+            std::fs::read_dir(dir.join("compiled"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(files().len(), 2, "the code and its checksum: {:?}", files());
-        assert!(CompiledCache::open(&dir).unwrap().component(&engine, &bytes).unwrap().1, "loaded the second time");
+        assert!(
+            CompiledCache::open(&dir)
+                .unwrap()
+                .component(&engine, &bytes)
+                .unwrap()
+                .1,
+            "loaded the second time"
+        );
         // Damaged on disk: not loaded, compiled again and kept again.
-        let code = files().into_iter().find(|p| p.extension().is_some_and(|e| e == "cwasm")).unwrap();
+        let code = files()
+            .into_iter()
+            .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .unwrap();
         let mut damaged = std::fs::read(&code).unwrap();
         let mid = damaged.len() / 2;
         damaged[mid] ^= 0xff;
         std::fs::write(&code, damaged).unwrap();
-        assert!(!cache.component(&engine, &bytes).unwrap().1, "a damaged copy is compiled again");
+        assert!(
+            !cache.component(&engine, &bytes).unwrap().1,
+            "a damaged copy is compiled again"
+        );
         assert!(cache.component(&engine, &bytes).unwrap().1);
         // Another engine configuration: its own entry.
         let mut config = wasmtime::Config::new();
         config.consume_fuel(true);
         let other = Engine::new(&config).unwrap();
-        assert!(!cache.component(&other, &bytes).unwrap().1, "compiled for the other settings");
+        assert!(
+            !cache.component(&other, &bytes).unwrap().1,
+            "compiled for the other settings"
+        );
         assert_eq!(files().len(), 4);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,7 +1,9 @@
-//! The data each guest call's `Store` holds: the memory cap and the guest's log lines.
+//! The data each guest call's `Store` holds: the memory cap, the guest's log lines and, for a
+//! module that imports WASI, the call's virtual WASI.
 
 use super::bindings::zundokokiyoshi::rules::log;
 use super::limits::SandboxLimits;
+use super::wasi::{CallInput, Captured, VirtualWasi};
 use crate::text::printable;
 
 /// Longest panic message kept for an error (it reaches the Hikawa's condition and Events).
@@ -11,11 +13,20 @@ const MAX_PANIC_MESSAGE_BYTES: usize = 256;
 pub struct HostState {
     pub memory: MemoryCap,
     pub logs: GuestLogs,
+    /// What the call's virtual WASI reads its clocks and randomness from.
+    pub call_input: CallInput,
+    /// Built the first time the guest calls into WASI; never for a Rust module.
+    pub wasi: Option<VirtualWasi>,
+    /// The last line the guest wrote to stderr (its uncaught exception, if it failed).
+    pub stderr_last_line: Option<String>,
 }
 
 impl HostState {
-    pub fn new(limits: &SandboxLimits) -> Self {
+    pub fn new(limits: &SandboxLimits, call_input: CallInput) -> Self {
         HostState {
+            call_input,
+            wasi: None,
+            stderr_last_line: None,
             memory: MemoryCap {
                 limit: limits.memory_bytes,
                 refused: None,
@@ -47,17 +58,31 @@ pub struct MemoryCapReached {
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.refused = Some(desired);
             // An error (rather than `Ok(false)`) traps at once: a Rust guest would otherwise
             // see a failed grow as an allocation failure and abort anonymously.
-            return Err(MemoryCapReached { limit: self.limit, requested: desired }.into());
+            return Err(MemoryCapReached {
+                limit: self.limit,
+                requested: desired,
+            }
+            .into());
         }
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 10_000)
     }
 }
@@ -78,6 +103,30 @@ pub struct GuestLogs {
 }
 
 impl GuestLogs {
+    /// The most bytes a call's log may hold: also the bound on what it may print.
+    pub fn max_bytes(&self) -> usize {
+        self.max_lines * self.max_line_bytes
+    }
+
+    /// What the guest printed to stdout (as info) and stderr (as warnings), line by line,
+    /// within the same bounds as its log lines; what was cut is counted as dropped lines.
+    pub fn add_output(&mut self, output: &Captured) {
+        for (level, bytes) in [
+            (log::Level::Info, &output.stdout),
+            (log::Level::Warn, &output.stderr),
+        ] {
+            for line in String::from_utf8_lossy(bytes)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+            {
+                self.push(level, line);
+            }
+        }
+        if output.dropped_bytes > 0 {
+            self.dropped += 1;
+        }
+    }
+
     /// The message of the guest's panic, if it reported one before trapping: bounded, and
     /// (like every kept line) escaped.
     pub fn panic_message(&self) -> Option<String> {
@@ -91,13 +140,19 @@ impl GuestLogs {
 
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
-        let logs = &mut self.logs;
+        self.logs.push(level, &message);
+    }
+}
+
+impl GuestLogs {
+    fn push(&mut self, level: log::Level, message: &str) {
+        let logs = self;
         if logs.lines.len() >= logs.max_lines {
             logs.dropped += 1;
             return;
         }
         // Cut and escaped here, so no control character from a guest reaches a terminal.
-        let message = printable(&message, logs.max_line_bytes);
+        let message = printable(message, logs.max_line_bytes);
         match level {
             log::Level::Trace => tracing::trace!(target: "guest", "{message}"),
             log::Level::Debug => tracing::debug!(target: "guest", "{message}"),

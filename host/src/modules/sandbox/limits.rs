@@ -22,6 +22,11 @@ pub struct SandboxLimits {
     /// nearly every call is made without a thread handoff, and a slow or hostile module holds an
     /// async worker for at most this much (well under a millisecond) per call.
     pub inline_fuel: u64,
+    /// The most fuel a module may ask for (its `zundoko:budget`); `fuel` is what it gets
+    /// when it asks for nothing.
+    pub max_fuel: u64,
+    /// The most memory a module may ask for; every instance slot is sized for it.
+    pub max_memory_bytes: usize,
 }
 
 impl Default for SandboxLimits {
@@ -36,6 +41,10 @@ impl Default for SandboxLimits {
             max_log_line_bytes: 1024,
             max_concurrent_calls: 128,
             inline_fuel: 2_000_000,
+            // Room for an interpreter (see the README's figures per language): a CPython
+            // call at 100 children stays well under both.
+            max_fuel: 2_000_000_000,
+            max_memory_bytes: 256 << 20,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The sandbox: compile rules modules once, run each call in a fresh, limited instance.
 
 mod bindings;
+pub mod budget;
 mod compiled_cache;
 mod convert;
 mod error;
@@ -8,6 +9,7 @@ mod host_state;
 mod limits;
 pub mod metadata;
 mod module;
+mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};
 pub use error::GuestError;

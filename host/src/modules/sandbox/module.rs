@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+};
 use zundoko_rules::{ModuleInfo, Observed, Plan};
 
 use super::bindings::{self, ALLOWED_IMPORTS, RULES_EXPORT, ZundokoRules, ZundokoRulesPre};
@@ -13,6 +15,7 @@ use super::convert;
 use super::error::GuestError;
 use super::host_state::{GuestLog, HostState};
 use super::limits::SandboxLimits;
+use super::wasi::{self, CallInput};
 
 /// Who a module is: what `check` prints and what every Hikawa's status names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +45,9 @@ const KEEP_RESIDENT: usize = 256 << 10;
 const KEEP_RESIDENT_WITHOUT_PAGEMAP: usize = 64 << 10;
 /// Tables (one small funcref table, in wit-component's shim for the log import).
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+/// Native stack for a WASI guest's call thread, besides the wasm stack limit: the host
+/// functions' and wasmtime's own frames.
+const GUEST_THREAD_STACK: usize = 2 << 20;
 
 /// The wasmtime engine and linker every module is compiled and linked with.
 #[derive(Clone)]
@@ -73,20 +79,38 @@ impl SandboxEngine {
             .total_core_instances(slots)
             .total_memories(slots)
             .total_tables(slots)
-            .max_memory_size(limits.memory_bytes.next_multiple_of(64 << 10) + (64 << 10))
+            .max_memory_size(
+                limits
+                    .memory_bytes
+                    .max(limits.max_memory_bytes)
+                    .next_multiple_of(64 << 10)
+                    + (64 << 10),
+            )
             .pagemap_scan(if pagemap { Enabled::Yes } else { Enabled::No })
-            .linear_memory_keep_resident(if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP })
+            .linear_memory_keep_resident(if pagemap {
+                KEEP_RESIDENT
+            } else {
+                KEEP_RESIDENT_WITHOUT_PAGEMAP
+            })
             .table_keep_resident(TABLE_KEEP_RESIDENT);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         bindings::zundokokiyoshi::rules::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None })
+        wasi::add_to_linker(&mut linker)?;
+        Ok(SandboxEngine {
+            engine,
+            linker: Arc::new(linker),
+            limits,
+            compiled: None,
+        })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
     pub fn with_compiled_cache(mut self, dir: &std::path::Path) -> anyhow::Result<Self> {
-        self.compiled = Some(Arc::new(super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?));
+        self.compiled = Some(Arc::new(
+            super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?,
+        ));
         Ok(self)
     }
 
@@ -98,19 +122,28 @@ impl SandboxEngine {
     /// the log import, that answers `info` within the limits with metadata within bounds.
     pub fn load(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
         precheck_bytes(bytes)?;
-        let loaded = self.compile_and_check(bytes);
+        // The budget first: a module asking for more than the ceilings is refused before
+        // anything is spent compiling it.
+        let limits = super::budget::grant(super::budget::read(bytes)?, &self.limits)?;
+        let loaded = self.compile_and_check(bytes, limits);
         // Whether the module passed or not, the compiler is done: give back what it used.
         crate::process::memory::release_after_compile();
         loaded
     }
 
-    fn compile_and_check(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
+    fn compile_and_check(
+        &self,
+        bytes: &[u8],
+        limits: SandboxLimits,
+    ) -> Result<RulesModule, GuestError> {
         let component = match &self.compiled {
-            Some(cache) => cache.component(&self.engine, bytes).map(|(component, _)| component),
+            Some(cache) => cache
+                .component(&self.engine, bytes)
+                .map(|(component, _)| component),
             None => Component::new(&self.engine, bytes),
         }
         .map_err(|e| GuestError::NotAComponent(format!("{e:#}")))?;
-        self.check_world(&component)?;
+        let uses_wasi = self.check_world(&component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -121,9 +154,14 @@ impl SandboxEngine {
             })?;
         let mut module = RulesModule {
             pre,
-            limits: self.limits.clone(),
+            uses_wasi,
+            limits,
             identity: Arc::new(ModuleIdentity {
-                info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
+                info: ModuleInfo {
+                    name: String::new(),
+                    version: String::new(),
+                    description: String::new(),
+                },
                 digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
                 size: bytes.len(),
             }),
@@ -134,17 +172,39 @@ impl SandboxEngine {
         Ok(module)
     }
 
-    fn check_world(&self, component: &Component) -> Result<(), GuestError> {
+    /// Whether the module implements the rules world and imports nothing the sandbox does not
+    /// serve; `Ok(true)` if it imports WASI (served by the virtual WASI).
+    fn check_world(&self, component: &Component) -> Result<bool, GuestError> {
         let ty = component.component_type();
-        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
         if !exports.iter().any(|e| e == RULES_EXPORT) {
-            let found = if exports.is_empty() { "no exports".to_string() } else { exports.join(", ") };
-            return Err(GuestError::WorldMismatch { expected: RULES_EXPORT.into(), found });
+            let found = if exports.is_empty() {
+                "no exports".to_string()
+            } else {
+                exports.join(", ")
+            };
+            return Err(GuestError::WorldMismatch {
+                expected: RULES_EXPORT.into(),
+                found,
+            });
         }
-        if let Some((import, _)) = ty.imports(&self.engine).find(|(name, _)| !ALLOWED_IMPORTS.contains(name)) {
-            return Err(GuestError::ForbiddenImport(import.to_string()));
+        let mut uses_wasi = false;
+        for (import, _) in ty.imports(&self.engine) {
+            if ALLOWED_IMPORTS.contains(&import) {
+                continue;
+            }
+            if !wasi::imports::is_wasi(import) {
+                return Err(GuestError::ForbiddenImport(import.to_string()));
+            }
+            if let Some(why) = wasi::imports::refusal(import) {
+                return Err(GuestError::ForbiddenImport(why));
+            }
+            uses_wasi = true;
         }
-        Ok(())
+        Ok(uses_wasi)
     }
 }
 
@@ -173,6 +233,8 @@ fn precheck_bytes(bytes: &[u8]) -> Result<(), GuestError> {
 #[derive(Clone)]
 pub struct RulesModule {
     pre: ZundokoRulesPre<HostState>,
+    /// The module imports WASI: its calls get the virtual WASI, on a thread of their own.
+    uses_wasi: bool,
     limits: SandboxLimits,
     identity: Arc<ModuleIdentity>,
 }
@@ -180,6 +242,16 @@ pub struct RulesModule {
 impl RulesModule {
     pub fn identity(&self) -> &Arc<ModuleIdentity> {
         &self.identity
+    }
+
+    /// The limits its calls run under: the operator's, or what its budget asked for.
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    /// Whether the module imports WASI (a language runtime's module; Rust modules do not).
+    pub fn uses_wasi(&self) -> bool {
+        self.uses_wasi
     }
 
     /// Bytes of compiled machine code and metadata this module keeps in memory.
@@ -190,7 +262,9 @@ impl RulesModule {
 
     /// The module's `info`, from a fresh instance (so, in effect, the cost of one instance).
     pub fn info(&self) -> Result<ModuleInfo, GuestError> {
-        let outcome = self.call(self.limits.fuel, |store, rules| rules.zundokokiyoshi_rules_rules().call_info(store))?;
+        let outcome = self.call(self.limits.fuel, CallInput::default(), |store, rules| {
+            rules.zundokokiyoshi_rules_rules().call_info(store)
+        })?;
         Ok(convert::module_info(outcome.value))
     }
 
@@ -203,7 +277,14 @@ impl RulesModule {
     /// The call, if it needs no more than `limits.inline_fuel`: short enough to make on an
     /// async worker. `None` if it ran out of that slice: make it again with [`reconcile`]
     /// (off the async runtime), which gets the whole budget.
-    pub fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+    pub fn reconcile_quick(
+        &self,
+        observed: &Observed,
+    ) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        // A WASI module's calls block on tokio inside wasmtime-wasi: never on an async worker.
+        if self.uses_wasi {
+            return None;
+        }
         let slice = self.limits.inline_fuel.min(self.limits.fuel);
         match self.reconcile_within(observed, slice) {
             Err(GuestError::OutOfCpuBudget { .. }) if slice < self.limits.fuel => None,
@@ -211,18 +292,37 @@ impl RulesModule {
         }
     }
 
-    fn reconcile_within(&self, observed: &Observed, fuel: u64) -> Result<GuestOutcome<Plan>, GuestError> {
+    fn reconcile_within(
+        &self,
+        observed: &Observed,
+        fuel: u64,
+    ) -> Result<GuestOutcome<Plan>, GuestError> {
         self.reconcile_metered(observed, fuel).0
     }
 
     /// [`reconcile`](Self::reconcile), and the fuel the call used whether it succeeded or not
     /// (all of `fuel` when it ran out): what the conformance suite reports.
-    pub fn reconcile_metered(&self, observed: &Observed, fuel: u64) -> (Result<GuestOutcome<Plan>, GuestError>, u64) {
+    pub fn reconcile_metered(
+        &self,
+        observed: &Observed,
+        fuel: u64,
+    ) -> (Result<GuestOutcome<Plan>, GuestError>, u64) {
         let input = convert::observed(observed);
-        let (result, fuel_used) =
-            self.call_metered(fuel, |store, rules| rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input));
+        let call_input = CallInput {
+            now_ms: observed.now,
+            entropy: observed.entropy,
+        };
+        let (result, fuel_used) = self.call_metered(fuel, call_input, |store, rules| {
+            rules
+                .zundokokiyoshi_rules_rules()
+                .call_reconcile(store, &input)
+        });
         let result = result.and_then(|outcome| match outcome.value {
-            Ok(plan) => Ok(GuestOutcome { value: convert::plan(plan), fuel_used: outcome.fuel_used, logs: outcome.logs }),
+            Ok(plan) => Ok(GuestOutcome {
+                value: convert::plan(plan),
+                fuel_used: outcome.fuel_used,
+                logs: outcome.logs,
+            }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
         });
         (result, fuel_used)
@@ -230,29 +330,72 @@ impl RulesModule {
 
     /// Instantiate afresh, run `f` within the limits and `fuel`, and turn any trap into a
     /// typed error.
-    fn call<R>(
+    fn call<R: Send>(
         &self,
         fuel: u64,
-        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R>,
+        input: CallInput,
+        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R> + Send,
     ) -> Result<GuestOutcome<R>, GuestError> {
-        self.call_metered(fuel, f).0
+        self.call_metered(fuel, input, f).0
     }
 
     /// [`call`](Self::call), and the fuel used, failed calls included.
-    fn call_metered<R>(
+    fn call_metered<R: Send>(
         &self,
         fuel: u64,
+        input: CallInput,
+        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R> + Send,
+    ) -> (Result<GuestOutcome<R>, GuestError>, u64) {
+        if !self.uses_wasi {
+            return self.call_here(fuel, input, f);
+        }
+        // wasmtime-wasi's synchronous host functions block on a tokio runtime: inside an
+        // async worker that would nest runtimes (a panic), so the call gets a thread outside
+        // any runtime, where they use wasmtime-wasi's own. Tens of microseconds, against
+        // milliseconds for an interpreter's call.
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("wasi-guest".into())
+                .stack_size(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes)
+                .spawn_scoped(scope, || self.call_here(fuel, input, f))
+                .map_err(|e| GuestError::Host(format!("no thread for the guest call: {e}")))
+                .and_then(|thread| {
+                    thread
+                        .join()
+                        .map_err(|_| GuestError::Host("the guest call's thread panicked".into()))
+                })
+                .unwrap_or_else(|e| (Err(e), 0))
+        })
+    }
+
+    /// The call, on this thread.
+    fn call_here<R>(
+        &self,
+        fuel: u64,
+        input: CallInput,
         f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R>,
     ) -> (Result<GuestOutcome<R>, GuestError>, u64) {
-        let mut store = Store::new(self.pre.engine(), HostState::new(&self.limits));
+        let mut store = Store::new(self.pre.engine(), HostState::new(&self.limits, input));
         store.limiter(|state| &mut state.memory);
         if let Err(e) = store.set_fuel(fuel) {
             return (Err(GuestError::Host(format!("{e:#}"))), 0);
         }
-        let result = self.pre.instantiate(&mut store).and_then(|rules| f(&mut store, &rules));
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|rules| f(&mut store, &rules));
         let fuel_used = fuel - store.get_fuel().unwrap_or(0);
+        let state = store.data_mut();
+        if let Some(output) = state.wasi.as_ref().map(|wasi| wasi.take_output()) {
+            state.logs.add_output(&output);
+            state.stderr_last_line = output.last_stderr_line();
+        }
         let result = match result {
-            Ok(value) => Ok(GuestOutcome { value, fuel_used, logs: std::mem::take(&mut store.data_mut().logs.lines) }),
+            Ok(value) => Ok(GuestOutcome {
+                value,
+                fuel_used,
+                logs: std::mem::take(&mut store.data_mut().logs.lines),
+            }),
             Err(error) => Err(self.classify(error, store.data(), fuel)),
         };
         (result, fuel_used)
@@ -260,16 +403,37 @@ impl RulesModule {
 
     fn classify(&self, error: wasmtime::Error, state: &HostState, fuel: u64) -> GuestError {
         if let Some(requested) = state.memory.refused {
-            return GuestError::MemoryCap { limit: state.memory.limit, requested };
+            return GuestError::MemoryCap {
+                limit: state.memory.limit,
+                requested,
+            };
         }
-        let guest_message = state.logs.panic_message();
+        let guest_message = state.logs.panic_message().or_else(|| {
+            // An interpreter's uncaught exception: the last line it wrote to stderr.
+            state
+                .stderr_last_line
+                .as_deref()
+                .map(|line| crate::text::printable(line, 256))
+        });
+        if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            return GuestError::Trap {
+                trap: format!("the guest called exit({})", exit.0),
+                guest_message,
+            };
+        }
         match error.downcast_ref::<Trap>() {
             Some(Trap::OutOfFuel) => GuestError::OutOfCpuBudget { budget: fuel },
             Some(Trap::StackOverflow) => GuestError::StackOverflow,
-            Some(trap) => GuestError::Trap { trap: trap.to_string(), guest_message },
+            Some(trap) => GuestError::Trap {
+                trap: trap.to_string(),
+                guest_message,
+            },
             // Not a wasm trap: the canonical ABI refused what the guest returned (say, a
             // string that is not UTF-8) or the instance could not be created.
-            None => GuestError::Trap { trap: format!("{error:#}"), guest_message },
+            None => GuestError::Trap {
+                trap: format!("{error:#}"),
+                guest_message,
+            },
         }
     }
 }
