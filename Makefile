@@ -83,10 +83,12 @@ rules-rust: setup $(COMPONENTIZE)
 rules-python: kit-python
 	@mkdir -p $(MODULES)
 	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p rules/$(NAME) -p tools/kits/python app -o $(MODULES)/$(NAME).wasm
+	@$(PYTHON) tools/kits/budget.py rules/$(NAME) $(MODULES)/$(NAME).wasm
 	@$(call size-check,$(MODULES)/$(NAME).wasm,$(PY_MAX_BYTES)) && echo "$(MODULES)/$(NAME).wasm: $$size bytes"
 
 rules-js: kit-js
 	$(NODE) tools/kits/js/build.mjs rules/$(NAME) $(MODULES)/$(NAME).wasm
+	@$(PYTHON) tools/kits/budget.py rules/$(NAME) $(MODULES)/$(NAME).wasm
 	@$(call size-check,$(MODULES)/$(NAME).wasm,$(JS_MAX_BYTES))
 
 .PHONY: test-rules
@@ -154,9 +156,9 @@ kits: kit-python kit-js ## Install the pinned Python and JavaScript rules toolch
 
 # The Python and JavaScript components are files made from their sources (a build takes ~12 s):
 # rebuilt only when the rule set, the kit, the WIT or the toolchain changed.
-PY_KIT_SOURCES := $(wildcard tools/kits/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP)
+PY_KIT_SOURCES := $(wildcard tools/kits/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP) tools/kits/budget.py
 JS_KIT_SOURCES := $(wildcard tools/kits/js/zundoko-kit/*.js tools/kits/js/zundoko-kit/package.json) \
-	tools/kits/js/build.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP)
+	tools/kits/js/build.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) tools/kits/budget.py
 PY_MODULES := $(PY_RULE_SETS:%=$(MODULES)/%.wasm)
 JS_MODULES := $(JS_RULE_SETS:%=$(MODULES)/%.wasm)
 PY_FIXTURE_FILES := $(PY_FIXTURES:%=$(FIXTURES)/zundoko-py-%.wasm)
@@ -172,8 +174,10 @@ $(JS_MODULES): $(MODULES)/%.wasm: $$(wildcard rules/%/*.js rules/%/package.json)
 $(PY_FIXTURE_FILES): $(FIXTURES)/zundoko-py-%.wasm: $$(wildcard guest/fixtures-py/%/*) $(PY_KIT_SOURCES)
 	@mkdir -p $(FIXTURES)
 	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p guest/fixtures-py/$* -p tools/kits/python app -o $@
+	@$(PYTHON) tools/kits/budget.py guest/fixtures-py/$* $@
 $(JS_FIXTURE_FILES): $(FIXTURES)/zundoko-js-%.wasm: $$(wildcard guest/fixtures-js/%/*) $(JS_KIT_SOURCES)
 	$(NODE) tools/kits/js/build.mjs guest/fixtures-js/$* $@
+	@$(PYTHON) tools/kits/budget.py guest/fixtures-js/$* $@
 
 .PHONY: guest-langs
 guest-langs: kit-python kit-js $(PY_MODULES) $(JS_MODULES) ## Build every Python and JavaScript rule set in rules/ into target/modules/ (not part of make guest).
