@@ -336,3 +336,43 @@ fn children_call(module: &RulesModule, children: u32) -> (u64, Duration) {
     let outcome = module.reconcile(&observed).unwrap();
     (outcome.fuel_used, t.elapsed())
 }
+
+/// What each misbehaviour of the hostile Python and JavaScript fixtures (`make fixtures-langs`)
+/// comes to in the sandbox, printed: `cargo test -p zundoko-operator --test languages --
+/// --ignored --nocapture hostile`. (The host's containment tests assert on them.)
+#[test]
+#[ignore = "a report: run it with --ignored --nocapture"]
+fn hostile_fixtures_report() {
+    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    for (fixture, cases) in [
+        ("zundoko-py-hostile", &["raise", "rule-error", "loop", "alloc", "print", "clock", "random", "socket", "sleep", "none"][..]),
+        ("zundoko-js-hostile", &["throw", "rule-error", "loop", "alloc", "clock", "perf", "random", "none"][..]),
+    ] {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures").join(format!("{fixture}.wasm"));
+        let Ok(bytes) = std::fs::read(&path) else {
+            eprintln!("*** SKIPPED: {} is missing (make fixtures-langs)", path.display());
+            continue;
+        };
+        let t = Instant::now();
+        let module = engine.load(&bytes).unwrap();
+        println!("{fixture}: loaded in {:?}, limits: fuel {}, memory {} MiB", t.elapsed(), module.limits().fuel, module.limits().memory_bytes >> 20);
+        for case in cases.iter().chain(if fixture.contains("py") { &["clock:1000", "random:100"][..] } else { &[] }) {
+            let (case, reads) = case.split_once(':').unwrap_or((case, ""));
+            let params: &[(&str, &str)] = if reads.is_empty() { &[("misbehave", case)] } else { &[("misbehave", case), ("reads", reads)] };
+            let observed = Observed { entropy: 7, ..hikawa(500, params) };
+            let t = Instant::now();
+            let result = module.reconcile(&observed);
+            let elapsed = t.elapsed();
+            let shown = match &result {
+                Ok(outcome) => format!(
+                    "ok, fuel {}, {} log lines, status {:?}",
+                    outcome.fuel_used,
+                    outcome.logs.len(),
+                    outcome.value.status().map(|s| s.message.chars().take(160).collect::<String>())
+                ),
+                Err(e) => format!("{}: {}", e.reason(), e.to_string().chars().take(300).collect::<String>()),
+            };
+            println!("  {:<10} {elapsed:>12.3?}  {shown}", format!("{case}{}{reads}", if reads.is_empty() { "" } else { ":" }));
+        }
+    }
+}

@@ -6,15 +6,17 @@ takes seconds to compile), its misbehaviour chosen per call by `spec.params["mis
   loop        `while True`
   alloc       grows memory without end
   print       prints megabytes to stdout and to stderr, then decides as the classic rules
-  clock       reads time.time() and time.monotonic() a million times; the status message gives
-              the first and last readings of each
-  random      reads os.urandom and random many times; the status message gives a sha256 of it all
-  socket      tries a TCP connection to 127.0.0.1:80 and a name lookup; the status message gives
-              what each raised
+  clock       reads time.time() and time.monotonic() a million times (`params["reads"]` to
+              change it); the status message gives the first and last readings of each
+  random      reads os.urandom(32) and random.random() 10,000 times each (`params["reads"]`);
+              the status message gives a sha256 of it all
+  socket      tries a TCP socket to 127.0.0.1:80 (socket.socket + connect, then
+              create_connection) and a name lookup; the status message gives what each raised
   sleep       time.sleep(3600)
   (else)      the classic rules
 """
 
+import encodings.idna  # noqa: F401  (socket's name encoding: bundled only if imported at build time)
 import hashlib
 import os
 import random
@@ -41,10 +43,15 @@ def _with_message(observed, message):
     return plan
 
 
+def _reads(observed, default):
+    reads = observed.hikawa.param("reads")
+    return int(reads) if reads is not None and reads.isdigit() else default
+
+
 def _clock(observed):
     first_t = last_t = time.time()
     first_m = last_m = time.monotonic()
-    for _ in range(1_000_000):
+    for _ in range(_reads(observed, 1_000_000)):
         last_t = time.time()
         last_m = time.monotonic()
     return _with_message(observed, f"clock: time {first_t!r}..{last_t!r}, monotonic {first_m!r}..{last_m!r}")
@@ -52,7 +59,7 @@ def _clock(observed):
 
 def _random(observed):
     digest = hashlib.sha256()
-    for _ in range(10_000):
+    for _ in range(_reads(observed, 10_000)):
         digest.update(os.urandom(32))
         digest.update(repr(random.random()).encode())
     return _with_message(observed, f"random: sha256 {digest.hexdigest()}")
@@ -60,6 +67,15 @@ def _random(observed):
 
 def _socket(observed):
     results = []
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.connect(("127.0.0.1", 80))
+            results.append("socket: connected")
+        finally:
+            s.close()
+    except Exception as e:  # noqa: BLE001
+        results.append(f"socket: {type(e).__name__}: {e}")
     try:
         s = socket.create_connection(("127.0.0.1", 80), timeout=1)
         s.close()
