@@ -20,12 +20,15 @@ use serde::Serialize;
 use zundoko_rules::{ChildKind, Hikawa, Observed, Plan};
 
 use crate::modules::rules::smoke_test;
-use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
+use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, budget, metadata};
 use crate::reconcile::plan_check::{self, PlanLimits};
 use crate::text::printable;
 
 /// A module must fit a ConfigMap many times over: the product's budget.
 pub const MAX_MODULE_BYTES: usize = 64 << 10;
+/// A module carrying a budget (a `zundoko:budget` section: an interpreter's, Python or
+/// JavaScript, tens of MiB with its runtime) is held to this instead.
+pub const MAX_BUDGETED_MODULE_BYTES: usize = 32 << 20;
 /// Where each song's virtual clock starts (2026-01-01T00:00:00Z).
 const START_MS: i64 = 1_767_225_600_000;
 /// Intervals the songs use in turn: immediate, tiny, the sample's, long.
@@ -115,12 +118,14 @@ impl Check {
 /// Run the whole suite on a module's bytes. `label` names the module in the report.
 pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
     let started = Instant::now();
+    let budgeted = budget::read(bytes).is_ok_and(|b| b != budget::Budget::default());
+    let max_bytes = if budgeted { MAX_BUDGETED_MODULE_BYTES } else { MAX_MODULE_BYTES };
     let mut checks = vec![check(
         "size",
-        bytes.len() <= MAX_MODULE_BYTES,
-        format!("{} bytes (budget {MAX_MODULE_BYTES})", bytes.len()),
+        bytes.len() <= max_bytes,
+        format!("{} bytes (budget {max_bytes}{})", bytes.len(), if budgeted { ", a module carrying a budget" } else { "" }),
     )
-    .with(&[("bytes", bytes.len() as u64), ("budget", MAX_MODULE_BYTES as u64)])];
+    .with(&[("bytes", bytes.len() as u64), ("budget", max_bytes as u64)])];
     let mut report = Report {
         module: printable(label, 512),
         name: None,
@@ -134,7 +139,8 @@ pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits
     let later = ["smoke test", "calls", "plan check", "songs", "words", "determinism", "fuel"];
     match engine.load(bytes) {
         Ok(module) => {
-            checks.push(check("loads", true, format!("a component of {WORLD}, importing only its log")));
+            let imports = if module.uses_wasi() { "its log and the virtual WASI" } else { "only its log" };
+            checks.push(check("loads", true, format!("a component of {WORLD}, importing {imports}")));
             let info = &module.identity().info;
             checks.push(check(
                 "metadata",
@@ -156,7 +162,8 @@ pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits
                 Ok(_) => check("smoke test", true, "decides for a new Hikawa, as a swap requires".into()),
                 Err(e) => check("smoke test", false, format!("{} (a swap would refuse this module)", quote(&e.to_string()))),
             });
-            checks.extend(sing_all(&module, seeds, limits, engine.limits().fuel));
+            // The fuel the module runs with: the operator's, or what its budget asked for.
+            checks.extend(sing_all(&module, seeds, limits, module.limits().fuel));
         }
         Err(error @ GuestError::BadModuleMetadata { .. }) => {
             checks.push(check("loads", true, format!("a component of {WORLD}")));
