@@ -37,7 +37,9 @@ fn lang_module(name: &str) -> Option<Vec<u8>> {
 }
 
 /// An interpreter in every call needs more than a 36 KB Rust module: roomy limits, so these
-/// tests compare decisions (`measure_languages` reports what each call really uses).
+/// tests compare decisions (`measure_languages` reports what each call really uses). A Python
+/// or JavaScript component takes tens of seconds to compile in a debug build: the tests share
+/// a compiled-module cache in target/ (wasmtime checks every file it loads from it).
 fn roomy_engine() -> SandboxEngine {
     SandboxEngine::new(SandboxLimits {
         fuel: 2_000_000_000,
@@ -45,6 +47,8 @@ fn roomy_engine() -> SandboxEngine {
         inline_fuel: 2_000_000_000,
         ..SandboxLimits::default()
     })
+    .unwrap()
+    .with_compiled_cache(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
     .unwrap()
 }
 
