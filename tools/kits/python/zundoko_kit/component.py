@@ -11,6 +11,7 @@ In a rule set's `app.py` (what componentize-py builds):
 from __future__ import annotations
 
 import sys
+import traceback
 
 from .model import (
     ChildKind,
@@ -87,7 +88,7 @@ def export_rules(rules):
     """The class componentize-py exports as the world's `rules` interface: `rules` is any
     object with `info()` (a ModuleInfo) and `reconcile(observed)` (a Plan, or raises a
     RuleError). Any other exception traps the call: the operator reports it as GuestTrapped,
-    with the traceback in its log."""
+    and the exception with the end of its traceback is logged first."""
     from componentize_py_types import Err
     from wit_world import exports
     from wit_world.imports import types as wit
@@ -102,6 +103,11 @@ def export_rules(rules):
                 plan = rules.reconcile(observed_from_wit(observed))
             except RuleError as e:
                 raise Err(error_to_wit(e, wit))
+            except BaseException as e:
+                # The trap that follows says nothing of Python: the exception goes to the log first.
+                lines = traceback.format_exception(e)
+                log("error", f"reconcile raised {type(e).__name__}: {e}\n" + "".join(lines[-6:]))
+                raise
             return plan_to_wit(plan, wit)
 
     return Rules
