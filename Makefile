@@ -238,7 +238,8 @@ RUN_IGNORED := $(or $(filter true 1,$(CI)),$(HAVE_OPTIONAL_TOOLS))
 # Likewise the Python and JavaScript rules (pytest, node --test, and their components in the
 # host's tests, host/tests/languages.rs): run when python3 and node are installed, always in CI.
 LANG_TOOLS := $(PYTHON) $(NODE) $(NPM)
-HAVE_LANG_TOOLS := $(shell for t in $(LANG_TOOLS); do command -v $$t > /dev/null || exit 0; done; echo yes)
+HAVE_LANG_TOOLS := $(shell for t in $(LANG_TOOLS); do command -v $$t > /dev/null || exit 0; done; \
+	$(PYTHON) -c 'import venv, ensurepip' 2> /dev/null && echo yes)
 RUN_LANGS := $(or $(filter true 1,$(CI)),$(HAVE_LANG_TOOLS))
 
 .PHONY: test
