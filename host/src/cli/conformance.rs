@@ -115,12 +115,16 @@ impl Check {
 /// Run the whole suite on a module's bytes. `label` names the module in the report.
 pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
     let started = Instant::now();
+    // The product's budget, or what the module's budget section asked for (within ceilings).
+    let size_budget = crate::modules::sandbox::budget::read(bytes)
+        .and_then(|budget| crate::modules::sandbox::budget::grant(budget, engine.limits()))
+        .map_or(MAX_MODULE_BYTES, |limits| limits.module_bytes);
     let mut checks = vec![check(
         "size",
-        bytes.len() <= MAX_MODULE_BYTES,
-        format!("{} bytes (budget {MAX_MODULE_BYTES})", bytes.len()),
+        bytes.len() <= size_budget,
+        format!("{} bytes (budget {size_budget})", bytes.len()),
     )
-    .with(&[("bytes", bytes.len() as u64), ("budget", MAX_MODULE_BYTES as u64)])];
+    .with(&[("bytes", bytes.len() as u64), ("budget", size_budget as u64)])];
     let mut report = Report {
         module: printable(label, 512),
         name: None,

@@ -58,31 +58,17 @@ pub struct MemoryCapReached {
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.refused = Some(desired);
             // An error (rather than `Ok(false)`) traps at once: a Rust guest would otherwise
             // see a failed grow as an allocation failure and abort anonymously.
-            return Err(MemoryCapReached {
-                limit: self.limit,
-                requested: desired,
-            }
-            .into());
+            return Err(MemoryCapReached { limit: self.limit, requested: desired }.into());
         }
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 10_000)
     }
 }
@@ -111,14 +97,8 @@ impl GuestLogs {
     /// What the guest printed to stdout (as info) and stderr (as warnings), line by line,
     /// within the same bounds as its log lines; what was cut is counted as dropped lines.
     pub fn add_output(&mut self, output: &Captured) {
-        for (level, bytes) in [
-            (log::Level::Info, &output.stdout),
-            (log::Level::Warn, &output.stderr),
-        ] {
-            for line in String::from_utf8_lossy(bytes)
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-            {
+        for (level, bytes) in [(log::Level::Info, &output.stdout), (log::Level::Warn, &output.stderr)] {
+            for line in String::from_utf8_lossy(bytes).lines().filter(|l| !l.trim().is_empty()) {
                 self.push(level, line);
             }
         }
