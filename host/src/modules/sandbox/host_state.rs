@@ -30,6 +30,7 @@ impl HostState {
             memory: MemoryCap {
                 limit: limits.memory_bytes,
                 refused: None,
+                peak: 0,
             },
             logs: GuestLogs {
                 lines: Vec::new(),
@@ -47,6 +48,8 @@ pub struct MemoryCap {
     pub limit: usize,
     /// The size the guest asked for when it was refused.
     pub refused: Option<usize>,
+    /// The largest size granted (its initial memory included: wasmtime asks for that too).
+    pub peak: usize,
 }
 
 /// The error a refused memory growth traps with.
@@ -65,6 +68,7 @@ impl wasmtime::ResourceLimiter for MemoryCap {
             // see a failed grow as an allocation failure and abort anonymously.
             return Err(MemoryCapReached { limit: self.limit, requested: desired }.into());
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 

@@ -30,6 +30,8 @@ pub struct GuestOutcome<T> {
     pub value: T,
     pub fuel_used: u64,
     pub logs: Vec<GuestLog>,
+    /// The largest the guest's linear memory was during the call, in bytes.
+    pub peak_memory_bytes: usize,
 }
 
 /// A returned pool slot's memory is reset in place, not with madvise, up to this much: the
@@ -303,7 +305,12 @@ impl RulesModule {
             rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input)
         });
         let result = result.and_then(|outcome| match outcome.value {
-            Ok(plan) => Ok(GuestOutcome { value: convert::plan(plan), fuel_used: outcome.fuel_used, logs: outcome.logs }),
+            Ok(plan) => Ok(GuestOutcome {
+                value: convert::plan(plan),
+                fuel_used: outcome.fuel_used,
+                logs: outcome.logs,
+                peak_memory_bytes: outcome.peak_memory_bytes,
+            }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
         });
         (result, fuel_used)
@@ -365,7 +372,12 @@ impl RulesModule {
             state.stderr_last_line = output.last_stderr_line();
         }
         let result = match result {
-            Ok(value) => Ok(GuestOutcome { value, fuel_used, logs: std::mem::take(&mut store.data_mut().logs.lines) }),
+            Ok(value) => Ok(GuestOutcome {
+                value,
+                fuel_used,
+                logs: std::mem::take(&mut store.data_mut().logs.lines),
+                peak_memory_bytes: store.data().memory.peak,
+            }),
             Err(error) => Err(self.classify(error, store.data(), fuel)),
         };
         (result, fuel_used)
