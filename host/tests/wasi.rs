@@ -213,7 +213,7 @@ fn a_big_module_compiles_in_a_child_process_within_its_memory_limit() {
     assert_eq!(e.reason(), "CompileFailed", "{e}");
     assert!(e.to_string().contains("--max-compile-mib"), "{e}");
     // Enough: compiled in the child, mapped from the cache here, and it decides.
-    let roomy = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&dir).unwrap().with_compiler_process(compiler(400)).unwrap();
+    let roomy = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&dir).unwrap().with_compiler_process(compiler(640)).unwrap();
     let module = Arc::new(roomy.load(&fixture()).unwrap());
     assert!(module.reconcile(&hikawa("", 1)).is_ok());
     let kept = std::fs::read_dir(dir.join("compiled")).unwrap().filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count();

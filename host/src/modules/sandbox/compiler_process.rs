@@ -1,7 +1,9 @@
 //! Compiling a big module in a child process with a memory limit of its own. Compiling needs
 //! memory in proportion to the module's code: an 18 MB componentize-py component (10,625
-//! functions) peaks at about 320 MiB whatever the compiler settings (Cranelift at any opt
-//! level, or Winch, measured alike), more than the operator's whole Pod limit used to be.
+//! functions) peaks at about 345 MiB and a 12 MB componentize-js one at 452 MiB, whatever the
+//! compiler settings (Cranelift at opt level none, speed, without address maps or unwind
+//! info, and Winch all measured within 15% of each other), more than the operator's whole Pod
+//! limit used to be.
 //! In a child, the compile is bounded (RLIMIT_DATA: a compile past it fails, naming the
 //! limit, instead of the kernel OOM-killing the operator), one at a time, off the async
 //! workers, and every byte it used is given back when the child exits. The child writes the
