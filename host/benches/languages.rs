@@ -65,6 +65,7 @@ fn us(d: Duration) -> String {
 fn compile_in_child(bytes: &[u8], dir: &Path, limits: &SandboxLimits) -> (Duration, u64, bool) {
     use std::io::Write as _;
     let started = Instant::now();
+    #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
     let mut child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
         .args(["compile-module", "--max-compile-mib", "2048", "--cache-dir"])
         .arg(dir)
