@@ -311,12 +311,25 @@ image: ## Build the operator image with docker (IMG=registry/name:tag).
 	@test -n "$(IMG)" || { echo "usage: make image IMG=registry/name:tag" >&2; exit 1; }
 	docker build -t $(IMG) .
 
+# kube-apiserver refuses a ConfigMap whose data and binaryData values hold more than
+# corev1.MaxSecretSize, 1 MiB, counted decoded (the module's base64 in transit does not count):
+# `ConfigMap "zundoko-rules" is invalid: []: Too long: may not be more than 1048576 bytes`.
+# The module is the ConfigMap's only value, so it may be 1 MiB and no more; a bigger one (a
+# Python or JavaScript component) is refused here, before kubectl, and goes by registry or file.
+CONFIGMAP_MAX_BYTES := 1048576
+
 # RULES= names a rule set in rules/ (my-rules, zundoko-strict-ja) or a shipped one by its
 # short name (classic, strict-ja).
 .PHONY: deploy-module
-deploy-module: guest ## Copy a rules component to deploy/module/ for kustomize (RULES=classic|strict-ja|<name in rules/>).
+deploy-module: guest ## Copy a rules component to deploy/module/ for kustomize, refused over a ConfigMap's 1 MiB (RULES=classic|strict-ja|<name in rules/>).
 	@r=$(or $(RULES),classic); for f in $(MODULES)/$$r.wasm $(MODULES)/zundoko-$$r.wasm; do \
-	  if [ -f $$f ]; then cp $$f $(DEPLOY_MODULE); echo "$(DEPLOY_MODULE) <- $$f"; exit 0; fi; done; \
+	  if [ -f $$f ]; then size=$$(stat -c %s $$f); if [ $$size -gt $(CONFIGMAP_MAX_BYTES) ]; then \
+	    echo "$$f is $$size bytes, over the $(CONFIGMAP_MAX_BYTES) bytes (1 MiB) a ConfigMap may hold: the API server would refuse it" \
+	      "(ConfigMap \"zundoko-rules\" is invalid: []: Too long: may not be more than $(CONFIGMAP_MAX_BYTES) bytes)." >&2; \
+	    echo "Serve it from a registry instead (make push MODULE=$$f REF=REGISTRY/REPOSITORY:TAG, then a ZundokoRules" \
+	      "with spec.source.oci.reference, or the operator's --module-oci), or as a file on a volume the pod mounts (--module FILE)." >&2; \
+	    exit 1; fi; \
+	  cp $$f $(DEPLOY_MODULE); echo "$(DEPLOY_MODULE) <- $$f"; exit 0; fi; done; \
 	  echo "no rules '$$r' in $(MODULES)/: RULES=classic, strict-ja or a rule set in rules/ ($(RULE_SETS))" >&2; exit 1
 
 $(DEPLOY_MODULE):

@@ -7,24 +7,59 @@
 # and the song goes on under the other rule set (ズン/ドコ, キ・ヨ・シ！), no restart. The demo
 # says when the swap landed, or that the song ended first. SWAP_AFTER=0 skips the swap.
 # Both modules are built by `make demo` before the song starts (`make guest`).
+#
+# RULES=python or RULES=js (`make demo RULES=python`): the song starts under the classic rules
+# written in Python (JavaScript), served from a file (a CPython component is 18 MB, far more
+# than a ConfigMap holds), and mid-song the file is replaced by the Rust classic rules: the
+# operator checks the new module and swaps it in, no restart. The first run compiles the big
+# module in the operator's compiler process (tens of seconds); the compiled code is kept in
+# target/tmp/demo-cache, so later runs start at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+RULES=${RULES:-}
+case "$RULES" in
+  '') ;;
+  python|py) MODULE=target/modules/zundoko-classic-py.wasm ;;
+  js|javascript) MODULE=target/modules/zundoko-classic-js.wasm ;;
+  *) echo "RULES=$RULES: the demo sings with RULES=python or RULES=js (or none: the Rust rules)" >&2; exit 1 ;;
+esac
 MODULE=${MODULE:-target/modules/zundoko-classic.wasm}
+# What the swap mid-song brings in: Japanese rules, or (after Python/JavaScript) the Rust ones.
+if [ -n "$RULES" ]; then SWAP_TO=zundoko-classic; else SWAP_TO=zundoko-strict-ja; fi
 HIKAWA=${HIKAWA:-deploy/samples/hikawa-sample.yaml}
 TIMEOUT=${TIMEOUT:-300}
 SWAP_AFTER=${SWAP_AFTER:-1}
 . scripts/lib/local-apiserver.sh
 
 kubectl apply --server-side -f deploy/crds/zundokokiyoshi.yaml
-# The module ConfigMap, as `make deploy` creates it (deploy/module/ with the field manager of `make swap`).
 kubectl create namespace zundoko-system
-cp "$MODULE" deploy/module/rules.wasm
-kubectl apply --server-side --field-manager=zundoko-deploy -k deploy/module/
-target/debug/zundoko-operator run --module-configmap zundoko-system/zundoko-rules:rules.wasm \
-  --operator-namespace zundoko-system --http-addr off > "$work/operator.log" 2>&1 &
-pids+=($!)
-echo "== operator running with $MODULE from ConfigMap zundoko-system/zundoko-rules (log: $work/operator.log)"
+if [ -z "$RULES" ]; then
+  # The module ConfigMap, as `make deploy` creates it (deploy/module/ with the field manager of `make swap`).
+  cp "$MODULE" deploy/module/rules.wasm
+  kubectl apply --server-side --field-manager=zundoko-deploy -k deploy/module/
+  target/debug/zundoko-operator run --module-configmap zundoko-system/zundoko-rules:rules.wasm \
+    --operator-namespace zundoko-system --http-addr off > "$work/operator.log" 2>&1 &
+  pids+=($!)
+  echo "== operator running with $MODULE from ConfigMap zundoko-system/zundoko-rules (log: $work/operator.log)"
+else
+  # A file the operator watches, as a mounted volume would be; replaced whole to swap.
+  mkdir -p "$work/module" target/tmp/demo-cache
+  cp "$MODULE" "$work/module/rules.wasm"
+  target/debug/zundoko-operator run --module "$work/module/rules.wasm" --cache-dir target/tmp/demo-cache \
+    --operator-namespace zundoko-system --http-addr off > "$work/operator.log" 2>&1 &
+  pids+=($!)
+  echo "== operator starting with $MODULE ($(stat -c %s "$MODULE") bytes) from a file (log: $work/operator.log)"
+  echo "   (the first run compiles it in the operator's compiler process: tens of seconds; later runs load it from target/tmp/demo-cache)"
+fi
+swap() {
+  if [ -z "$RULES" ]; then
+    make --no-print-directory -s swap RULES=strict-ja
+  else
+    cp target/modules/zundoko-classic.wasm "$work/module/.rules.wasm.new"
+    mv "$work/module/.rules.wasm.new" "$work/module/rules.wasm"
+  fi
+}
 
 name=$(kubectl apply --server-side -f "$HIKAWA" -o jsonpath='{.metadata.name}')
 echo "== applied $HIKAWA: hikawa/$name; the song:"
@@ -48,19 +83,23 @@ while :; do
     said=$count
     if [ "$SWAP_AFTER" -gt 0 ] && [ "$said" -ge "$SWAP_AFTER" ] && [ -z "$swap_started" ]; then
       swap_started=$SECONDS
-      echo "== make swap RULES=strict-ja (in the background; the song goes on meanwhile)"
-      make --no-print-directory -s swap RULES=strict-ja > "$work/swap.log" 2>&1 &
+      if [ -z "$RULES" ]; then
+        echo "== make swap RULES=strict-ja (in the background; the song goes on meanwhile)"
+      else
+        echo "== the module file replaced by the Rust classic rules (the song goes on meanwhile)"
+      fi
+      swap > "$work/swap.log" 2>&1 &
       swap_pid=$!
     fi
   fi
   if [ -n "$swap_pid" ] && ! kill -0 "$swap_pid" 2>/dev/null; then
     wait "$swap_pid" || { echo "make swap failed:" >&2; cat "$work/swap.log" >&2; exit 1; }
     swap_pid=
-    echo "== make swap done in $((SECONDS - swap_started)) s: the operator checks the new module"
+    echo "== the new module handed over in $((SECONDS - swap_started)) s: the operator checks it"
   fi
-  if [ -n "$swap_started" ] && [ -z "$landed" ] && [ "$(module_now)" = zundoko-strict-ja ]; then
+  if [ -n "$swap_started" ] && [ -z "$landed" ] && [ "$(module_now)" = "$SWAP_TO" ]; then
     landed=$said
-    echo "== the swap landed: zundoko-strict-ja now decides ($said words printed so far)"
+    echo "== the swap landed: $SWAP_TO now decides ($said words printed so far)"
   fi
   if [ -n "$kiyoshi" ]; then
     printf '  %-28s %s\n' "$name-kiyoshi" "$kiyoshi"; printed+=("$name-kiyoshi $kiyoshi")

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Write a module's budget into it: a top-level custom section `zundoko:budget` holding JSON
-such as {"memoryMiB": 96, "fuel": 400000000}. The operator grants it up to its ceilings
+such as {"memoryMiB": 96, "fuel": 400000000, "moduleMiB": 24}. The operator grants it up to its ceilings
 (--max-memory-mib, --max-fuel) and refuses a module asking for more (SPEC 3b).
 
-usage: scripts/set-budget.py MODULE.wasm [--memory-mib N] [--fuel N]
+usage: scripts/set-budget.py MODULE.wasm [--memory-mib N] [--fuel N] [--module-mib N]
 An existing budget section is replaced; with neither option the section is removed."""
 import argparse, json, sys
 
@@ -35,6 +35,7 @@ def main():
     parser.add_argument("module")
     parser.add_argument("--memory-mib", type=int)
     parser.add_argument("--fuel", type=int)
+    parser.add_argument("--module-mib", type=int)
     args = parser.parse_args()
     data = open(args.module, "rb").read()
     if data[:4] != b"\0asm" or data[4:8] == b"\x01\0\0\0":
@@ -50,7 +51,7 @@ def main():
             if data[name_at:name_at + name_len] == SECTION:
                 continue
         kept += data[start:at]
-    budget = {k: v for k, v in (("memoryMiB", args.memory_mib), ("fuel", args.fuel)) if v is not None}
+    budget = {k: v for k, v in (("memoryMiB", args.memory_mib), ("fuel", args.fuel), ("moduleMiB", args.module_mib)) if v is not None}
     if budget:
         content = leb(len(SECTION)) + SECTION + json.dumps(budget, separators=(",", ":")).encode()
         kept += b"\0" + leb(len(content)) + content

@@ -27,6 +27,7 @@ async fn main_async() -> anyhow::Result<()> {
         Command::Check(args) => cli::check(args, &mut stdout).await,
         Command::Push(args) => cli::push(args, &mut stdout).await,
         Command::Keygen(args) => cli::keygen(args, &mut stdout),
+        Command::CompileModule(args) => cli::compile_module(args),
         Command::Test(args) => cli::test(args, &mut stdout),
         Command::Crd => {
             print!("{}", zundoko_operator::crd::all_yaml()?);

@@ -478,6 +478,133 @@ fn the_module_configmap_keeps_its_name_and_the_operator_watches_it() {
     assert!(setting(&c, "--module-sha256", "ZUNDOKO_MODULE_SHA256").is_none(), "a pin would refuse every swap");
 }
 
+/// kube-apiserver's limit on a ConfigMap's values, decoded (corev1.MaxSecretSize), and its
+/// text when a ConfigMap passes it (field.TooLong on the whole object, printed as `[]`).
+const CONFIGMAP_MAX_BYTES: usize = 1 << 20;
+const CONFIGMAP_TOO_LONG: &str = "ConfigMap \"zundoko-rules\" is invalid: []: Too long: may not be more than 1048576 bytes";
+
+/// A module-sized blob kustomize puts under binaryData (not valid UTF-8), nothing in it repeated.
+fn blob(len: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut bytes: Vec<u8> = b"\0asm\x0d\0\x01\0\xff".to_vec();
+    while bytes.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
+}
+
+/// A scratch directory under the test target directory, removed when dropped.
+struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    fn new(name: &str) -> Self {
+        let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        ScratchDir(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `make deploy-module`, which `make deploy` and `make swap` run before kubectl, refuses a
+/// module a ConfigMap cannot hold, naming the limit and the sources that serve a big module
+/// instead; a module of exactly 1 MiB is copied. (`-o guest`: the test's modules, not a build.)
+#[test]
+fn make_deploy_module_refuses_a_module_over_a_configmaps_1_mib() {
+    let dir = ScratchDir::new("deploy-module-size");
+    std::fs::write(dir.0.join("big.wasm"), blob(CONFIGMAP_MAX_BYTES + 1)).unwrap();
+    std::fs::write(dir.0.join("edge.wasm"), blob(CONFIGMAP_MAX_BYTES)).unwrap();
+    let out_file = dir.0.join("rules.wasm");
+    let make = |rules: &str| {
+        Command::new("make")
+            .current_dir(common::deploy::deploy_dir().join(".."))
+            .args(["-s", "-o", "guest", "deploy-module", &format!("RULES={rules}")])
+            .arg(format!("MODULES={}", dir.0.display()))
+            .arg(format!("DEPLOY_MODULE={}", out_file.display()))
+            .env_remove("MAKEFLAGS")
+            .env_remove("MFLAGS")
+            .env_remove("MAKELEVEL")
+            .output()
+            .expect("make is installed")
+    };
+    let out = make("big");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a 1 MiB + 1 module was accepted: {stderr}");
+    for said in [
+        "is 1048577 bytes, over the 1048576 bytes (1 MiB) a ConfigMap may hold",
+        CONFIGMAP_TOO_LONG,
+        "make push MODULE=",
+        "spec.source.oci.reference",
+        "--module-oci",
+        "a volume the pod mounts (--module FILE)",
+    ] {
+        assert!(stderr.contains(said), "the refusal does not say {said:?}: {stderr}");
+    }
+    assert!(!out_file.exists(), "a refused module was copied to deploy/module/");
+    let out = make("edge");
+    assert!(out.status.success(), "a module of exactly 1 MiB was refused: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&out_file).unwrap() == blob(CONFIGMAP_MAX_BYTES));
+}
+
+/// Runs kubectl with the kubeconfig, `stdin` piped in, off the async workers the local API
+/// server runs on; (succeeded, stdout, stderr).
+async fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<String>) -> (bool, String, String) {
+    let (kubeconfig, args) = (kubeconfig.to_path_buf(), args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        let mut child = Command::new("kubectl")
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", kubeconfig.parent().unwrap())
+            .args(&args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl (the client) is installed");
+        let mut pipe = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || pipe.write_all(stdin.unwrap_or_default().as_bytes()));
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    })
+    .await
+    .unwrap()
+}
+
+/// The module ConfigMap as `make swap` applies it (`kubectl apply --server-side` of
+/// deploy/module/) against the local API server, which refuses what kube-apiserver refuses: a
+/// 2 MiB module (an interpreter's component is 10 to 20 MB) with the limit named, while a
+/// 900 KiB one goes in byte for byte.
+#[tokio::test]
+async fn the_api_server_refuses_a_2_mib_module_configmap_and_takes_900_kib() {
+    let server = zundoko_apiserver::ApiServer::start(zundoko_apiserver::ServerConfig::default()).await.unwrap();
+    let dir = ScratchDir::new("module-configmap-size");
+    let kubeconfig = dir.0.join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let (ok, _, err) = kubectl(&kubeconfig, &["create", "namespace", NAMESPACE], None).await;
+    assert!(ok, "{err}");
+    let apply = ["apply", "--server-side", "--field-manager=zundoko-deploy", "--force-conflicts", "-f", "-"];
+    let (ok, out, err) = kubectl(&kubeconfig, &apply, Some(common::deploy::render_dir("module", &blob(2 << 20)))).await;
+    assert!(!ok, "a 2 MiB module ConfigMap was applied: {out}");
+    assert!(err.contains(CONFIGMAP_TOO_LONG), "the refusal does not name the limit: {err}");
+    let module = blob(900 << 10);
+    let (ok, out, err) = kubectl(&kubeconfig, &apply, Some(common::deploy::render_dir("module", &module))).await;
+    assert!(ok, "a 900 KiB module ConfigMap was refused: {err}");
+    assert!(out.contains(&format!("configmap/{MODULE_CONFIGMAP} serverside-applied")), "{out}");
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let cm = kube::Api::<ConfigMap>::namespaced(client, NAMESPACE).get(MODULE_CONFIGMAP).await.unwrap();
+    assert!(cm.binary_data.unwrap_or_default()[MODULE_KEY].0 == module, "the stored module differs from the one applied");
+}
+
 #[test]
 fn three_replicas_share_the_shards_with_the_pods_identity_and_rbac_for_every_lease() {
     let deployment: Deployment = one("Deployment");

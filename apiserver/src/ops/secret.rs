@@ -9,7 +9,8 @@ use crate::godecode;
 use crate::objectmeta::{config_map_key_errors, too_long};
 use crate::status::{ErrType, FieldError};
 
-/// core.MaxSecretSize.
+/// core.MaxSecretSize: the most bytes a Secret's `data` or a ConfigMap's `data` and
+/// `binaryData` together may hold, decoded (ValidateSecret, ValidateConfigMap).
 pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 const DOCKERCFG: &str = "kubernetes.io/dockercfg";

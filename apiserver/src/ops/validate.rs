@@ -182,6 +182,11 @@ pub(super) fn canonical_binary_data(obj: &mut Value) -> Result<(), String> {
     Ok(())
 }
 
+/// ValidateConfigMap after ValidateObjectMeta: keys, and the total size of the values, which
+/// is `len(value)` over `data` (UTF-8 bytes) and over `binaryData` (decoded bytes: base64 on
+/// the wire does not count against it), keys not counted, at most corev1.MaxSecretSize
+/// (1 MiB). Over it, one TooLong error on the path `field.NewPath("")`, which prints as `[]`:
+/// `ConfigMap "NAME" is invalid: []: Too long: may not be more than 1048576 bytes`.
 fn validate_configmap(obj: &Value) -> Vec<FieldError> {
     let mut errs = vec![];
     let mut total = 0usize;
@@ -196,15 +201,16 @@ fn validate_configmap(obj: &Value) -> Vec<FieldError> {
                     errs.push(FieldError::invalid(format!("data[{k}]"), k.clone().into(), "duplicate of key present in binaryData"));
                 }
                 match v.as_str() {
-                    Some(s) if field == "binaryData" => total += s.len() * 3 / 4,
+                    // Bad base64 is reported by canonical_binary_data and counts as nothing.
+                    Some(s) if field == "binaryData" => total += godecode::base64_decode(s.as_bytes()).map_or(0, |b| b.len()),
                     Some(s) => total += s.len(),
                     None => errs.push(FieldError::new(ErrType::TypeInvalid, format!("{field}[{k}]"), Some(v.clone()), "must be a string")),
                 }
             }
         }
     }
-    if total > 1024 * 1024 {
-        errs.push(FieldError::new(ErrType::TooLong, "[]", Some("".into()), too_long(1024 * 1024)));
+    if total > secret::MAX_SECRET_SIZE {
+        errs.push(FieldError::new(ErrType::TooLong, "[]", Some("".into()), too_long(secret::MAX_SECRET_SIZE)));
     }
     errs
 }

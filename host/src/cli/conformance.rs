@@ -26,9 +26,6 @@ use crate::text::printable;
 
 /// A module must fit a ConfigMap many times over: the product's budget.
 pub const MAX_MODULE_BYTES: usize = 64 << 10;
-/// A module carrying a budget (a `zundoko:budget` section: an interpreter's, Python or
-/// JavaScript, tens of MiB with its runtime) is held to this instead.
-pub const MAX_BUDGETED_MODULE_BYTES: usize = 32 << 20;
 /// Where each song's virtual clock starts (2026-01-01T00:00:00Z).
 const START_MS: i64 = 1_767_225_600_000;
 /// Intervals the songs use in turn: immediate, tiny, the sample's, long.
@@ -118,14 +115,16 @@ impl Check {
 /// Run the whole suite on a module's bytes. `label` names the module in the report.
 pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
     let started = Instant::now();
-    let budgeted = budget::read(bytes).is_ok_and(|b| b != budget::Budget::default());
-    let max_bytes = if budgeted { MAX_BUDGETED_MODULE_BYTES } else { MAX_MODULE_BYTES };
+    // The product's budget, or what the module's budget section asked for (within ceilings).
+    let size_budget = crate::modules::sandbox::budget::read(bytes)
+        .and_then(|budget| crate::modules::sandbox::budget::grant(budget, engine.limits()))
+        .map_or(MAX_MODULE_BYTES, |limits| limits.module_bytes);
     let mut checks = vec![check(
         "size",
-        bytes.len() <= max_bytes,
-        format!("{} bytes (budget {max_bytes}{})", bytes.len(), if budgeted { ", a module carrying a budget" } else { "" }),
+        bytes.len() <= size_budget,
+        format!("{} bytes (budget {size_budget})", bytes.len()),
     )
-    .with(&[("bytes", bytes.len() as u64), ("budget", max_bytes as u64)])];
+    .with(&[("bytes", bytes.len() as u64), ("budget", size_budget as u64)])];
     let mut report = Report {
         module: printable(label, 512),
         name: None,

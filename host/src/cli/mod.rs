@@ -24,13 +24,7 @@ use crate::reconcile::plan_check::PlanLimits;
 )]
 pub struct Cli {
     /// Log format on stderr.
-    #[arg(
-        long,
-        env = "ZUNDOKO_LOG_FORMAT",
-        value_enum,
-        default_value = "text",
-        global = true
-    )]
+    #[arg(long, env = "ZUNDOKO_LOG_FORMAT", value_enum, default_value = "text", global = true)]
     pub log_format: LogFormat,
     /// Log filter, in RUST_LOG syntax (for example `info,zundoko_operator=debug`).
     #[arg(long = "log", env = "RUST_LOG", default_value = "info", global = true)]
@@ -64,6 +58,34 @@ pub enum Command {
     /// Write a new ECDSA P-256 key pair for signing modules: OUT.key (private, PKCS#8 PEM) and
     /// OUT.pub (public: give it to the operator as a trusted key).
     Keygen(KeygenArgs),
+    /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
+    /// module on stdin into DIR/compiled/, within --max-compile-mib of memory.
+    #[command(hide = true)]
+    CompileModule(CompileModuleArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompileModuleArgs {
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    #[arg(long)]
+    pub max_compile_mib: usize,
+    /// The engine's limits, as the operator has them (the code must fit its engine).
+    #[arg(long)]
+    pub limits_json: String,
+}
+
+/// `compile-module`: the compiler process's whole life.
+pub fn compile_module(args: &CompileModuleArgs) -> Result<()> {
+    use std::io::Read as _;
+    crate::modules::sandbox::compiler_process::limit_own_memory(args.max_compile_mib << 20)
+        .context("cannot set the compiler process's memory limit")?;
+    let limits: SandboxLimits = serde_json::from_str(&args.limits_json).context("--limits-json")?;
+    let mut bytes = Vec::new();
+    std::io::stdin().read_to_end(&mut bytes).context("reading the module from stdin")?;
+    let engine = SandboxEngine::new(limits)?.with_compiled_cache(&args.cache_dir)?;
+    let cache = engine.compiled_cache().expect("just set");
+    cache.compile_into(engine.engine(), &bytes).map_err(|e| anyhow::anyhow!("{e:#}"))
 }
 
 /// How the operator reaches OCI registries (modules from `--module-oci` and `ZundokoRules`).
@@ -71,12 +93,7 @@ pub enum Command {
 pub struct RegistryArgs {
     /// Registries spoken to over plain HTTP, as HOST:PORT (comma-separated or repeated): for a
     /// registry on loopback or in tests. Every other registry is spoken to over TLS.
-    #[arg(
-        long = "insecure-registry",
-        env = "ZUNDOKO_INSECURE_REGISTRIES",
-        value_delimiter = ',',
-        value_name = "HOST:PORT"
-    )]
+    #[arg(long = "insecure-registry", env = "ZUNDOKO_INSECURE_REGISTRIES", value_delimiter = ',', value_name = "HOST:PORT")]
     pub insecure_registries: Vec<String>,
     /// Keep pulled modules here by digest (in DIR/oci/), so a restart with the registry down
     /// still serves the last module verified. An emptyDir in a Pod.
@@ -85,12 +102,7 @@ pub struct RegistryArgs {
     /// Trusted public keys (PEM, as cosign.pub): a file, or a directory of *.pub / *.pem files
     /// (a mounted Secret). With any, a module from a registry serves only if a cosign-style
     /// signature by one of them verifies.
-    #[arg(
-        long = "trusted-keys",
-        env = "ZUNDOKO_TRUSTED_KEYS",
-        value_delimiter = ',',
-        value_name = "PATH"
-    )]
+    #[arg(long = "trusted-keys", env = "ZUNDOKO_TRUSTED_KEYS", value_delimiter = ',', value_name = "PATH")]
     pub trusted_keys: Vec<PathBuf>,
     /// The longest one try of a pull may take, in seconds (every request in it).
     #[arg(long, env = "ZUNDOKO_REGISTRY_TIMEOUT_SECS", default_value_t = crate::modules::oci::RegistrySettings::default().timeout.as_secs_f64())]
@@ -104,12 +116,7 @@ pub struct RegistryArgs {
     pub concurrent_pulls: usize,
     /// Certificate authorities (PEM files) trusted for registries beside the system's: a
     /// registry whose certificate an internal CA issued.
-    #[arg(
-        long = "registry-ca",
-        env = "ZUNDOKO_REGISTRY_CA",
-        value_delimiter = ',',
-        value_name = "PEM"
-    )]
+    #[arg(long = "registry-ca", env = "ZUNDOKO_REGISTRY_CA", value_delimiter = ',', value_name = "PEM")]
     pub registry_ca: Vec<PathBuf>,
     /// Registry credentials: a docker config.json (`{"auths": {...}}`, a pull secret's
     /// .dockerconfigjson), for --module-oci, push and check.
@@ -122,39 +129,20 @@ impl RegistryArgs {
         let timeout = Duration::try_from_secs_f64(self.registry_timeout_secs)
             .ok()
             .filter(|d| !d.is_zero() && self.registry_timeout_secs <= 3600.0)
-            .with_context(|| {
-                format!(
-                    "--registry-timeout-secs {} is not a number of seconds between 0 and 3600",
-                    self.registry_timeout_secs
-                )
-            })?;
+            .with_context(|| format!("--registry-timeout-secs {} is not a number of seconds between 0 and 3600", self.registry_timeout_secs))?;
         let mut trusted_keys = Vec::new();
         for path in &self.trusted_keys {
-            trusted_keys
-                .extend(crate::modules::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
+            trusted_keys.extend(crate::modules::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
         }
-        anyhow::ensure!(
-            self.max_module_mib >= 1,
-            "--max-module-mib must be at least 1"
-        );
+        anyhow::ensure!(self.max_module_mib >= 1, "--max-module-mib must be at least 1");
         let mut extra_ca_pem = Vec::new();
         for path in &self.registry_ca {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read --registry-ca {}", path.display()))?;
-            anyhow::ensure!(
-                pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----"),
-                "--registry-ca {} holds no PEM certificate",
-                path.display()
-            );
+            let pem = std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))?;
+            anyhow::ensure!(pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----"), "--registry-ca {} holds no PEM certificate", path.display());
             extra_ca_pem.push(pem);
         }
         Ok(crate::modules::oci::RegistrySettings {
-            insecure: self
-                .insecure_registries
-                .iter()
-                .map(|r| r.trim().to_string())
-                .filter(|r| !r.is_empty())
-                .collect(),
+            insecure: self.insecure_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             timeout,
             max_module_bytes: self.max_module_mib << 20,
             concurrent_pulls: self.concurrent_pulls.max(1),
@@ -165,16 +153,11 @@ impl RegistryArgs {
         })
     }
 
-    pub fn auth(
-        &self,
-        reference: &crate::modules::oci::ModuleRef,
-    ) -> Result<oci_client::secrets::RegistryAuth> {
+    pub fn auth(&self, reference: &crate::modules::oci::ModuleRef) -> Result<oci_client::secrets::RegistryAuth> {
         match &self.registry_auth {
             None => Ok(oci_client::secrets::RegistryAuth::Anonymous),
             Some(path) => {
-                let json = std::fs::read(path).with_context(|| {
-                    format!("cannot read registry credentials {}", path.display())
-                })?;
+                let json = std::fs::read(path).with_context(|| format!("cannot read registry credentials {}", path.display()))?;
                 crate::modules::oci::auth::from_docker_config(&json, &reference.registry)
                     .map_err(|e| anyhow::anyhow!("registry credentials {}: {e}", path.display()))
             }
@@ -220,12 +203,32 @@ impl SandboxArgs {
         }
     }
 
-    pub fn plan_limits(&self) -> PlanLimits {
-        PlanLimits {
-            max_actions: self.max_plan_actions,
-            max_children: self.max_children,
-            ..PlanLimits::default()
+    /// The engine for a command run by hand (`check`, `test`, `simulate`, `push`): compiled
+    /// modules kept in `cache_dir`, or in the user's cache directory, so the second run of an
+    /// interpreter's module (seconds to compile) starts at once. No cache if neither works.
+    pub fn cli_engine(&self, cache_dir: Option<&Path>) -> Result<SandboxEngine> {
+        let engine = SandboxEngine::new(self.sandbox_limits())?;
+        let dir = cache_dir.map(Path::to_path_buf).or_else(|| {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+            Some(base.join("zundoko-operator"))
+        });
+        match dir {
+            Some(dir) => match engine.clone().with_compiled_cache(&dir) {
+                Ok(cached) => Ok(cached),
+                Err(error) if cache_dir.is_none() => {
+                    tracing::debug!(%error, "no compiled-module cache");
+                    Ok(engine)
+                }
+                Err(error) => Err(error),
+            },
+            None => Ok(engine),
         }
+    }
+
+    pub fn plan_limits(&self) -> PlanLimits {
+        PlanLimits { max_actions: self.max_plan_actions, max_children: self.max_children, ..PlanLimits::default() }
     }
 }
 
@@ -244,13 +247,19 @@ pub struct RunArgs {
     /// checked as any new module (0: never; the digest resolved at start serves).
     #[arg(long, env = "ZUNDOKO_MODULE_OCI_POLL_SECS", default_value_t = 0)]
     pub module_oci_poll_secs: u64,
+    /// Memory a module's compile may use, in MiB. Modules over 1 MiB (an interpreter's:
+    /// measured peaks 345 MiB for CPython's component, 452 MiB for SpiderMonkey's) compile one
+    /// at a time in a child process with this limit, so a compile past it fails naming the
+    /// limit instead of getting the operator OOM-killed; size the Pod's memory limit for it
+    /// (deploy/ allows 768Mi). With Rust modules only, nothing compiles there.
+    #[arg(long, env = "ZUNDOKO_MAX_COMPILE_MIB", default_value_t = 640)]
+    pub max_compile_mib: usize,
+    /// The longest one compile in the child process may take (seconds) before it is stopped.
+    #[arg(long, env = "ZUNDOKO_COMPILE_TIMEOUT_SECS", default_value_t = 300)]
+    pub compile_timeout_secs: u64,
     /// Also (or instead) watch the module in a ConfigMap through the API, as
     /// NAMESPACE/NAME[:KEY] (key default `rules.wasm`, in binaryData): swaps in about a second.
-    #[arg(
-        long,
-        env = "ZUNDOKO_MODULE_CONFIGMAP",
-        value_name = "NAMESPACE/NAME[:KEY]"
-    )]
+    #[arg(long, env = "ZUNDOKO_MODULE_CONFIGMAP", value_name = "NAMESPACE/NAME[:KEY]")]
     pub module_configmap: Option<ConfigMapRef>,
     /// Accept only the module with this sha256 (hex, optionally `sha256:`-prefixed).
     #[arg(long, env = "ZUNDOKO_MODULE_SHA256")]
@@ -325,11 +334,7 @@ pub struct RunArgs {
     pub lease_duration_secs: f64,
     /// A leader that has not renewed its Lease for this long stops every write and stands by,
     /// before anyone else may take over. Shorter than --lease-duration-secs.
-    #[arg(
-        long,
-        env = "ZUNDOKO_LEASE_RENEW_DEADLINE_SECS",
-        default_value_t = 10.0
-    )]
+    #[arg(long, env = "ZUNDOKO_LEASE_RENEW_DEADLINE_SECS", default_value_t = 10.0)]
     pub lease_renew_deadline_secs: f64,
     /// Pause between two tries to acquire or renew the Lease.
     #[arg(long, env = "ZUNDOKO_LEASE_RETRY_PERIOD_SECS", default_value_t = 2.0)]
@@ -366,6 +371,9 @@ pub struct SimulateArgs {
     /// Stop after this many decisions even without a Kiyoshi.
     #[arg(long, env = "ZUNDOKO_MAX_DECISIONS", default_value_t = 10_000)]
     pub max_decisions: usize,
+    /// Keep compiled modules here (default: the user's cache directory, ~/.cache/zundoko-operator).
+    #[arg(long, env = "ZUNDOKO_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -373,12 +381,7 @@ pub struct SimulateArgs {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The rules module (a wasm component).
-    #[arg(
-        long,
-        env = "ZUNDOKO_MODULE",
-        required_unless_present = "reference",
-        conflicts_with = "reference"
-    )]
+    #[arg(long, env = "ZUNDOKO_MODULE", required_unless_present = "reference", conflicts_with = "reference")]
     pub module: Option<PathBuf>,
     /// Or a module in an OCI registry, REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]: pulled,
     /// checked against its digest (and signature, with --trusted-keys), then checked as a file is.
@@ -434,94 +437,59 @@ pub struct TestArgs {
     /// How to print the report.
     #[arg(long, env = "ZUNDOKO_TEST_FORMAT", value_enum, default_value = "text")]
     pub format: ReportFormat,
+    /// Keep compiled modules here (default: the user's cache directory, ~/.cache/zundoko-operator).
+    #[arg(long, env = "ZUNDOKO_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
 
 /// Read and load a module file, naming the file in any error.
 pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
     engine.load(&bytes).map_err(|e| rejected(path, e))
 }
 
 /// The one wording of a refused module: the file, the reason, the detail.
 fn rejected(path: &Path, error: crate::modules::sandbox::GuestError) -> anyhow::Error {
     let detail = crate::text::printable(&error.to_string(), 1024);
-    anyhow::anyhow!(
-        "module {} rejected ({}): {detail}",
-        path.display(),
-        error.reason()
-    )
+    anyhow::anyhow!("module {} rejected ({}): {detail}", path.display(), error.reason())
 }
 
-pub fn simulate(
-    args: &SimulateArgs,
-    out: &mut dyn std::io::Write,
-) -> Result<crate::cli::simulate::Song> {
-    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<crate::cli::simulate::Song> {
+    let engine = args.sandbox.cli_engine(args.cache_dir.as_deref())?;
     let module = load_module(&engine, &args.module)?;
     let text = std::fs::read_to_string(&args.hikawa)
         .with_context(|| format!("cannot read Hikawa manifest {}", args.hikawa.display()))?;
     let hikawa = crate::crd::parse_hikawa(&args.hikawa.display().to_string(), &text)?;
     let seed = args.seed.unwrap_or_else(rand::random);
-    crate::cli::simulate::simulate(
-        &module,
-        &hikawa,
-        seed,
-        &args.sandbox.plan_limits(),
-        args.max_decisions,
-        out,
-    )
+    crate::cli::simulate::simulate(&module, &hikawa, seed, &args.sandbox.plan_limits(), args.max_decisions, out)
 }
 
 /// `test`: run the conformance suite and print its report; an error when a check failed.
 pub fn test(args: &TestArgs, out: &mut dyn std::io::Write) -> Result<()> {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
-    let bytes = std::fs::read(&args.module)
-        .with_context(|| format!("cannot read module {}", args.module.display()))?;
-    let report = crate::cli::conformance::run(
-        &engine,
-        &bytes,
-        &args.module.display().to_string(),
-        args.seeds,
-        &args.sandbox.plan_limits(),
-    );
+    let engine = args.sandbox.cli_engine(args.cache_dir.as_deref())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let report = crate::cli::conformance::run(&engine, &bytes, &args.module.display().to_string(), args.seeds, &args.sandbox.plan_limits());
     match args.format {
         ReportFormat::Text => report.write_text(out)?,
         ReportFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
     }
-    anyhow::ensure!(
-        report.passed,
-        "module {} failed {} conformance checks",
-        report.module,
-        report.failures()
-    );
+    anyhow::ensure!(report.passed, "module {} failed {} conformance checks", report.module, report.failures());
     Ok(())
 }
 
 /// A module from a registry, pulled and checked against its digest and signature: its bytes,
 /// and the lines that say where it came from.
-async fn pull(
-    reference: &crate::modules::oci::ModuleRef,
-    registry: &RegistryArgs,
-) -> Result<(Vec<u8>, Vec<String>)> {
+async fn pull(reference: &crate::modules::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
     let settings = registry.settings()?;
     let auth = registry.auth(reference)?;
     let client = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
-    let fail = |e: crate::modules::oci::PullError| {
-        anyhow::anyhow!("{reference} refused ({}): {e}", e.reason())
-    };
+    let fail = |e: crate::modules::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
     let digest = client.resolve(reference, &auth).await.map_err(fail)?;
-    let fetched = client
-        .fetch(reference, &digest, &auth, &[])
-        .await
-        .map_err(fail)?;
-    let mut lines = vec![
-        format!("reference:   {reference}"),
-        format!("pinned:      {}", fetched.pinned),
-    ];
+    let fetched = client.fetch(reference, &digest, &auth, &[]).await.map_err(fail)?;
+    let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {}", fetched.pinned)];
     // With trusted keys a module is fetched only if one verified: no signer means no keys.
     lines.push(match &fetched.signed_by {
         Some(signer) => format!("signed by:   {signer}"),
@@ -534,18 +502,12 @@ async fn pull(
 }
 
 pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
-    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let engine = args.sandbox.cli_engine(args.registry.cache_dir.as_deref())?;
     let (name, module, lines) = match (&args.module, &args.reference) {
-        (Some(path), _) => (
-            path.display().to_string(),
-            load_module(&engine, path)?,
-            Vec::new(),
-        ),
+        (Some(path), _) => (path.display().to_string(), load_module(&engine, path)?, Vec::new()),
         (None, Some(reference)) => {
             let (bytes, lines) = pull(reference, &args.registry).await?;
-            let module = engine
-                .load(&bytes)
-                .map_err(|e| rejected(Path::new(&reference.to_string()), e))?;
+            let module = engine.load(&bytes).map_err(|e| rejected(Path::new(&reference.to_string()), e))?;
             (reference.to_string(), module, lines)
         }
         (None, None) => anyhow::bail!("give a module: --module FILE or a registry REF"),
@@ -564,30 +526,14 @@ pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()>
     writeln!(out, "digest:      {}", id.digest)?;
     writeln!(out, "size:        {} bytes", id.size)?;
     let limits = module.limits();
-    writeln!(
-        out,
-        "budget:      {} fuel, {} MiB of memory per call",
-        limits.fuel,
-        limits.memory_bytes >> 20
-    )?;
-    let imports = if module.uses_wasi() {
-        "the log, and WASI (served by the virtual WASI: no capabilities)"
-    } else {
-        "the log only"
-    };
+    writeln!(out, "budget:      {} fuel, {} MiB of memory per call", limits.fuel, limits.memory_bytes >> 20)?;
+    let imports = if module.uses_wasi() { "the log, and WASI (served by the virtual WASI: no capabilities)" } else { "the log only" };
     writeln!(out, "imports:     {imports}")?;
-    let decision = crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits())
-        .map_err(|e| rejected(Path::new(&name), e))?;
+    let decision = crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(Path::new(&name), e))?;
     writeln!(
         out,
         "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
-        safe(
-            &decision
-                .outcome
-                .as_ref()
-                .expect("smoke test passed")
-                .to_string()
-        ),
+        safe(&decision.outcome.as_ref().expect("smoke test passed").to_string()),
         decision.fuel_used.unwrap_or(0),
         decision.elapsed
     )?;
@@ -597,19 +543,13 @@ pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()>
 /// `push`: check the module as `check` does, then publish it (and its signature).
 pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
-    let bytes = std::fs::read(&args.module)
-        .with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
     let module = engine.load(&bytes).map_err(|e| rejected(&args.module, e))?;
-    crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits())
-        .map_err(|e| rejected(&args.module, e))?;
+    crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
     let sign = match &args.sign {
         Some(path) => {
-            let pem = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read signing key {}", path.display()))?;
-            Some(
-                crate::modules::oci::SignKey::from_pem(&path.display().to_string(), &pem)
-                    .map_err(anyhow::Error::msg)?,
-            )
+            let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read signing key {}", path.display()))?;
+            Some(crate::modules::oci::SignKey::from_pem(&path.display().to_string(), &pem).map_err(anyhow::Error::msg)?)
         }
         None => None,
     };
@@ -618,41 +558,15 @@ pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let registry = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
     let info = &module.identity().info;
     let digest = registry
-        .push(
-            &args.reference,
-            &bytes,
-            &info.name,
-            &info.version,
-            sign.as_ref(),
-            &auth,
-        )
+        .push(&args.reference, &bytes, &info.name, &info.version, sign.as_ref(), &auth)
         .await
         .map_err(|e| anyhow::anyhow!("cannot push to {} ({}): {e}", args.reference, e.reason()))?;
     let safe = |s: &str| crate::text::printable(s, 512);
-    writeln!(
-        out,
-        "pushed:      {} {} ({} bytes, module {})",
-        safe(&info.name),
-        safe(&info.version),
-        bytes.len(),
-        module.identity().digest
-    )?;
+    writeln!(out, "pushed:      {} {} ({} bytes, module {})", safe(&info.name), safe(&info.version), bytes.len(), module.identity().digest)?;
     writeln!(out, "reference:   {}", args.reference)?;
     writeln!(out, "pinned:      {}", args.reference.pinned(&digest))?;
     if let Some(key) = &sign {
-        writeln!(
-            out,
-            "signed:      {}",
-            key.trusted(
-                &args
-                    .sign
-                    .as_ref()
-                    .expect("a key was given")
-                    .display()
-                    .to_string()
-            )
-            .name
-        )?;
+        writeln!(out, "signed:      {}", key.trusted(&args.sign.as_ref().expect("a key was given").display().to_string()).name)?;
     }
     Ok(())
 }
@@ -660,39 +574,17 @@ pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
 /// `keygen`: a new signing key pair, never overwriting one.
 pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let key = crate::modules::oci::SignKey::generate();
-    let (private, public) = (
-        args.out.with_extension("key"),
-        args.out.with_extension("pub"),
-    );
+    let (private, public) = (args.out.with_extension("key"), args.out.with_extension("pub"));
     for path in [&private, &public] {
-        anyhow::ensure!(
-            !path.exists(),
-            "{} exists: not overwriting a key",
-            path.display()
-        );
+        anyhow::ensure!(!path.exists(), "{} exists: not overwriting a key", path.display());
     }
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&private)
-        .with_context(|| format!("cannot write {}", private.display()))?;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&private).with_context(|| format!("cannot write {}", private.display()))?;
     file.write_all(key.private_pem().as_bytes())?;
-    std::fs::write(&public, key.public_pem())
-        .with_context(|| format!("cannot write {}", public.display()))?;
-    writeln!(
-        out,
-        "private key: {} (sign with: zundoko-operator push --sign {} ...)",
-        private.display(),
-        private.display()
-    )?;
-    writeln!(
-        out,
-        "public key:  {} (trust it: --trusted-keys, or a Secret mounted there)",
-        public.display()
-    )?;
+    std::fs::write(&public, key.public_pem()).with_context(|| format!("cannot write {}", public.display()))?;
+    writeln!(out, "private key: {} (sign with: zundoko-operator push --sign {} ...)", private.display(), private.display())?;
+    writeln!(out, "public key:  {} (trust it: --trusted-keys, or a Secret mounted there)", public.display())?;
     writeln!(out, "fingerprint: {}", key.trusted("key").fingerprint())?;
     Ok(())
 }
@@ -715,43 +607,28 @@ impl RunArgs {
             },
             instance: instance.clone(),
             rules_namespaces: match &self.rules_namespaces {
-                given if !given.is_empty() => given
-                    .iter()
-                    .map(|ns| ns.trim().to_string())
-                    .filter(|ns| !ns.is_empty())
-                    .collect(),
-                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| {
-                    crate::reconcile::controller::DEFAULT_RULES_NAMESPACE.into()
-                })],
+                given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
+                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::reconcile::controller::DEFAULT_RULES_NAMESPACE.into())],
             },
         };
         let http_addr = match self.http_addr.as_str() {
             "off" | "" => None,
-            addr => Some(addr.parse().with_context(|| {
-                format!("--http-addr {addr} is not an address like 0.0.0.0:8080")
-            })?),
+            addr => Some(addr.parse().with_context(|| format!("--http-addr {addr} is not an address like 0.0.0.0:8080"))?),
         };
         let secs = |flag: &str, value: f64| -> Result<Duration> {
             Duration::try_from_secs_f64(value)
                 .ok()
                 .filter(|d| !d.is_zero() && value <= 86_400.0)
-                .with_context(|| {
-                    format!("{flag} {value} is not a number of seconds between 0 and 86400")
-                })
+                .with_context(|| format!("{flag} {value} is not a number of seconds between 0 and 86400"))
         };
         let durations = crate::process::leader::Durations {
             lease: secs("--lease-duration-secs", self.lease_duration_secs)?,
-            renew_deadline: secs(
-                "--lease-renew-deadline-secs",
-                self.lease_renew_deadline_secs,
-            )?,
+            renew_deadline: secs("--lease-renew-deadline-secs", self.lease_renew_deadline_secs)?,
             retry: secs("--lease-retry-period-secs", self.lease_retry_period_secs)?,
         };
         let api_timeout = secs("--api-timeout-secs", self.api_timeout_secs)?;
         if self.leader_election {
-            durations
-                .validate()
-                .map_err(|why| anyhow::anyhow!("leader election: {why}"))?;
+            durations.validate().map_err(|why| anyhow::anyhow!("leader election: {why}"))?;
             anyhow::ensure!(
                 api_timeout < durations.renew_deadline,
                 "--api-timeout-secs ({:?}) must be shorter than --lease-renew-deadline-secs ({:?}): a write must be able to end before the deadline",
@@ -774,18 +651,13 @@ impl RunArgs {
             self.shards,
             crate::process::leader::assign::MAX_SHARDS
         );
-        let leader = self
-            .leader_election
-            .then(|| crate::process::leader::ShardSettings {
-                namespace: self
-                    .operator_namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                lease_prefix: self.lease_name.clone(),
-                identity: instance,
-                durations,
-                count: self.shards,
-            });
+        let leader = self.leader_election.then(|| crate::process::leader::ShardSettings {
+            namespace: self.operator_namespace.clone().unwrap_or_else(|| "default".into()),
+            lease_prefix: self.lease_name.clone(),
+            identity: instance,
+            durations,
+            count: self.shards,
+        });
         let modules = crate::process::operator::ModuleSources {
             file: self.module.clone().map(|path| FileSource {
                 path,
@@ -793,15 +665,11 @@ impl RunArgs {
                 poll: Duration::from_millis(self.module_poll_ms.max(1)),
             }),
             configmap: self.module_configmap.clone(),
-            oci: self
-                .module_oci
-                .clone()
-                .map(|reference| crate::modules::swap::oci::OciSource {
-                    reference,
-                    auth_file: self.registry.registry_auth.clone(),
-                    poll: (self.module_oci_poll_secs > 0)
-                        .then(|| Duration::from_secs(self.module_oci_poll_secs)),
-                }),
+            oci: self.module_oci.clone().map(|reference| crate::modules::swap::oci::OciSource {
+                reference,
+                auth_file: self.registry.registry_auth.clone(),
+                poll: (self.module_oci_poll_secs > 0).then(|| Duration::from_secs(self.module_oci_poll_secs)),
+            }),
             pin: self.module_sha256.clone(),
             wait: self.wait_for_module,
             native: self.native_rules.as_deref().map(|name| match name {
@@ -812,6 +680,11 @@ impl RunArgs {
         Ok(crate::process::operator::OperatorConfig {
             controller,
             sandbox: self.sandbox.sandbox_limits(),
+            compiler: Some(crate::modules::sandbox::compiler_process::CompilerProcess {
+                exe: std::env::current_exe().context("cannot find the operator's own binary (to compile big modules in a child)")?,
+                max_memory_bytes: self.max_compile_mib << 20,
+                timeout: Duration::from_secs(self.compile_timeout_secs),
+            }),
             modules,
             registry: self.registry.settings()?,
             http_addr,
@@ -827,28 +700,15 @@ impl RunArgs {
 /// `run`: load and check the first module, connect, and reconcile until SIGTERM or Ctrl-C.
 pub async fn run(args: &RunArgs) -> Result<()> {
     let config = args.operator_config()?;
-    let mut kube_config = kube::Config::infer().await.context(
-        "cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)",
-    )?;
+    let mut kube_config = kube::Config::infer()
+        .await
+        .context("cannot connect to Kubernetes (no usable kubeconfig or in-cluster service account)")?;
     // Name ourselves, and this replica, in the API server's audit log (and in the tests'
     // request log). The field manager stays `zundoko-operator` (the part before the `/`).
-    let instance: String = config
-        .controller
-        .instance
-        .chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(253)
-        .collect();
-    let agent = format!(
-        "zundoko-operator/{} ({instance})",
-        env!("CARGO_PKG_VERSION")
-    );
-    kube_config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_str(&agent).context("User-Agent")?,
-    ));
-    let client =
-        kube::Client::try_from(kube_config).context("cannot build the Kubernetes client")?;
+    let instance: String = config.controller.instance.chars().filter(|c| c.is_ascii_graphic()).take(253).collect();
+    let agent = format!("zundoko-operator/{} ({instance})", env!("CARGO_PKG_VERSION"));
+    kube_config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_str(&agent).context("User-Agent")?));
+    let client = kube::Client::try_from(kube_config).context("cannot build the Kubernetes client")?;
     let running = crate::process::operator::start(client, config, shutdown_signal()).await?;
     running.task.await.context("the operator task failed")?
 }
@@ -858,8 +718,7 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
     }
     #[cfg(not(unix))]

@@ -58,7 +58,7 @@ impl Rules for NativeRules {
 
     fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
         let plan = self.rules.reconcile(observed).map_err(GuestError::Rules)?;
-        Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new() })
+        Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new(), peak_memory_bytes: 0 })
     }
 
     /// Native rules are the host's own code and take microseconds: always quick.
@@ -88,7 +88,7 @@ pub fn decide(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits) -> De
 fn checked(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits, outcome: Result<GuestOutcome<Plan>, GuestError>, started: Instant) -> Decision {
     let module = rules.identity().clone();
     match outcome {
-        Ok(GuestOutcome { value: plan, fuel_used, logs }) => {
+        Ok(GuestOutcome { value: plan, fuel_used, logs, .. }) => {
             let outcome = plan_check::check(&plan, observed, limits).map(|()| plan).map_err(GuestError::from);
             Decision { module, outcome, fuel_used: Some(fuel_used), logs, elapsed: started.elapsed() }
         }

@@ -46,6 +46,9 @@ pub struct ModuleSources {
 pub struct OperatorConfig {
     pub controller: Settings,
     pub sandbox: SandboxLimits,
+    /// Where modules too big to compile in the operator's own memory compile (`run` uses its
+    /// own binary); in this process if `None`.
+    pub compiler: Option<crate::modules::sandbox::compiler_process::CompilerProcess>,
     pub modules: ModuleSources,
     /// How registries are reached (the default module's and every rule set's).
     pub registry: crate::modules::oci::RegistrySettings,
@@ -88,6 +91,10 @@ pub async fn start(
     // --cache-dir keeps compiled modules too: a restart loads them instead of compiling.
     let engine = match &config.registry.cache_dir {
         Some(dir) => engine.with_compiled_cache(dir)?,
+        None => engine,
+    };
+    let engine = match &config.compiler {
+        Some(compiler) => engine.with_compiler_process(compiler.clone())?,
         None => engine,
     };
     let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));

@@ -15,6 +15,12 @@ pub fn deploy_dir() -> PathBuf {
 
 /// The YAML stream `kubectl kustomize deploy/` prints with `module` as deploy/module/rules.wasm.
 pub fn render(module: &[u8]) -> String {
+    render_dir("", module)
+}
+
+/// The YAML stream `kubectl kustomize deploy/SUB` prints with `module` as
+/// deploy/module/rules.wasm (`module`: the ConfigMap alone, as `make swap` applies it).
+pub fn render_dir(sub: &str, module: &[u8]) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let scratch = Scratch(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "deploy-{}-{}",
@@ -26,7 +32,7 @@ pub fn render(module: &[u8]) -> String {
     std::fs::write(root.join("module/rules.wasm"), module).unwrap();
     let out = Command::new("kubectl")
         .arg("kustomize")
-        .arg(&root)
+        .arg(root.join(sub))
         .output()
         .unwrap_or_else(|e| panic!("running `kubectl kustomize` (the kubectl client must be installed): {e}"));
     assert!(out.status.success(), "kubectl kustomize {} failed:\n{}", root.display(), String::from_utf8_lossy(&out.stderr));

@@ -46,6 +46,7 @@ pub fn file(path: PathBuf) -> FileSource {
 /// In-process defaults: quick retries, no HTTP, no election.
 pub fn config(modules: ModuleSources) -> OperatorConfig {
     OperatorConfig {
+        compiler: None,
         controller: super::cluster::quick_settings(),
         sandbox: SandboxLimits::default(),
         modules,

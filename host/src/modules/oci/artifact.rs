@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn what_is_pushed_is_what_is_pulled() {
         let (layer, config, _) = build(b"\0asm", "x", "1");
-        let manifest = OciImageManifest::build(&[layer.clone()], &config, None);
+        let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
         let raw = serde_json::to_vec(&manifest).unwrap();
         assert_eq!(module_layer(&raw).unwrap(), (layer.sha256_digest(), 4));
     }

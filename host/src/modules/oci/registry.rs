@@ -221,14 +221,14 @@ impl Registry {
     async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
         let pinned = reference.pinned(manifest_digest);
         let keysets: Vec<&[TrustedKey]> = [self.settings.trusted_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
-        if let Some(fetched) = self.from_cache(&pinned, manifest_digest, &keysets) {
+        if let Some(fetched) = self.cached(&pinned, manifest_digest, &keysets) {
             return Ok(fetched);
         }
         let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
         self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
     }
 
-    fn from_cache(&self, pinned: &ModuleRef, manifest_digest: &str, keysets: &[&[TrustedKey]]) -> Option<Fetched> {
+    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, keysets: &[&[TrustedKey]]) -> Option<Fetched> {
         let cache = self.cache.as_ref()?;
         let manifest = cache.get(manifest_digest)?;
         let (layer_digest, size) = artifact::module_layer(&manifest).ok()?;

@@ -212,7 +212,7 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Re
             why.push(format!("signature {i}: not base64"));
             continue;
         };
-        let Ok(signature) = DerSignature::try_from(der.as_slice()).and_then(|d| Signature::try_from(d)) else {
+        let Ok(signature) = DerSignature::try_from(der.as_slice()).and_then(Signature::try_from) else {
             why.push(format!("signature {i}: not a DER ECDSA signature"));
             continue;
         };

@@ -23,6 +23,9 @@ pub struct Budget {
     #[serde(rename = "memoryMiB")]
     pub memory_mib: Option<u64>,
     pub fuel: Option<u64>,
+    /// The size the module may be (what `test`'s size check holds it to), in MiB.
+    #[serde(rename = "moduleMiB")]
+    pub module_mib: Option<u64>,
 }
 
 /// The budget a component's bytes carry (the default if none): only top-level custom
@@ -74,6 +77,13 @@ pub fn grant(budget: Budget, defaults: &SandboxLimits) -> Result<SandboxLimits, 
             });
         }
         limits.fuel = fuel;
+    }
+    if let Some(mib) = budget.module_mib {
+        let ceiling = (defaults.max_module_bytes >> 20) as u64;
+        if mib > ceiling || mib == 0 {
+            return Err(GuestError::OverCeiling { what: "MiB of module size", asked: mib, ceiling, flag: "the sandbox's module ceiling" });
+        }
+        limits.module_bytes = (mib as usize) << 20;
     }
     Ok(limits)
 }
@@ -147,51 +157,20 @@ mod tests {
         assert_eq!(read(EMPTY_COMPONENT).unwrap(), Budget::default());
         let asked = with_section(EMPTY_COMPONENT, br#"{"memoryMiB": 96, "fuel": 400000000}"#);
         let budget = read(&asked).unwrap();
-        assert_eq!(
-            budget,
-            Budget {
-                memory_mib: Some(96),
-                fuel: Some(400_000_000)
-            }
-        );
+        assert_eq!(budget, Budget { memory_mib: Some(96), fuel: Some(400_000_000), module_mib: None });
         let limits = grant(budget, &SandboxLimits::default()).unwrap();
         assert_eq!((limits.memory_bytes, limits.fuel), (96 << 20, 400_000_000));
-        let too_much = grant(
-            Budget {
-                memory_mib: Some(4096),
-                fuel: None,
-            },
-            &SandboxLimits::default(),
-        )
-        .unwrap_err();
-        assert!(
-            too_much.to_string().contains("--max-memory-mib")
-                && too_much.to_string().contains("4096"),
-            "{too_much}"
-        );
-        let fuel = grant(
-            Budget {
-                memory_mib: None,
-                fuel: Some(u64::MAX),
-            },
-            &SandboxLimits::default(),
-        )
-        .unwrap_err();
+        let too_much = grant(Budget { memory_mib: Some(4096), ..Budget::default() }, &SandboxLimits::default()).unwrap_err();
+        assert!(too_much.to_string().contains("--max-memory-mib") && too_much.to_string().contains("4096"), "{too_much}");
+        let fuel = grant(Budget { fuel: Some(u64::MAX), ..Budget::default() }, &SandboxLimits::default()).unwrap_err();
         assert_eq!(fuel.reason(), "BudgetOverCeiling");
-        for bad in [
-            &br#"{"memoryMiB": "lots"}"#[..],
-            br#"{"cpu": 1}"#,
-            b"not json",
-        ] {
+        let size = grant(Budget { module_mib: Some(24), ..Budget::default() }, &SandboxLimits::default()).unwrap();
+        assert_eq!(size.module_bytes, 24 << 20);
+        for bad in [&br#"{"memoryMiB": "lots"}"#[..], br#"{"cpu": 1}"#, b"not json"] {
             let error = read(&with_section(EMPTY_COMPONENT, bad)).unwrap_err();
             assert_eq!(error.reason(), "BadModuleMetadata", "{error}");
         }
-        // A section of that name inside a nested core module is not the component's.
         let truncated = &asked[..asked.len() - 3];
-        assert_eq!(
-            read(truncated).unwrap(),
-            Budget::default(),
-            "a cut section is not read"
-        );
+        assert_eq!(read(truncated).unwrap(), Budget::default(), "a cut section is not read");
     }
 }

@@ -16,9 +16,7 @@ pub enum GuestError {
         "the module does not implement the rules world: expected an export {expected}, found {found}"
     )]
     WorldMismatch { expected: String, found: String },
-    #[error(
-        "the module needs capabilities the sandbox does not give: it imports {0} (a rules module may import zundokokiyoshi:rules/log and WASI 0.2's io, clocks, random, cli, filesystem and sockets, which the sandbox serves without capabilities)"
-    )]
+    #[error("the module needs capabilities the sandbox does not give: it imports {0} (a rules module may import zundokokiyoshi:rules/log and WASI 0.2's io, clocks, random, cli, filesystem and sockets, which the sandbox serves without capabilities)")]
     ForbiddenImport(String),
     #[error("the module's info() {field} is refused: {why} (it starts \"{value}\")")]
     BadModuleMetadata {
@@ -27,24 +25,17 @@ pub enum GuestError {
         /// A short, escaped prefix of the refused value.
         value: String,
     },
-    #[error(
-        "the module asks for {asked} {what}, more than this operator's ceiling of {ceiling} ({flag})"
-    )]
-    OverCeiling {
-        what: &'static str,
-        asked: u64,
-        ceiling: u64,
-        flag: &'static str,
-    },
+    #[error("the module asks for {asked} {what}, more than this operator's ceiling of {ceiling} ({flag})")]
+    OverCeiling { what: &'static str, asked: u64, ceiling: u64, flag: &'static str },
+    #[error("the module could not be compiled: {0}")]
+    CompileFailed(String),
     #[error("the module failed its smoke test: {0}")]
     SmokeTestFailed(String),
 
     // --- one call ---
     #[error("the guest ran out of its CPU budget of {budget} fuel units (an endless loop?)")]
     OutOfCpuBudget { budget: u64 },
-    #[error(
-        "the guest tried to grow its memory to {requested} bytes, past the cap of {limit} bytes"
-    )]
+    #[error("the guest tried to grow its memory to {requested} bytes, past the cap of {limit} bytes")]
     MemoryCap { limit: usize, requested: usize },
     #[error("the guest overflowed its stack (runaway recursion?)")]
     StackOverflow,
@@ -71,6 +62,7 @@ impl GuestError {
             GuestError::ForbiddenImport(_) => "ForbiddenImport",
             GuestError::BadModuleMetadata { .. } => "BadModuleMetadata",
             GuestError::OverCeiling { .. } => "BudgetOverCeiling",
+            GuestError::CompileFailed(_) => "CompileFailed",
             GuestError::SmokeTestFailed(_) => "SmokeTestFailed",
             GuestError::OutOfCpuBudget { .. } => "OutOfCpuBudget",
             GuestError::MemoryCap { .. } => "MemoryCapExceeded",

@@ -30,6 +30,7 @@ impl HostState {
             memory: MemoryCap {
                 limit: limits.memory_bytes,
                 refused: None,
+                peak: 0,
             },
             logs: GuestLogs {
                 lines: Vec::new(),
@@ -47,6 +48,8 @@ pub struct MemoryCap {
     pub limit: usize,
     /// The size the guest asked for when it was refused.
     pub refused: Option<usize>,
+    /// The largest size granted (its initial memory included: wasmtime asks for that too).
+    pub peak: usize,
 }
 
 /// The error a refused memory growth traps with.
@@ -58,31 +61,18 @@ pub struct MemoryCapReached {
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.refused = Some(desired);
             // An error (rather than `Ok(false)`) traps at once: a Rust guest would otherwise
             // see a failed grow as an allocation failure and abort anonymously.
-            return Err(MemoryCapReached {
-                limit: self.limit,
-                requested: desired,
-            }
-            .into());
+            return Err(MemoryCapReached { limit: self.limit, requested: desired }.into());
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 10_000)
     }
 }
@@ -111,14 +101,8 @@ impl GuestLogs {
     /// What the guest printed to stdout (as info) and stderr (as warnings), line by line,
     /// within the same bounds as its log lines; what was cut is counted as dropped lines.
     pub fn add_output(&mut self, output: &Captured) {
-        for (level, bytes) in [
-            (log::Level::Info, &output.stdout),
-            (log::Level::Warn, &output.stderr),
-        ] {
-            for line in String::from_utf8_lossy(bytes)
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-            {
+        for (level, bytes) in [(log::Level::Info, &output.stdout), (log::Level::Warn, &output.stderr)] {
+            for line in String::from_utf8_lossy(bytes).lines().filter(|l| !l.trim().is_empty()) {
                 self.push(level, line);
             }
         }

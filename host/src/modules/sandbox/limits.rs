@@ -1,7 +1,7 @@
 //! How much one guest call may use. Every limit is per call: each call gets a fresh Store.
 
 /// Limits on one guest call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SandboxLimits {
     /// CPU budget in wasmtime fuel units (about one per wasm instruction).
     pub fuel: u64,
@@ -27,6 +27,11 @@ pub struct SandboxLimits {
     pub max_fuel: u64,
     /// The most memory a module may ask for; every instance slot is sized for it.
     pub max_memory_bytes: usize,
+    /// How big a module may be (`test`'s size check): the product's budget, which a Rust
+    /// module fits many times over and a ConfigMap holds.
+    pub module_bytes: usize,
+    /// The most a module may ask for (an interpreter's component is tens of MiB).
+    pub max_module_bytes: usize,
 }
 
 impl Default for SandboxLimits {
@@ -45,6 +50,8 @@ impl Default for SandboxLimits {
             // call at 100 children stays well under both.
             max_fuel: 2_000_000_000,
             max_memory_bytes: 256 << 20,
+            module_bytes: 64 << 10,
+            max_module_bytes: 64 << 20,
         }
     }
 }

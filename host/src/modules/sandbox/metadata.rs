@@ -18,32 +18,10 @@ const QUOTE_BYTES: usize = 40;
 
 /// Refuse metadata outside the bounds, naming the field and why.
 pub fn check(info: &ModuleInfo) -> Result<(), GuestError> {
-    let identifier =
-        |extra: &'static str| move |c: char| c.is_ascii_alphanumeric() || extra.contains(c);
-    field(
-        "name",
-        &info.name,
-        MAX_NAME_BYTES,
-        false,
-        "letters, digits, '-', '_' and '.'",
-        identifier("-_."),
-    )?;
-    field(
-        "version",
-        &info.version,
-        MAX_VERSION_BYTES,
-        false,
-        "letters, digits, '.', '-' and '+'",
-        identifier(".-+"),
-    )?;
-    field(
-        "description",
-        &info.description,
-        MAX_DESCRIPTION_BYTES,
-        true,
-        "printable text on one line",
-        |c| !is_unsafe(c),
-    )
+    let identifier = |extra: &'static str| move |c: char| c.is_ascii_alphanumeric() || extra.contains(c);
+    field("name", &info.name, MAX_NAME_BYTES, false, "letters, digits, '-', '_' and '.'", identifier("-_."))?;
+    field("version", &info.version, MAX_VERSION_BYTES, false, "letters, digits, '.', '-' and '+'", identifier(".-+"))?;
+    field("description", &info.description, MAX_DESCRIPTION_BYTES, true, "printable text on one line", |c| !is_unsafe(c))
 }
 
 fn field(
@@ -54,13 +32,7 @@ fn field(
     allowed: &str,
     ok: impl Fn(char) -> bool,
 ) -> Result<(), GuestError> {
-    let bad = |why: String| {
-        Err(GuestError::BadModuleMetadata {
-            field,
-            why,
-            value: printable(value, QUOTE_BYTES),
-        })
-    };
+    let bad = |why: String| Err(GuestError::BadModuleMetadata { field, why, value: printable(value, QUOTE_BYTES) });
     if value.is_empty() && !may_be_empty {
         return bad("empty".into());
     }
@@ -68,21 +40,13 @@ fn field(
         return bad(format!("{} bytes, more than {max}", value.len()));
     }
     if let Some((at, c)) = value.char_indices().find(|&(_, c)| !ok(c)) {
-        return bad(format!(
-            "has {} (U+{:04X}) at byte {at}: only {allowed}",
-            describe(c),
-            c as u32
-        ));
+        return bad(format!("has {} (U+{:04X}) at byte {at}: only {allowed}", describe(c), c as u32));
     }
     Ok(())
 }
 
 fn describe(c: char) -> &'static str {
-    if is_unsafe(c) {
-        "a control character"
-    } else {
-        "a character not allowed"
-    }
+    if is_unsafe(c) { "a control character" } else { "a character not allowed" }
 }
 
 #[cfg(test)]
@@ -90,21 +54,12 @@ mod tests {
     use super::*;
 
     fn info(name: &str, version: &str, description: &str) -> ModuleInfo {
-        ModuleInfo {
-            name: name.into(),
-            version: version.into(),
-            description: description.into(),
-        }
+        ModuleInfo { name: name.into(), version: version.into(), description: description.into() }
     }
 
     #[test]
     fn shipped_style_metadata_passes() {
-        check(&info(
-            "zundoko-strict-ja",
-            "0.1.0",
-            "ズン or ドコ at random; キ・ヨ・シ！ only after exactly four ズン then ドコ",
-        ))
-        .unwrap();
+        check(&info("zundoko-strict-ja", "0.1.0", "ズン or ドコ at random; キ・ヨ・シ！ only after exactly four ズン then ドコ")).unwrap();
         check(&info("my_rules.v2", "1.0.0-rc.1+build.7", "")).unwrap();
     }
 
@@ -113,41 +68,19 @@ mod tests {
         let huge = "x".repeat(8 << 20);
         for (info, field, needle) in [
             (info(&huge, "1", ""), "name", "8388608 bytes, more than 64"),
-            (
-                info("evil\x1b[31mred", "1", ""),
-                "name",
-                "a control character (U+001B) at byte 4",
-            ),
+            (info("evil\x1b[31mred", "1", ""), "name", "a control character (U+001B) at byte 4"),
             (info("", "1", ""), "name", "empty"),
             (info("a b", "1", ""), "name", "(U+0020) at byte 1"),
-            (
-                info("ok", &"1".repeat(33), ""),
-                "version",
-                "33 bytes, more than 32",
-            ),
-            (
-                info("ok", "1", "two\nlines"),
-                "description",
-                "a control character (U+000A)",
-            ),
+            (info("ok", &"1".repeat(33), ""), "version", "33 bytes, more than 32"),
+            (info("ok", "1", "two\nlines"), "description", "a control character (U+000A)"),
             (info("ok", "1", "\u{202e}reversed"), "description", "U+202E"),
-            (
-                info("ok", "1", &"d".repeat(257)),
-                "description",
-                "257 bytes, more than 256",
-            ),
+            (info("ok", "1", &"d".repeat(257)), "description", "257 bytes, more than 256"),
         ] {
             let error = check(&info).unwrap_err();
             assert_eq!(error.reason(), "BadModuleMetadata");
             let message = error.to_string();
-            assert!(
-                message.contains(&format!("info() {field} ")) && message.contains(needle),
-                "{message}"
-            );
-            assert!(
-                message.len() < 250 && !message.chars().any(is_unsafe),
-                "{message:?}"
-            );
+            assert!(message.contains(&format!("info() {field} ")) && message.contains(needle), "{message}");
+            assert!(message.len() < 250 && !message.chars().any(is_unsafe), "{message:?}");
         }
     }
 }

@@ -3,6 +3,7 @@
 mod bindings;
 pub mod budget;
 mod compiled_cache;
+pub mod compiler_process;
 mod convert;
 mod error;
 mod host_state;

@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
-};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 use zundoko_rules::{ModuleInfo, Observed, Plan};
 
 use super::bindings::{self, ALLOWED_IMPORTS, RULES_EXPORT, ZundokoRules, ZundokoRulesPre};
@@ -32,6 +30,8 @@ pub struct GuestOutcome<T> {
     pub value: T,
     pub fuel_used: u64,
     pub logs: Vec<GuestLog>,
+    /// The largest the guest's linear memory was during the call, in bytes.
+    pub peak_memory_bytes: usize,
 }
 
 /// A returned pool slot's memory is reset in place, not with madvise, up to this much: the
@@ -57,6 +57,8 @@ pub struct SandboxEngine {
     limits: SandboxLimits,
     /// Compiled modules kept on disk, if a cache directory was given.
     compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
+    /// Where modules over `IN_PROCESS_MAX_BYTES` compile, if not here.
+    compiler: Option<super::compiler_process::CompilerProcess>,
 }
 
 impl SandboxEngine {
@@ -79,43 +81,68 @@ impl SandboxEngine {
             .total_core_instances(slots)
             .total_memories(slots)
             .total_tables(slots)
-            .max_memory_size(
-                limits
-                    .memory_bytes
-                    .max(limits.max_memory_bytes)
-                    .next_multiple_of(64 << 10)
-                    + (64 << 10),
-            )
+            .max_memory_size(limits.memory_bytes.max(limits.max_memory_bytes).next_multiple_of(64 << 10) + (64 << 10))
             .pagemap_scan(if pagemap { Enabled::Yes } else { Enabled::No })
-            .linear_memory_keep_resident(if pagemap {
-                KEEP_RESIDENT
-            } else {
-                KEEP_RESIDENT_WITHOUT_PAGEMAP
-            })
-            .table_keep_resident(TABLE_KEEP_RESIDENT);
+            .linear_memory_keep_resident(if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP })
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
+            // Calls are synchronous: no fiber stacks (wasmtime-wasi turns wasmtime's async
+            // support on, whose pool would otherwise map 1,000 stacks of 2 MiB up front).
+            .total_stacks(1);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         bindings::zundokokiyoshi::rules::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         wasi::add_to_linker(&mut linker)?;
-        Ok(SandboxEngine {
-            engine,
-            linker: Arc::new(linker),
-            limits,
-            compiled: None,
-        })
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
     pub fn with_compiled_cache(mut self, dir: &std::path::Path) -> anyhow::Result<Self> {
-        self.compiled = Some(Arc::new(
-            super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?,
-        ));
+        self.compiled = Some(Arc::new(super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?));
+        Ok(self)
+    }
+
+    /// Compile big modules in a child process (see [`super::compiler_process`]), into the
+    /// compiled-module cache (a private temporary one if none was given).
+    pub fn with_compiler_process(mut self, compiler: super::compiler_process::CompilerProcess) -> anyhow::Result<Self> {
+        if self.compiled.is_none() {
+            let dir = std::env::temp_dir().join(format!("zundoko-operator-{}", std::process::id()));
+            self = self.with_compiled_cache(&dir)?;
+        }
+        self.compiler = Some(compiler);
         Ok(self)
     }
 
     pub fn limits(&self) -> &SandboxLimits {
         &self.limits
+    }
+
+    /// The engine underneath (what the compiler process compiles with).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The compiled-module cache, if any.
+    pub fn compiled_cache(&self) -> Option<&super::compiled_cache::CompiledCache> {
+        self.compiled.as_deref()
+    }
+
+    /// The module's code: from the cache, from the compiler process, or compiled here.
+    fn compile(&self, bytes: &[u8]) -> Result<Component, GuestError> {
+        let not_a_component = |e: wasmtime::Error| GuestError::NotAComponent(format!("{e:#}"));
+        match (&self.compiled, &self.compiler) {
+            (Some(cache), Some(compiler)) if bytes.len() > super::compiler_process::IN_PROCESS_MAX_BYTES => {
+                if let Some(component) = cache.lookup(&self.engine, bytes) {
+                    return Ok(component);
+                }
+                compiler.compile(bytes, cache.root(), &self.limits)?;
+                cache.lookup(&self.engine, bytes).ok_or_else(|| {
+                    GuestError::CompileFailed("the compiler process finished but left no code this engine can load".into())
+                })
+            }
+            (Some(cache), _) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),
+            (None, _) => Component::new(&self.engine, bytes).map_err(not_a_component),
+        }
     }
 
     /// Compile and check a module: a component, of the right world, asking for nothing but
@@ -131,18 +158,8 @@ impl SandboxEngine {
         loaded
     }
 
-    fn compile_and_check(
-        &self,
-        bytes: &[u8],
-        limits: SandboxLimits,
-    ) -> Result<RulesModule, GuestError> {
-        let component = match &self.compiled {
-            Some(cache) => cache
-                .component(&self.engine, bytes)
-                .map(|(component, _)| component),
-            None => Component::new(&self.engine, bytes),
-        }
-        .map_err(|e| GuestError::NotAComponent(format!("{e:#}")))?;
+    fn compile_and_check(&self, bytes: &[u8], limits: SandboxLimits) -> Result<RulesModule, GuestError> {
+        let component = self.compile(bytes)?;
         let uses_wasi = self.check_world(&component)?;
         let pre = self
             .linker
@@ -157,11 +174,7 @@ impl SandboxEngine {
             uses_wasi,
             limits,
             identity: Arc::new(ModuleIdentity {
-                info: ModuleInfo {
-                    name: String::new(),
-                    version: String::new(),
-                    description: String::new(),
-                },
+                info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
                 digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
                 size: bytes.len(),
             }),
@@ -176,20 +189,10 @@ impl SandboxEngine {
     /// serve; `Ok(true)` if it imports WASI (served by the virtual WASI).
     fn check_world(&self, component: &Component) -> Result<bool, GuestError> {
         let ty = component.component_type();
-        let exports: Vec<String> = ty
-            .exports(&self.engine)
-            .map(|(name, _)| name.to_string())
-            .collect();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
         if !exports.iter().any(|e| e == RULES_EXPORT) {
-            let found = if exports.is_empty() {
-                "no exports".to_string()
-            } else {
-                exports.join(", ")
-            };
-            return Err(GuestError::WorldMismatch {
-                expected: RULES_EXPORT.into(),
-                found,
-            });
+            let found = if exports.is_empty() { "no exports".to_string() } else { exports.join(", ") };
+            return Err(GuestError::WorldMismatch { expected: RULES_EXPORT.into(), found });
         }
         let mut uses_wasi = false;
         for (import, _) in ty.imports(&self.engine) {
@@ -277,10 +280,7 @@ impl RulesModule {
     /// The call, if it needs no more than `limits.inline_fuel`: short enough to make on an
     /// async worker. `None` if it ran out of that slice: make it again with [`reconcile`]
     /// (off the async runtime), which gets the whole budget.
-    pub fn reconcile_quick(
-        &self,
-        observed: &Observed,
-    ) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+    pub fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
         // A WASI module's calls block on tokio inside wasmtime-wasi: never on an async worker.
         if self.uses_wasi {
             return None;
@@ -292,36 +292,24 @@ impl RulesModule {
         }
     }
 
-    fn reconcile_within(
-        &self,
-        observed: &Observed,
-        fuel: u64,
-    ) -> Result<GuestOutcome<Plan>, GuestError> {
+    fn reconcile_within(&self, observed: &Observed, fuel: u64) -> Result<GuestOutcome<Plan>, GuestError> {
         self.reconcile_metered(observed, fuel).0
     }
 
     /// [`reconcile`](Self::reconcile), and the fuel the call used whether it succeeded or not
     /// (all of `fuel` when it ran out): what the conformance suite reports.
-    pub fn reconcile_metered(
-        &self,
-        observed: &Observed,
-        fuel: u64,
-    ) -> (Result<GuestOutcome<Plan>, GuestError>, u64) {
+    pub fn reconcile_metered(&self, observed: &Observed, fuel: u64) -> (Result<GuestOutcome<Plan>, GuestError>, u64) {
         let input = convert::observed(observed);
-        let call_input = CallInput {
-            now_ms: observed.now,
-            entropy: observed.entropy,
-        };
+        let call_input = CallInput { now_ms: observed.now, entropy: observed.entropy };
         let (result, fuel_used) = self.call_metered(fuel, call_input, |store, rules| {
-            rules
-                .zundokokiyoshi_rules_rules()
-                .call_reconcile(store, &input)
+            rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input)
         });
         let result = result.and_then(|outcome| match outcome.value {
             Ok(plan) => Ok(GuestOutcome {
                 value: convert::plan(plan),
                 fuel_used: outcome.fuel_used,
                 logs: outcome.logs,
+                peak_memory_bytes: outcome.peak_memory_bytes,
             }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
         });
@@ -359,11 +347,7 @@ impl RulesModule {
                 .stack_size(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes)
                 .spawn_scoped(scope, || self.call_here(fuel, input, f))
                 .map_err(|e| GuestError::Host(format!("no thread for the guest call: {e}")))
-                .and_then(|thread| {
-                    thread
-                        .join()
-                        .map_err(|_| GuestError::Host("the guest call's thread panicked".into()))
-                })
+                .and_then(|thread| thread.join().map_err(|_| GuestError::Host("the guest call's thread panicked".into())))
                 .unwrap_or_else(|e| (Err(e), 0))
         })
     }
@@ -380,10 +364,7 @@ impl RulesModule {
         if let Err(e) = store.set_fuel(fuel) {
             return (Err(GuestError::Host(format!("{e:#}"))), 0);
         }
-        let result = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|rules| f(&mut store, &rules));
+        let result = self.pre.instantiate(&mut store).and_then(|rules| f(&mut store, &rules));
         let fuel_used = fuel - store.get_fuel().unwrap_or(0);
         let state = store.data_mut();
         if let Some(output) = state.wasi.as_ref().map(|wasi| wasi.take_output()) {
@@ -395,6 +376,7 @@ impl RulesModule {
                 value,
                 fuel_used,
                 logs: std::mem::take(&mut store.data_mut().logs.lines),
+                peak_memory_bytes: store.data().memory.peak,
             }),
             Err(error) => Err(self.classify(error, store.data(), fuel)),
         };
@@ -403,37 +385,22 @@ impl RulesModule {
 
     fn classify(&self, error: wasmtime::Error, state: &HostState, fuel: u64) -> GuestError {
         if let Some(requested) = state.memory.refused {
-            return GuestError::MemoryCap {
-                limit: state.memory.limit,
-                requested,
-            };
+            return GuestError::MemoryCap { limit: state.memory.limit, requested };
         }
         let guest_message = state.logs.panic_message().or_else(|| {
             // An interpreter's uncaught exception: the last line it wrote to stderr.
-            state
-                .stderr_last_line
-                .as_deref()
-                .map(|line| crate::text::printable(line, 256))
+            state.stderr_last_line.as_deref().map(|line| crate::text::printable(line, 256))
         });
         if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-            return GuestError::Trap {
-                trap: format!("the guest called exit({})", exit.0),
-                guest_message,
-            };
+            return GuestError::Trap { trap: format!("the guest called exit({})", exit.0), guest_message };
         }
         match error.downcast_ref::<Trap>() {
             Some(Trap::OutOfFuel) => GuestError::OutOfCpuBudget { budget: fuel },
             Some(Trap::StackOverflow) => GuestError::StackOverflow,
-            Some(trap) => GuestError::Trap {
-                trap: trap.to_string(),
-                guest_message,
-            },
+            Some(trap) => GuestError::Trap { trap: trap.to_string(), guest_message },
             // Not a wasm trap: the canonical ABI refused what the guest returned (say, a
             // string that is not UTF-8) or the instance could not be created.
-            None => GuestError::Trap {
-                trap: format!("{error:#}"),
-                guest_message,
-            },
+            None => GuestError::Trap { trap: format!("{error:#}"), guest_message },
         }
     }
 }

@@ -12,7 +12,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// Bytes of stderr kept at the end, for the message of a failed call.
-const TAIL_BYTES: usize = 1024;
+const TAIL_BYTES: usize = 4096;
 
 /// Which stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,14 +53,22 @@ impl Captured {
         }
     }
 
-    /// The last non-empty line of stderr: what an uncaught exception ends with.
+    /// The line of stderr that says why a call failed: the exception line of the last Python
+    /// traceback ("RuntimeError: ..."), else the last line that is not a language runtime's
+    /// own epilogue (componentize-py's Rust panic note after an uncaught exception).
     pub fn last_stderr_line(&self) -> Option<String> {
         let text = String::from_utf8_lossy(&self.stderr_tail);
-        text.lines()
-            .rev()
-            .map(str::trim)
-            .find(|line| !line.is_empty())
-            .map(str::to_string)
+        let lines: Vec<&str> = text.lines().collect();
+        if let Some(start) = lines.iter().rposition(|l| l.starts_with("Traceback (most recent call last):")) {
+            let exception = lines[start + 1..].iter().find(|l| !l.is_empty() && !l.starts_with(char::is_whitespace));
+            if let Some(line) = exception {
+                return Some(line.trim().to_string());
+            }
+        }
+        let epilogue = |l: &str| {
+            l.starts_with("note: run with `RUST_BACKTRACE") || l.starts_with("thread '") || l == "Python function threw an unexpected exception"
+        };
+        lines.iter().rev().map(|l| l.trim()).find(|l| !l.is_empty() && !epilogue(l)).map(str::to_string)
     }
 }
 
@@ -181,10 +189,16 @@ mod tests {
         assert_eq!(captured.stderr, b"xxxx");
         assert_eq!(captured.dropped_bytes, 4996 + 29);
         assert_eq!(captured.stderr_tail.len(), TAIL_BYTES);
-        assert_eq!(
-            captured.last_stderr_line().as_deref(),
-            Some("ValueError: no")
-        );
+        assert_eq!(captured.last_stderr_line().as_deref(), Some("ValueError: no"));
         assert!(capture.take().stdout.is_empty(), "taken");
+        // componentize-py after an uncaught exception: the traceback, then its runtime's panic.
+        let capture = Capture::new(1 << 20);
+        capture.append(
+            Which::Stderr,
+            b"Traceback (most recent call last):\n  File \"/0/app.py\", line 84, in reconcile\nRuntimeError: on purpose\n\
+              thread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\n\
+              note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+        );
+        assert_eq!(capture.take().last_stderr_line().as_deref(), Some("RuntimeError: on purpose"));
     }
 }

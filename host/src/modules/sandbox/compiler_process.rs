@@ -1,0 +1,111 @@
+//! Compiling a big module in a child process with a memory limit of its own. Compiling needs
+//! memory in proportion to the module's code: an 18 MB componentize-py component (10,625
+//! functions) peaks at about 345 MiB and a 12 MB componentize-js one at 452 MiB, whatever the
+//! compiler settings (Cranelift at opt level none, speed, without address maps or unwind
+//! info, and Winch all measured within 15% of each other), more than the operator's whole Pod
+//! limit used to be.
+//! In a child, the compile is bounded (RLIMIT_DATA: a compile past it fails, naming the
+//! limit, instead of the kernel OOM-killing the operator), one at a time, off the async
+//! workers, and every byte it used is given back when the child exits. The child writes the
+//! compiled code into the compiled-module cache, which the operator then maps.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::error::GuestError;
+use super::limits::SandboxLimits;
+
+/// Modules at most this big compile in the operator's own process: a few MiB of compiler
+/// memory, tens of milliseconds (every Rust module; the shipped ones are 36 KB).
+pub const IN_PROCESS_MAX_BYTES: usize = 1 << 20;
+
+/// One compile at a time: two children at once would need twice the memory the Pod allows.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// How to run the compiler process.
+#[derive(Clone, Debug)]
+pub struct CompilerProcess {
+    /// The operator's own binary (its hidden `compile-module` command).
+    pub exe: PathBuf,
+    /// The child's RLIMIT_DATA.
+    pub max_memory_bytes: usize,
+    /// The longest a compile may take before the child is killed.
+    pub timeout: Duration,
+}
+
+impl CompilerProcess {
+    /// Run the child: it compiles `bytes` with an engine made from `limits` (so its code fits
+    /// this engine) into the compiled-module cache under `cache_dir`. Blocking.
+    pub fn compile(&self, bytes: &[u8], cache_dir: &Path, limits: &SandboxLimits) -> Result<(), GuestError> {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let failed = |why: String| GuestError::CompileFailed(why);
+        let limits_json = serde_json::to_string(limits).map_err(|e| failed(e.to_string()))?;
+        let mut child = Command::new(&self.exe)
+            .arg("compile-module")
+            .arg("--cache-dir")
+            .arg(cache_dir)
+            .arg("--max-compile-mib")
+            .arg((self.max_memory_bytes >> 20).to_string())
+            .arg("--limits-json")
+            .arg(limits_json)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| failed(format!("cannot start the compiler process {}: {e}", self.exe.display())))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        // The module goes in while the child reads it; its stderr (one line) comes back.
+        let status = std::thread::scope(|scope| {
+            let writer = scope.spawn(move || stdin.write_all(bytes));
+            let reader = scope.spawn(move || {
+                let mut text = String::new();
+                let _ = (&mut stderr).take(64 << 10).read_to_string(&mut text);
+                text
+            });
+            let started = Instant::now();
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break Ok(status),
+                    Ok(None) if started.elapsed() > self.timeout => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break Err(failed(format!("the compile took longer than {:?}; the compiler process was stopped", self.timeout)));
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                    Err(e) => break Err(failed(format!("lost the compiler process: {e}"))),
+                }
+            };
+            let _ = writer.join();
+            (status, reader.join().unwrap_or_default())
+        });
+        let (status, stderr) = status;
+        let status = status?;
+        if status.success() {
+            return Ok(());
+        }
+        let said = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        let said = crate::text::printable(said.strip_prefix("error: ").unwrap_or(said), 512);
+        // Rust's allocator says "memory allocation of N bytes failed" and aborts.
+        if stderr.contains("memory allocation") || stderr.contains("Cannot allocate memory") {
+            return Err(failed(format!(
+                "compiling it needed more than {} MiB (--max-compile-mib): {said}",
+                self.max_memory_bytes >> 20
+            )));
+        }
+        Err(failed(if said.is_empty() { format!("the compiler process ended with {status}") } else { said }))
+    }
+}
+
+/// In the child, first thing: bound its data segment and heap.
+pub fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
+    let limit = libc::rlimit { rlim_cur: max_bytes as libc::rlim_t, rlim_max: max_bytes as libc::rlim_t };
+    // SAFETY: setrlimit with a valid pointer to an initialised struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

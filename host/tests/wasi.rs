@@ -1,0 +1,261 @@
+//! Modules whose language runtime imports WASI (CPython, through componentize-py): the
+//! virtual WASI keeps every call a function of its input and grants nothing, and whatever the
+//! module does (raise, loop, allocate, print, read the clocks or randomness, open a socket,
+//! sleep) the call ends with a result or a named reason, within its budget.
+//!
+//! The fixture is one Python component, `target/fixtures/zundoko-py-hostile.wasm` (`make
+//! fixtures-langs`, which needs componentize-py), whose behaviour a Hikawa's
+//! `spec.params.misbehave` picks; otherwise it sings the classic rules. These tests are
+//! ignored without it (CI builds it and runs them).
+
+mod common;
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::fixture_path;
+use zundoko_operator::modules::sandbox::compiler_process::CompilerProcess;
+use zundoko_operator::modules::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_rules::{Action, Observed, Plan};
+
+const FIXTURE: &str = "zundoko-py-hostile";
+const NOW_MS: i64 = 1_767_225_600_123;
+
+/// A compiled-module cache shared by the test runs (a CPython component takes seconds to
+/// compile; its code is reused from here).
+fn cache_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/wasi-tests")
+}
+
+fn fixture() -> Vec<u8> {
+    let path = fixture_path(FIXTURE);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (build it: make fixtures-langs)", path.display()))
+}
+
+/// The fixture, loaded once for all the tests in this file.
+fn module() -> &'static RulesModule {
+    static MODULE: OnceLock<RulesModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&cache_dir()).unwrap();
+        let module = engine.load(&fixture()).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"));
+        assert!(module.uses_wasi(), "a CPython component imports WASI");
+        module
+    })
+}
+
+/// The fixture with room for its million clock and randomness reads (its own budget stops
+/// them, as it should: that is `OutOfCpuBudget`, tested with the loop).
+fn roomy_module() -> &'static RulesModule {
+    static MODULE: OnceLock<RulesModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let bytes = zundoko_operator::modules::sandbox::budget::with_section(&fixture_without_budget(), br#"{"fuel": 2000000000}"#);
+        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&cache_dir()).unwrap();
+        engine.load(&bytes).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"))
+    })
+}
+
+fn hikawa(misbehave: &str, entropy: u64) -> Observed {
+    Observed {
+        hikawa: zundoko_rules::Hikawa {
+            namespace: "default".into(),
+            name: "hk".into(),
+            uid: "u".into(),
+            generation: 1,
+            created_at: Some(0),
+            interval_millis: 500,
+            params: vec![("misbehave".into(), misbehave.into())],
+            ..Default::default()
+        },
+        now: NOW_MS,
+        entropy,
+        ..Observed::default()
+    }
+}
+
+/// The status message of a plan (what the fixture reports its findings in).
+fn message(plan: &Plan) -> String {
+    plan.actions
+        .iter()
+        .find_map(|a| match a {
+            Action::SetStatus(status) => Some(status.message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no status in {plan:?}"))
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn a_python_module_that_behaves_sings_and_its_calls_replay_exactly() {
+    let module = module();
+    let observed = hikawa("", 42);
+    let first = module.reconcile(&observed).unwrap();
+    let again = module.reconcile(&observed).unwrap();
+    assert_eq!(first.value, again.value, "the same input decides the same");
+    assert_eq!(first.fuel_used, again.fuel_used, "and costs the same fuel");
+    assert!(first.value.says().next().is_some(), "a new Hikawa's first word: {:?}", first.value);
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn an_uncaught_exception_fails_the_call_naming_it() {
+    match module().reconcile(&hikawa("raise", 1)) {
+        Err(GuestError::Trap { guest_message: Some(said), .. }) => {
+            assert_eq!(said, "RuntimeError: hostile: raised on purpose", "the exception's line of the traceback");
+        }
+        other => panic!("expected a trap naming the exception, got {other:?}"),
+    }
+    match module().reconcile(&hikawa("rule-error", 1)) {
+        Err(GuestError::Rules(e)) => assert_eq!(GuestError::Rules(e).reason(), "InvalidParams"),
+        other => panic!("expected the rules' own error, got {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn an_endless_loop_and_endless_allocation_stop_at_the_budget() {
+    let module = module();
+    match module.reconcile(&hikawa("loop", 1)) {
+        Err(GuestError::OutOfCpuBudget { budget }) => assert_eq!(budget, module.limits().fuel),
+        other => panic!("expected OutOfCpuBudget, got {other:?}"),
+    }
+    match module.reconcile(&hikawa("alloc", 1)) {
+        Err(GuestError::MemoryCap { limit, .. }) => assert_eq!(limit, module.limits().memory_bytes),
+        // CPython may turn a refused grow into MemoryError and die of it: still a trap.
+        Err(GuestError::Trap { .. }) => {}
+        other => panic!("expected the memory cap, got {other:?}"),
+    }
+    // And the module still serves.
+    assert!(module.reconcile(&hikawa("", 3)).is_ok());
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn megabytes_of_output_reach_the_log_bounded() {
+    let module = module();
+    let limits = module.limits();
+    let outcome = module.reconcile(&hikawa("print", 1));
+    let logs = match outcome {
+        Ok(outcome) => outcome.logs,
+        Err(GuestError::OutOfCpuBudget { .. }) => return, // printing megabytes may cost the whole budget
+        Err(other) => panic!("printing is not an error: {other}"),
+    };
+    assert!(!logs.is_empty(), "what it printed reaches the log");
+    assert!(logs.len() <= limits.max_log_lines, "{} lines", logs.len());
+    assert!(logs.iter().all(|l| l.message.len() <= limits.max_log_line_bytes + 8), "lines are cut");
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn the_clocks_read_the_calls_now_and_waiting_takes_no_time() {
+    let module = roomy_module();
+    let clock = message(&module.reconcile(&hikawa("clock", 1)).unwrap().value);
+    let seconds = format!("{}", NOW_MS / 1000);
+    assert!(clock.contains(&seconds), "the wall clock reads the call's now ({seconds}): {clock}");
+    assert_eq!(clock, message(&module.reconcile(&hikawa("clock", 99)).unwrap().value), "the clocks do not depend on entropy");
+    // time.sleep(3600) moves virtual time; the thread does not wait.
+    let started = Instant::now();
+    let slept = module.reconcile(&hikawa("sleep", 1)).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(60), "slept for real: {:?}", started.elapsed());
+    assert!(slept.value.says().next().is_some(), "and then it decides: {:?}", slept.value);
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn randomness_comes_from_the_calls_entropy() {
+    let module = roomy_module();
+    let random = |entropy| message(&module.reconcile(&hikawa("random", entropy)).unwrap().value);
+    assert_eq!(random(5), random(5), "the same entropy, the same bytes");
+    assert_ne!(random(5), random(6), "another entropy, other bytes");
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn sockets_and_name_lookup_are_refused() {
+    let said = message(&module().reconcile(&hikawa("socket", 1)).unwrap().value);
+    assert!(!said.to_lowercase().contains("connected"), "no connection may succeed: {said}");
+    assert!(said.contains("Error") || said.contains("denied") || said.contains("rror"), "the refusal, as Python saw it: {said}");
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn a_module_asking_beyond_the_ceilings_is_refused_before_compiling() {
+    let bytes = zundoko_operator::modules::sandbox::budget::with_section(&fixture_without_budget(), br#"{"memoryMiB": 100000}"#);
+    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    let started = Instant::now();
+    let e = engine.load(&bytes).err().expect("refused");
+    assert_eq!(e.reason(), "BudgetOverCeiling", "{e}");
+    assert!(e.to_string().contains("--max-memory-mib"), "{e}");
+    // Refused from the section alone: no compile (which takes seconds) happened.
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+/// The fixture with any budget section of its own removed, so a test's section is the one read.
+fn fixture_without_budget() -> Vec<u8> {
+    let path = cache_dir().join(format!("no-budget-{:?}.wasm", std::thread::current().id()));
+    std::fs::create_dir_all(cache_dir()).unwrap();
+    std::fs::copy(fixture_path(FIXTURE), &path).unwrap();
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/set-budget.py");
+    let status = std::process::Command::new("python3").arg(script).arg(&path).stdout(std::process::Stdio::null()).status().unwrap();
+    assert!(status.success());
+    std::fs::read(&path).unwrap()
+}
+
+#[test]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+fn a_big_module_compiles_in_a_child_process_within_its_memory_limit() {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_zundoko-operator"));
+    let compiler = |mib: usize| CompilerProcess { exe: exe.clone(), max_memory_bytes: mib << 20, timeout: Duration::from_secs(600) };
+    // Too little memory for CPython's 10,000 functions: refused, naming the limit; the
+    // operator's own process is untouched.
+    let dir = cache_dir().join(format!("child-{}", std::process::id()));
+    let tight = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&dir).unwrap().with_compiler_process(compiler(64)).unwrap();
+    let e = tight.load(&fixture()).err().expect("64 MiB is too little");
+    assert_eq!(e.reason(), "CompileFailed", "{e}");
+    assert!(e.to_string().contains("--max-compile-mib"), "{e}");
+    // Enough: compiled in the child, mapped from the cache here, and it decides.
+    let roomy = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&dir).unwrap().with_compiler_process(compiler(640)).unwrap();
+    let module = Arc::new(roomy.load(&fixture()).unwrap());
+    assert!(module.reconcile(&hikawa("", 1)).is_ok());
+    let kept = std::fs::read_dir(dir.join("compiled")).unwrap().filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count();
+    assert_eq!(kept, 1, "the child's code is in the cache");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The operator serving the Python module: its songs finish as the Rust rules' do, and a
+/// Hikawa whose call raises, loops or allocates without end is marked with the reason while
+/// the others sing on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs target/fixtures/zundoko-py-hostile.wasm (make fixtures-langs: componentize-py)"]
+async fn the_operator_sings_with_python_rules_and_marks_only_the_failing_hikawas() {
+    use common::cluster::{Cluster, quick_settings};
+    use common::running::eventually;
+    let module: Arc<dyn zundoko_operator::modules::rules::Rules> = Arc::new(tokio::task::spawn_blocking(|| module().clone()).await.unwrap());
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(module, quick_settings());
+    for (name, misbehave) in [("raiser", "raise"), ("looper", "loop"), ("hoarder", "alloc")] {
+        cluster.create_hikawa("default", name, 0, &[("misbehave", misbehave)]).await;
+    }
+    let good: Vec<String> = (0..3).map(|i| format!("good{i}")).collect();
+    for name in &good {
+        cluster.create_hikawa("default", name, 0, &[]).await;
+    }
+    cluster.assert_songs_complete("default", &good, &zundoko_rules::classic(), Duration::from_secs(180)).await;
+    for (name, reasons, says) in [
+        ("raiser", &["GuestTrapped"][..], "RuntimeError: hostile: raised on purpose"),
+        ("looper", &["OutOfCpuBudget"][..], "CPU budget"),
+        ("hoarder", &["MemoryCapExceeded", "GuestTrapped"][..], ""),
+    ] {
+        let failed = async || {
+            let hikawa = cluster.hikawas("default").get(name).await.unwrap();
+            hikawa.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
+        };
+        eventually(&format!("{name} marked failed"), Duration::from_secs(60), failed).await;
+        let status = cluster.hikawas("default").get(name).await.unwrap().status.unwrap();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert!(reasons.contains(&ready.reason.as_str()), "{name}: {} ({})", ready.reason, ready.message);
+        assert!(ready.message.contains(says), "{name}: {}", ready.message);
+        let song = cluster.song("default", name).await;
+        assert!(song.words.is_empty() && song.kiyoshis.is_empty(), "{name}: nothing of a failed call applied: {song:?}");
+    }
+    operator.stop().await;
+}
