@@ -225,9 +225,9 @@ check-module: guest ## Validate a module and print its metadata (MODULE=).
 	$(CARGO) run -q -p zundoko-operator -- check --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)
 
 .PHONY: demo
-demo: guest ## The main job, no cluster needed: local API server + operator + the sample Hikawa, sung word by word.
+demo: guest $(if $(filter python py js javascript,$(RULES)),guest-langs) ## The main job, no cluster needed: local API server + operator + the sample Hikawa, sung word by word (RULES=python|js: by Python or JavaScript rules, swapped to Rust mid-song).
 	$(CARGO) build -p zundoko-operator -p zundoko-apiserver
-	MODULE=$(or $(MODULE),$(MODULES)/zundoko-classic.wasm) HIKAWA=$(HIKAWA) scripts/demo.sh
+	$(if $(RULES),RULES=$(RULES),MODULE=$(or $(MODULE),$(MODULES)/zundoko-classic.wasm)) HIKAWA=$(HIKAWA) scripts/demo.sh
 
 # Tests that need promtool and prometheus (Debian's `prometheus` package) are #[ignore]d with
 # that reason: `make test` runs them when both are installed, and always in CI (CI=true), where
@@ -260,6 +260,10 @@ bench-swap: guest ## Print hot-swap latency (file ..data swap and API ConfigMap,
 bench-scale: guest fixtures ## Print operator RSS and words/s at 1,000 and 10,000 Hikawas beside the API server's own ceiling, wasm and native; then words/s, RSS and shard handover with 1, 2 and 3 replicas (release; ZUNDOKO_BENCH_SIZES=1000 for a quick run).
 	$(CARGO) bench -p zundoko-operator --bench scale
 	$(CARGO) bench -p zundoko-operator --bench replica_scale
+
+.PHONY: bench-languages
+bench-languages: guest guest-langs ## Print the classic rules in Rust, Python and JavaScript side by side: size, budget, cold compile (here and in the compiler process, with its peak RSS), warm start, and per call at 5 and 100 children time, fuel and memory (release).
+	$(CARGO) bench -p zundoko-operator --bench languages
 
 .PHONY: bench-oci
 bench-oci: guest fixtures ## Print pull + verify + compile to serving from a registry (36 KB, largest shipped, 16 MiB; cold and warm cache) and start to serving with the registry down (release; needs docker-registry).

@@ -746,7 +746,15 @@ async fn bench() {
                 "ceiling" => run_ceiling(n, concurrency).await,
                 "wasm" => run_operator("wasm", n, concurrency, &["--module", module]).await,
                 "native" => run_operator("native", n, concurrency, &["--native-rules", "classic"]).await,
-                other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native)"),
+                // The classic rules in Python and JavaScript (make guest-langs), compiled once
+                // into a cache kept across runs (a cold compile takes tens of seconds).
+                lang @ ("python" | "js") => {
+                    let file = if lang == "python" { "zundoko-classic-py.wasm" } else { "zundoko-classic-js.wasm" };
+                    let module = format!("{}/../target/modules/{file}", env!("CARGO_MANIFEST_DIR"));
+                    let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
+                    run_operator(lang, n, concurrency, &["--module", &module, "--cache-dir", &cache]).await
+                }
+                other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js)"),
             };
             let repeats = runs.iter().filter(|p: &&Run| p.name.split(' ').next() == Some(r.name.as_str())).count();
             if repeats > 0 {

@@ -20,7 +20,7 @@ use serde::Serialize;
 use zundoko_rules::{ChildKind, Hikawa, Observed, Plan};
 
 use crate::modules::rules::smoke_test;
-use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, budget, metadata};
+use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
 use crate::reconcile::plan_check::{self, PlanLimits};
 use crate::text::printable;
 
