@@ -43,6 +43,7 @@ fn wasm_and_native_plans_are_identical_over_many_seeds() {
     ] {
         let wasm = engine.load(&module_bytes(module)).unwrap();
         assert_eq!(wasm.identity().info, native.module_info(), "{module} exports the rules' own metadata");
+        assert!(!wasm.uses_wasi(), "{module}: a Rust module imports no WASI");
         let native = NativeRules::new(native);
         let mut compared = 0;
         for seed in 0..150u64 {
