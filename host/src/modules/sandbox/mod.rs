@@ -6,6 +6,7 @@ mod compiled_cache;
 pub mod compiler_process;
 mod convert;
 mod error;
+mod guest_memory;
 mod host_state;
 mod limits;
 pub mod metadata;

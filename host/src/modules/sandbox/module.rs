@@ -337,6 +337,8 @@ impl RulesModule {
         if !self.uses_wasi {
             return self.call_here(fuel, input, f);
         }
+        // Its memory budget first: interpreter calls in flight hold at most the ceiling.
+        let _memory = super::guest_memory::IN_FLIGHT.reserve(self.limits.memory_bytes, self.limits.max_memory_bytes);
         // wasmtime-wasi's synchronous host functions block on a tokio runtime: inside an
         // async worker that would nest runtimes (a panic), so the call gets a thread outside
         // any runtime, where they use wasmtime-wasi's own. Tens of microseconds, against
