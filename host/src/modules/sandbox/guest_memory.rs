@@ -34,7 +34,8 @@ impl GuestMemory {
         Reservation { memory: self, bytes }
     }
 
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    fn held(&self) -> usize {
         *self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
