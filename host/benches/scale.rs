@@ -386,11 +386,15 @@ async fn ceiling_client() {
                     observed.entropy = rand::random();
                     let decision = decide(rules.as_ref(), &observed, &ctx.plan_limits);
                     let plan = decision.outcome.expect("the classic rules decide");
-                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module)
+                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module, Default::default())
                         .await
                         .expect("the API server takes the writes");
                     words.fetch_add(u64::from(applied.created), Ordering::Relaxed);
                     song.hikawa.status = Some(applied.status);
+                    // The next status write's precondition: the Hikawa as this one left it.
+                    if let Some(version) = applied.resource_version {
+                        song.hikawa.metadata.resource_version = Some(version);
+                    }
                     observed.apply(&plan);
                     song.observed = observed;
                     if applied.kiyoshi {
