@@ -485,6 +485,55 @@ mod tests {
     }
 
     #[test]
+    fn own_writes_stand_in_for_what_the_caches_do_not_show_yet_and_no_longer() {
+        let pace = Pace::new(settings());
+        let t0 = Instant::now();
+        let hikawa = |version: &str, said: u32| {
+            let mut h = Hikawa::new("h", crate::crd::HikawaSpec::default());
+            h.metadata.resource_version = Some(version.into());
+            h.status = Some(HikawaStatus { num_zundokos_said: said, ..HikawaStatus::default() });
+            Arc::new(h)
+        };
+        let said = |index: u32| Said { name: format!("h-zundoko-{index:03}"), index, word: "Zun".into(), said_at: Some(1) };
+        let zundokos = |owned: &Owned| owned.zundokos.iter().map(|z| z.index).collect::<Vec<_>>();
+        // Nothing written yet: the caches alone.
+        assert!(pace.read_own("u", &hikawa("1", 0), t0).is_none());
+        assert!(!pace.has_own_children("u"));
+        // Word 1 decided from version 1, its status written as version 2.
+        pace.wrote_own("u", &hikawa("1", 0), Some(Hikawa::clone(&hikawa("2", 1))), vec![said(1)], None, t0);
+        let read = pace.read_own("u", &hikawa("1", 0), t0).expect("the answer supersedes the cached version 1");
+        assert_eq!(read.metadata.resource_version.as_deref(), Some("2"));
+        let mut owned = Owned::default();
+        pace.merge_own_children("u", &mut owned);
+        assert_eq!(zundokos(&owned), [1], "the child created stands in");
+        // Word 2 decided from the answer (version 2), written as 3: the caches still at 1 or 2.
+        pace.wrote_own("u", &read, Some(Hikawa::clone(&hikawa("3", 2))), vec![said(2)], None, t0);
+        for cached in ["1", "2"] {
+            assert_eq!(pace.read_own("u", &hikawa(cached, 0), t0).unwrap().metadata.resource_version.as_deref(), Some("3"));
+        }
+        // The child index shows word 1: only word 2 stands in, in index order.
+        let mut owned = Owned { zundokos: vec![said(1)], kiyoshi: None };
+        pace.merge_own_children("u", &mut owned);
+        assert_eq!(zundokos(&owned), [1, 2]);
+        // The caches show version 3, or anything the answers do not supersede (someone else's
+        // write): they are the newest, and what was written is forgotten.
+        assert!(pace.read_own("u", &hikawa("3", 2), t0).is_none());
+        assert!(pace.read_own("u", &hikawa("1", 0), t0).is_none(), "version 1 again: not trusted any more than the caches");
+        // A child the caches never show stands in no longer than cache_wait.
+        pace.wrote_own("u", &hikawa("3", 2), None, vec![said(3)], None, t0);
+        assert!(pace.has_own_children("u"));
+        assert!(pace.read_own("u", &hikawa("3", 2), t0 + Duration::from_secs(16)).is_none());
+        assert!(!pace.has_own_children("u"));
+        // A Kiyoshi stands in after the Zundokos; a failure forgets everything.
+        pace.wrote_own("u", &hikawa("3", 2), None, Vec::new(), Some(Said { name: "h-kiyoshi".into(), index: 0, word: "Kiyoshi".into(), said_at: Some(1) }), t0);
+        let mut owned = Owned { zundokos: vec![said(1), said(2)], kiyoshi: None };
+        pace.merge_own_children("u", &mut owned);
+        assert_eq!(owned.kiyoshi.as_ref().map(|k| k.index), Some(3));
+        pace.forget_own("u");
+        assert!(!pace.has_own_children("u"));
+    }
+
+    #[test]
     fn failures_back_off_and_reset() {
         let pace = Pace::new(PaceSettings { idle_burst: 100, ..PaceSettings::default() });
         let t0 = Instant::now();
