@@ -10,7 +10,7 @@
 //!   the guest's peak linear memory, and the ratio to Rust.
 //!
 //! Words/s of 1,000 Hikawas and the operator's RSS while 100 sing, per language, are
-//! `make bench-scale` runs (`ZUNDOKO_BENCH_RUNS=ceiling,wasm,python,js`). Prints figures;
+//! `make bench-scale` runs (`ZUNDOKO_BENCH_LATENCIES=0 ZUNDOKO_BENCH_RUNS=ceiling,wasm,python,js`). Prints figures;
 //! asserts nothing about time. `make bench-languages`.
 
 use std::path::{Path, PathBuf};

@@ -19,10 +19,24 @@
 //! caches), CPU per word of the client and of the API server, reconciles, requests and watch
 //! events per word; then the ratios operator/ceiling and wasm/native.
 //!
+//! Each size runs at each injected latency (the local API server waits that long before it
+//! handles each request, from every client: the operator, the ceiling's client and this
+//! benchmark alike), so the operator meets the per-request latency of a loaded real API server;
+//! at the end, one line per size and latency: words/s of the operator and of the ceiling, their
+//! ratio, the operator's CPU per word (its own utime + stime, from /proc/PID/stat: the operator
+//! is a process of its own) and its RSS.
+//!
 //! `make bench-scale`. Environment: `ZUNDOKO_BENCH_SIZES` (default `1000,10000`),
-//! `ZUNDOKO_BENCH_CONCURRENCY` (default: the operator's default), `ZUNDOKO_BENCH_RUNS`
-//! (default `ceiling,wasm,native,ceiling`: the ceiling before and after the operator, so load
-//! from elsewhere on the machine weighs on both alike; the ratios are against their mean).
+//! `ZUNDOKO_BENCH_LATENCIES` (milliseconds per request; default `0,5,25` at sizes up to 1,000
+//! and `0` above), `ZUNDOKO_BENCH_CONCURRENCY` (default: the operator's default),
+//! `ZUNDOKO_BENCH_RUNS` (default `ceiling,wasm,native,ceiling` without latency and
+//! `ceiling,wasm,ceiling` with it: the ceiling before and after the operator, so load from
+//! elsewhere on the machine weighs on both alike; the ratios are against their mean),
+//! `ZUNDOKO_BENCH_PERF=FILE` (records the operator's first run with `perf record --call-graph
+//! dwarf` into FILE, from its first Hikawa to its last Kiyoshi; dev tooling, needs linux-perf),
+//! `ZUNDOKO_BENCH_LOG` (the operator's log filter, default `warn`; at any other the log is
+//! discarded, to measure what it costs), `ZUNDOKO_BENCH_OPERATOR_ENV` (`K=V;K=V`, for the
+//! operator's process only).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -214,6 +228,8 @@ async fn apiserver_process() {
     // Watch resume needs the events since the last bookmark (10 s): ~3 writes a word.
     let config = ServerConfig { history_size: 100_000, kubeconfig_out: Some(kubeconfig), ..ServerConfig::default() };
     let server = ApiServer::start(config).await.expect("the local API server starts");
+    let latency_ms: u64 = env_number("ZUNDOKO_BENCH_LATENCY_MS", 0);
+    server.faults().set_latency(Duration::from_millis(latency_ms));
     println!("{}", server.url());
     // Serve until the benchmark closes our stdin.
     let _ = tokio::task::spawn_blocking(|| std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())).await;
@@ -233,12 +249,13 @@ struct Server {
     cpu_at_start: f64,
 }
 
-async fn fresh_server() -> Server {
+async fn fresh_server(latency_ms: u64) -> Server {
     use std::io::BufRead as _;
     let kubeconfig = std::env::temp_dir().join(format!("zundoko-bench-scale-{}-{}.kubeconfig", std::process::id(), rand::random::<u32>()));
     let mut process = Command::new(std::env::current_exe().expect("the benchmark's path"))
         .env(ROLE, "apiserver")
         .env("ZUNDOKO_BENCH_KUBECONFIG", &kubeconfig)
+        .env("ZUNDOKO_BENCH_LATENCY_MS", latency_ms.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -386,11 +403,15 @@ async fn ceiling_client() {
                     observed.entropy = rand::random();
                     let decision = decide(rules.as_ref(), &observed, &ctx.plan_limits);
                     let plan = decision.outcome.expect("the classic rules decide");
-                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module)
+                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module, Default::default())
                         .await
                         .expect("the API server takes the writes");
                     words.fetch_add(u64::from(applied.created), Ordering::Relaxed);
                     song.hikawa.status = Some(applied.status);
+                    // The next status write's precondition: the Hikawa as this one left it.
+                    if let Some(version) = applied.resource_version {
+                        song.hikawa.metadata.resource_version = Some(version);
+                    }
                     observed.apply(&plan);
                     song.observed = observed;
                     if applied.kiyoshi {
@@ -428,8 +449,8 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-async fn run_ceiling(n: usize, concurrency: u16) -> Run {
-    let server = fresh_server().await;
+async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64) -> Run {
+    let server = fresh_server(latency_ms).await;
     let server_cpu = server.cpu();
     let mut command = Command::new(std::env::current_exe().expect("the benchmark's path"));
     command
@@ -496,22 +517,35 @@ fn metric(text: &str, prefix: &str) -> u64 {
         .sum()
 }
 
+/// `ZUNDOKO_BENCH_OPERATOR_ENV=K=V;K=V`: environment for the operator's process only (say,
+/// `GLIBC_TUNABLES=...` to try the allocator's tunables).
+fn operator_env() -> Vec<(String, String)> {
+    std::env::var("ZUNDOKO_BENCH_OPERATOR_ENV")
+        .unwrap_or_default()
+        .split(';')
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+        .collect()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
-async fn run_operator(name: &str, n: usize, concurrency: u16, rules_args: &[&str]) -> Run {
-    let server = fresh_server().await;
+async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
+    let server = fresh_server(latency_ms).await;
     let port = free_port();
+    let log = std::env::var("ZUNDOKO_BENCH_LOG").unwrap_or_else(|_| "warn".into());
     let mut operator: Child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
         .arg("run")
         .args(rules_args)
         .args(["--http-addr", &format!("127.0.0.1:{port}"), "--concurrency", &concurrency.to_string()])
         .env("KUBECONFIG", &server.kubeconfig)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", &log)
+        .envs(operator_env())
         .env_remove("ZUNDOKO_CONCURRENCY")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        // A log at a level below warn is thrown away (what it costs is in the CPU per word).
+        .stderr(if log == "warn" { Stdio::inherit() } else { Stdio::null() })
         .spawn()
         .expect("starting the operator");
     let pid = operator.id().to_string();
@@ -526,6 +560,18 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, rules_args: &[&str
     let rss_idle = proc_status_kib(&pid, "VmRSS:");
     let breakdown_idle = memory_breakdown(&pid);
 
+    // Profiling (dev tooling): perf attached to the operator for the songs only.
+    let mut recording = perf.map(|file| {
+        Command::new("perf")
+            .args(["record", "-F", "997", "--call-graph", "dwarf,32768", "-o", file, "-p", &pid])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting perf record (apt-get install linux-perf)")
+    });
+    if recording.is_some() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let (server_cpu, client_cpu) = (server.cpu(), cpu_seconds(&pid));
     let started = Instant::now();
     let creator = tokio::spawn(create_hikawas(server.client.clone(), n, |_| {}));
@@ -545,6 +591,10 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, rules_args: &[&str
     creator.await.expect("creating the Hikawas");
     let client_cpu = cpu_seconds(&pid) - client_cpu;
     let server_cpu = server.cpu() - server_cpu;
+    if let Some(mut perf) = recording.take() {
+        let _ = Command::new("kill").args(["-INT", &perf.id().to_string()]).status();
+        let _ = tokio::task::spawn_blocking(move || perf.wait()).await;
+    }
     // The end: every song over; wait until the reconciles stop (at most 20 s).
     let mut reconciles = metric(&metrics, "zundoko_reconciles_total");
     let mut metrics = metrics;
@@ -631,9 +681,9 @@ async fn object_sizes(client: &Client) -> String {
 // ---------------------------------------------------------------------------------------
 // The report.
 
-fn print_runs(n: usize, concurrency: u16, runs: &[Run]) {
+fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Run]) {
     println!();
-    println!("== {n} Hikawas, intervalMillis 0, concurrency {concurrency} ==");
+    println!("== {n} Hikawas, intervalMillis 0, concurrency {concurrency}, latency {latency_ms} ms per request ==");
     println!(
         "{:<8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} {:>5} | {:>9} {:>9} | {:>10} {:>9} {:>9} {:>9}",
         "run", "words", "seconds", "words/s", "steady", "RSS idle", "peak", "end", "thr", "cpu/word", "server", "reconciles", "requests", "watch ev", "watch KB"
@@ -725,8 +775,11 @@ async fn bench() {
         .split(',')
         .filter_map(|s| s.trim().replace('_', "").parse().ok())
         .collect();
+    let latencies_set: Option<Vec<u64>> =
+        std::env::var("ZUNDOKO_BENCH_LATENCIES").ok().map(|l| l.split(',').filter_map(|s| s.trim().parse().ok()).collect());
     let concurrency: u16 = env_number("ZUNDOKO_BENCH_CONCURRENCY", zundoko_operator::reconcile::controller::Settings::default().concurrency);
-    let which = std::env::var("ZUNDOKO_BENCH_RUNS").unwrap_or_else(|_| "ceiling,wasm,native,ceiling".into());
+    let which = std::env::var("ZUNDOKO_BENCH_RUNS").ok();
+    let perf = std::env::var("ZUNDOKO_BENCH_PERF").ok();
     let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/modules/zundoko-classic.wasm");
     assert!(Path::new(module).exists(), "run `make guest` first");
     println!("Scale: Hikawas with intervalMillis 0, from creation to every Kiyoshi; a fresh local API server process per run.");
@@ -736,35 +789,79 @@ async fn bench() {
     println!("wasm:    zundoko-operator run --module zundoko-classic.wasm --concurrency {concurrency} (its own process); native: --native-rules classic.");
     println!("words = children (Zundokos and Kiyoshis), each a child, an Event and a status write; seconds from the first Hikawa created");
     println!("to the last Kiyoshi; RSS of the client process (idle: ready, before any Hikawa; end: every song over); CPU per word of the");
-    println!("client process and of the API server process; requests and watch events (bytes the client decoded) per word.");
+    println!("client process (its own utime + stime) and of the API server process; requests and watch events (bytes the client");
+    println!("decoded) per word. latency: what the API server waits before handling each request, for every client.");
     let total = Instant::now();
+    let mut summary = Vec::new();
+    let mut perf_taken = false;
     for n in sizes {
-        let mut runs = Vec::new();
-        for run in which.split(',') {
-            let started = Instant::now();
-            let mut r = match run.trim() {
-                "ceiling" => run_ceiling(n, concurrency).await,
-                "wasm" => run_operator("wasm", n, concurrency, &["--module", module]).await,
-                "native" => run_operator("native", n, concurrency, &["--native-rules", "classic"]).await,
-                // The classic rules in Python and JavaScript (make guest-langs), compiled once
-                // into a cache kept across runs (a cold compile takes tens of seconds).
-                lang @ ("python" | "js") => {
-                    let file = if lang == "python" { "zundoko-classic-py.wasm" } else { "zundoko-classic-js.wasm" };
-                    let module = format!("{}/../target/modules/{file}", env!("CARGO_MANIFEST_DIR"));
-                    let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
-                    run_operator(lang, n, concurrency, &["--module", &module, "--cache-dir", &cache]).await
+        let latencies = latencies_set.clone().unwrap_or_else(|| if n <= 1000 { vec![0, 5, 25] } else { vec![0] });
+        for latency_ms in latencies {
+            let default_runs = if latency_ms == 0 { "ceiling,wasm,native,ceiling" } else { "ceiling,wasm,ceiling" };
+            let mut runs = Vec::new();
+            for run in which.as_deref().unwrap_or(default_runs).split(',') {
+                let started = Instant::now();
+                let record = if perf_taken || run.trim() == "ceiling" { None } else { perf.as_deref() };
+                perf_taken |= record.is_some();
+                let mut r = match run.trim() {
+                    "ceiling" => run_ceiling(n, concurrency, latency_ms).await,
+                    "wasm" => run_operator("wasm", n, concurrency, latency_ms, &["--module", module], record).await,
+                    "native" => run_operator("native", n, concurrency, latency_ms, &["--native-rules", "classic"], record).await,
+                    // The classic rules in Python and JavaScript (make guest-langs), compiled once
+                    // into a cache kept across runs (a cold compile takes tens of seconds).
+                    lang @ ("python" | "js") => {
+                        let file = if lang == "python" { "zundoko-classic-py.wasm" } else { "zundoko-classic-js.wasm" };
+                        let module = format!("{}/../target/modules/{file}", env!("CARGO_MANIFEST_DIR"));
+                        let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
+                        run_operator(lang, n, concurrency, latency_ms, &["--module", &module, "--cache-dir", &cache], record).await
+                    }
+                    other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js)"),
+                };
+                let repeats = runs.iter().filter(|p: &&Run| p.name.split(' ').next() == Some(r.name.as_str())).count();
+                if repeats > 0 {
+                    r.name = format!("{} {}", r.name, repeats + 1);
                 }
-                other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js)"),
-            };
-            let repeats = runs.iter().filter(|p: &&Run| p.name.split(' ').next() == Some(r.name.as_str())).count();
-            if repeats > 0 {
-                r.name = format!("{} {}", r.name, repeats + 1);
+                eprintln!("  [{n} Hikawas, {latency_ms} ms, {}: {:.0} s]", r.name, started.elapsed().as_secs_f64());
+                runs.push(r);
             }
-            eprintln!("  [{n} Hikawas, {}: {:.0} s]", r.name, started.elapsed().as_secs_f64());
-            runs.push(r);
+            print_runs(n, concurrency, latency_ms, &runs);
+            summary.push((n, latency_ms, runs));
         }
-        print_runs(n, concurrency, &runs);
     }
+    print_summary(concurrency, &summary);
     println!();
     println!("whole benchmark: {:.0} s", total.elapsed().as_secs_f64());
+}
+
+/// One line per size, latency and operator run: the operator beside the API server's ceiling.
+fn print_summary(concurrency: u16, summary: &[(usize, u64, Vec<Run>)]) {
+    println!();
+    println!("== Summary: the operator against the API server's ceiling, concurrency {concurrency} ==");
+    println!(
+        "{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} | {:>9} | {:>8} {:>8}",
+        "Hikawas", "latency", "run", "words/s", "ceiling", "ratio", "CPU/word", "RSS peak", "RSS end"
+    );
+    println!("{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} | {:>9} | {:>8} {:>8}", "", "ms", "", "", "words/s", "", "ms", "MiB", "MiB");
+    for (n, latency_ms, runs) in summary {
+        let ceilings: Vec<&Run> = runs.iter().filter(|r| r.name.starts_with("ceiling")).collect();
+        let ceiling = (!ceilings.is_empty()).then(|| ceilings.iter().map(|r| r.words_per_sec()).sum::<f64>() / ceilings.len() as f64);
+        for r in runs.iter().filter(|r| !r.name.starts_with("ceiling")) {
+            let (ceiling_text, ratio) = match ceiling {
+                Some(c) => (format!("{c:.0}"), format!("{:.2}", r.words_per_sec() / c)),
+                None => ("-".into(), "-".into()),
+            };
+            println!(
+                "{:>8} {:>8} {:<8} | {:>8.0} {:>8} {:>6} | {:>9.3} | {:>8.1} {:>8.1}",
+                n,
+                latency_ms,
+                r.name,
+                r.words_per_sec(),
+                ceiling_text,
+                ratio,
+                r.client_cpu_s * 1000.0 / r.words.max(1) as f64,
+                mib(r.rss_peak_kib),
+                mib(r.rss_end_kib)
+            );
+        }
+    }
 }

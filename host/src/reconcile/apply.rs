@@ -11,13 +11,14 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
-use zundoko_rules::{ChildKind, Observed, Plan};
+use zundoko_rules::{ChildKind, Observed, Plan, Said};
 
 use crate::crd::SAID_AT;
 use crate::crd::{Hikawa, HikawaStatus, Kiyoshi, KiyoshiSpec, Zundoko, ZundokoSpec};
 use crate::error::{Error, Result};
 use crate::modules::sandbox::ModuleIdentity;
 use crate::process::leader::assign::SHARD_LABEL;
+use crate::reconcile::children::Owned;
 use crate::reconcile::context::{Context, Writer};
 use crate::reconcile::events::EventType;
 use crate::reconcile::lean;
@@ -48,16 +49,71 @@ pub struct Applied {
     pub created: u32,
     /// The status as the API server now holds it.
     pub status: HikawaStatus,
+    /// The Hikawa's resourceVersion after the status write; `None` if the status was unchanged
+    /// (not written).
+    pub resource_version: Option<String>,
+    /// The children this call created, as the rules see them.
+    pub said: Vec<(ChildKind, Said)>,
 }
 
-pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity) -> Result<Applied> {
+/// Said Events a Hikawa is owed: words said whose Event could not be published yet (kept by
+/// the pacing), and, after a start or a shard just taken, the latest word's and the Kiyoshi's
+/// again (their sender may have died between the child and its Event). Published by the apply
+/// step beside the new word's writes, or on their own when the reconcile decides nothing.
+#[derive(Debug, Default)]
+pub struct Owed(Vec<(String, ObjectReference)>);
+
+/// How long after its word a Said Event may still be missing because its sender died between
+/// the child and its Event (a kill, a lost shard): a new holder sends it again.
+const RESAY_WITHIN_MS: i64 = 5 * 60 * 1000;
+
+impl Owed {
+    /// What this Hikawa is owed now: the Events refused before (taken from the pacing), and if
+    /// `said_elsewhere` gives its children (this process did not see itself say its latest
+    /// words), the latest word's and the Kiyoshi's if said recently. Their names make a copy
+    /// impossible (the API server answers that they exist); one whose sender died before
+    /// sending it is published now.
+    pub fn take(ctx: &Context, hikawa: &Hikawa, uid: &str, said_elsewhere: Option<&Owned>, now: i64) -> Owed {
+        let mut owed = ctx.pace.take_unsaid(uid);
+        if let Some(children) = said_elsewhere {
+            let ns = hikawa.namespace().unwrap_or_default();
+            let reference = |kind: &str, name: &str| ObjectReference {
+                api_version: Some(Zundoko::api_version(&()).to_string()),
+                kind: Some(kind.into()),
+                name: Some(name.into()),
+                namespace: Some(ns.clone()),
+                ..ObjectReference::default()
+            };
+            let latest = children.zundokos.last().map(|z| (z, "Zundoko")).into_iter().chain(children.kiyoshi.as_ref().map(|k| (k, "Kiyoshi")));
+            let recent = latest.filter(|(said, _)| said.said_at.is_some_and(|at| now.saturating_sub(at) < RESAY_WITHIN_MS));
+            owed.extend(recent.map(|(said, kind)| (said.word.clone(), reference(kind, &said.name))));
+        }
+        Owed(owed)
+    }
+
+    /// Publish them (those that still find no connection are owed again).
+    pub async fn publish(self, ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str) {
+        if !self.0.is_empty() {
+            futures::future::join_all(self.0.into_iter().map(|(word, child)| say(ctx, w, hikawa, uid, word, child))).await;
+        }
+    }
+}
+
+/// Carry out `plan`: create the children it says, then, together, each new word's Said Event,
+/// the Events `owed`, and the status. A refused create stops the plan there and is returned;
+/// the Events of the words said before it and those owed are published all the same.
+pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity, owed: Owed) -> Result<Applied> {
     let ns = observed.hikawa.namespace.as_str();
-    let owner = hikawa
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingField(format!("Hikawa {ns}/{} has no uid", observed.hikawa.name)))?;
-    let mut applied = Applied { zundokos: 0, kiyoshi: false, created: 0, status: HikawaStatus::default() };
+    let uid = observed.hikawa.uid.as_str();
+    let Some(owner) = hikawa.controller_owner_ref(&()) else {
+        owed.publish(ctx, w, hikawa, uid).await;
+        return Err(Error::MissingField(format!("Hikawa {ns}/{} has no uid", observed.hikawa.name)));
+    };
+    let mut applied = Applied { zundokos: 0, kiyoshi: false, created: 0, status: HikawaStatus::default(), resource_version: None, said: Vec::new() };
     let mut said_at = None;
-    let mut events = Vec::new();
+    // `related` names the child: each word is its own Event.
+    let Owed(mut events) = owed;
+    let mut refused = None;
     for say in plan.says() {
         let meta = ObjectMeta {
             name: Some(say.name.clone()),
@@ -71,13 +127,14 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
             ..ObjectMeta::default()
         };
         let created = match say.kind {
-            ChildKind::Zundoko => {
-                let child = Zundoko { metadata: meta, spec: ZundokoSpec { say: say.word.clone() } };
-                create(&w.client, ns, &child, &owner.uid).await?
-            }
-            ChildKind::Kiyoshi => {
-                let child = Kiyoshi { metadata: meta, spec: KiyoshiSpec { say: say.word.clone() } };
-                create(&w.client, ns, &child, &owner.uid).await?
+            ChildKind::Zundoko => create(&w.client, ns, &Zundoko { metadata: meta, spec: ZundokoSpec { say: say.word.clone() } }, &owner.uid).await,
+            ChildKind::Kiyoshi => create(&w.client, ns, &Kiyoshi { metadata: meta, spec: KiyoshiSpec { say: say.word.clone() } }, &owner.uid).await,
+        };
+        let created = match created {
+            Ok(created) => created,
+            Err(error) => {
+                refused = Some(error);
+                break;
             }
         };
         match say.kind {
@@ -89,15 +146,18 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
             said_at = Some(observed.now);
             ctx.metrics.said(say.kind);
             events.push((say.word.clone(), child));
+            applied.said.push((say.kind, Said { name: say.name.clone(), index: say.index, word: say.word.clone(), said_at: Some(observed.now) }));
         }
     }
+    let publish = Owed(events).publish(ctx, w, hikawa, uid);
+    if let Some(error) = refused {
+        publish.await;
+        return Err(error);
+    }
     let desired = status::after_plan(hikawa.status.as_ref(), observed.hikawa.generation, plan, said_at, module, observed.now);
-    // The word's Event and the status are independent writes: send them together.
-    // `related` names the child: each word is its own Event.
-    let uid = owner.uid.as_str();
-    let publish = futures::future::join_all(events.into_iter().map(|(word, child)| say(ctx, w, hikawa, uid, word, child)));
-    let (status, _) = futures::join!(write_status(ctx, w, hikawa, desired), publish);
-    applied.status = status?;
+    // The Events and the status are independent writes: sent together.
+    let (written, ()) = futures::join!(write_status(ctx, w, hikawa, desired), publish);
+    (applied.status, applied.resource_version) = written?;
     Ok(applied)
 }
 
@@ -106,35 +166,6 @@ async fn say(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, word: String
     if !w.events.publish(hikawa, EventType::Normal, "Said", &word, "Say", Some(child.clone())).await {
         ctx.pace.unsaid(uid, word, child);
     }
-}
-
-/// The Said Events a reconcile of this Hikawa could not publish: again, now.
-pub async fn say_unsaid(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str) {
-    let unsaid = ctx.pace.take_unsaid(uid);
-    futures::future::join_all(unsaid.into_iter().map(|(word, child)| say(ctx, w, hikawa, uid, word, child))).await;
-}
-
-/// How long after its word a Said Event may still be missing because its sender died between
-/// the child and its Event (a kill, a lost shard): a new holder sends it again.
-const RESAY_WITHIN_MS: i64 = 5 * 60 * 1000;
-
-/// The first reconcile of a Hikawa in this process (after a start, or a shard taken): the
-/// latest word's and the Kiyoshi's Said Events sent again if they were said recently. Their
-/// names make a copy impossible (the API server answers that they exist); one whose sender
-/// died before sending it is published now.
-pub async fn say_latest_again(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, children: &crate::reconcile::children::Owned, now: i64) {
-    let ns = hikawa.namespace().unwrap_or_default();
-    let reference = |kind: &str, name: &str| ObjectReference {
-        api_version: Some(Zundoko::api_version(&()).to_string()),
-        kind: Some(kind.into()),
-        name: Some(name.into()),
-        namespace: Some(ns.clone()),
-        ..ObjectReference::default()
-    };
-    let latest = children.zundokos.last().map(|z| (z, "Zundoko")).into_iter().chain(children.kiyoshi.as_ref().map(|k| (k, "Kiyoshi")));
-    let recent = latest.filter(|(said, _)| said.said_at.is_some_and(|at| now.saturating_sub(at) < RESAY_WITHIN_MS));
-    let again: Vec<_> = recent.map(|(said, kind)| say(ctx, w, hikawa, uid, said.word.clone(), reference(kind, &said.name))).collect();
-    futures::future::join_all(again).await;
 }
 
 /// Create a child. Already there and controlled by this Hikawa (a retried or restarted
@@ -166,22 +197,23 @@ where
 
 /// Merge-patch the status subresource, only if it changed (an unchanged write would wake
 /// this Hikawa's watch for nothing). Fields the new status drops are sent as null, so the
-/// stored status is exactly `desired`. Returns the status as stored.
+/// stored status is exactly `desired`. Returns the status as stored, and the resourceVersion
+/// it was stored at (`None` if nothing was written).
 ///
 /// The patch carries the resourceVersion the decision was made from: a status computed from
 /// an older Hikawa is refused (409) rather than written over a newer one, so a write that
 /// lands late (a replica that lost its shard, a request held in the network) can never undo
 /// what the shard's next holder wrote.
-pub async fn write_status(ctx: &Context, w: &Writer, hikawa: &Hikawa, mut desired: HikawaStatus) -> Result<HikawaStatus> {
+pub async fn write_status(ctx: &Context, w: &Writer, hikawa: &Hikawa, mut desired: HikawaStatus) -> Result<(HikawaStatus, Option<String>)> {
     desired.decided_by = Some(ctx.shards.identity.clone());
     if hikawa.status.as_ref() == Some(&desired) {
-        return Ok(desired);
+        return Ok((desired, None));
     }
     let patch = status_patch(hikawa, &desired);
-    // Of the answer (the whole Hikawa) only the status is decoded.
+    // Of the answer (the whole Hikawa) only the status and the resourceVersion are decoded.
     let written: lean::StatusOnly =
         lean::patch_status::<Hikawa, _, _>(&w.client, &hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &Patch::Merge(&patch)).await?;
-    Ok(written.status.unwrap_or(desired))
+    Ok((written.status.unwrap_or(desired), written.metadata.resource_version))
 }
 
 /// The status merge patch from `hikawa` (as the decision saw it) to `desired`, on the

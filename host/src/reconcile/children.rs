@@ -205,6 +205,31 @@ impl ChildIndex {
         owned
     }
 
+    /// How many Zundokos [`owned`](Self::owned) would give, and whether a Kiyoshi: the same
+    /// walk without building the list (a reconcile that decides nothing needs only these).
+    pub fn counts(&self, namespace: &str, hikawa: &str, uid: &str, claimed: u32) -> (u32, bool) {
+        let key = SongKey { namespace: Arc::from(namespace), hikawa: Box::from(hikawa) };
+        let mut zundokos = 0;
+        {
+            let songs = self.zundokos.songs.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(song) = songs.get(&key) {
+                let mine = song.owner_index(uid);
+                let mut index = 1u32;
+                loop {
+                    match song.words.get(&index).filter(|w| Some(w.owner) == mine) {
+                        Some(_) => zundokos += 1,
+                        None if index > claimed => break,
+                        None => {}
+                    }
+                    index += 1;
+                }
+            }
+        }
+        let songs = self.kiyoshis.songs.read().unwrap_or_else(|p| p.into_inner());
+        let kiyoshi = songs.get(&key).is_some_and(|s| s.words.get(&0).is_some_and(|w| Some(w.owner) == s.owner_index(uid)));
+        (zundokos, kiyoshi)
+    }
+
     /// Resolves once both kinds have had their first full list.
     pub async fn synced(&self) {
         let mut rx = self.synced.subscribe();
@@ -435,6 +460,11 @@ mod tests {
         // Without a claim past 1, the search stops at the first gap.
         assert_eq!(index.owned("ns", "h", "u1", 0).zundokos.len(), 1);
         assert!(index.owned("other", "h", "u1", 3).zundokos.is_empty());
+        // The counts are the list's, without the list.
+        for (ns, claimed) in [("ns", 3), ("ns", 0), ("other", 3)] {
+            let owned = index.owned(ns, "h", "u1", claimed);
+            assert_eq!(index.counts(ns, "h", "u1", claimed), (owned.zundokos.len() as u32, owned.kiyoshi.is_some()));
+        }
     }
 
     #[test]

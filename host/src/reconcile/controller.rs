@@ -16,6 +16,7 @@ use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tracing::{Instrument, info, info_span, warn};
+use zundoko_rules::ChildKind;
 
 use crate::crd::Hikawa;
 use crate::error::{Error, Result};
@@ -289,7 +290,9 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         ctx.metrics.not_decided("catching-up");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    apply::say_unsaid(&ctx, w, &hikawa, &uid).await;
+    // What this process's own last writes answered stands in for what the caches do not show
+    // yet: the next decision waits for no watch (pace.rs).
+    let hikawa = ctx.pace.read_own(&uid, &hikawa, Instant::now()).unwrap_or(hikawa);
     // The rules that decide: the default module, or the rule set named (its candidate for
     // the Hikawas in the candidate's share).
     let chosen = match hikawa.spec.rules.as_deref() {
@@ -307,33 +310,52 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
             Choice::Unavailable(error) => Err(error),
         },
     };
+    let (ns, name) = (hikawa.namespace().unwrap_or_default(), hikawa.name_any());
     let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
-    let children = ctx.children.owned(&hikawa.namespace().unwrap_or_default(), &hikawa.name_any(), &uid, claimed);
-    let seen = Footprint {
+    // Whether to decide needs only how many children there are: the children themselves are
+    // read to decide, to say the latest word's Event again, or when own children the caches do
+    // not show yet stand in.
+    let owned = || {
+        let mut children = ctx.children.owned(&ns, &name, &uid, claimed);
+        ctx.pace.merge_own_children(&uid, &mut children);
+        children
+    };
+    let mut children = ctx.pace.has_own_children(&uid).then(owned);
+    let (zundokos, kiyoshi) = match &children {
+        Some(c) => (c.zundokos.len() as u32, c.kiyoshi.is_some()),
+        None => ctx.children.counts(&ns, &name, &uid, claimed),
+    };
+    let mut seen = Footprint {
         generation: hikawa.metadata.generation.unwrap_or(0),
-        zundokos: children.zundokos.len() as u32,
-        kiyoshi: children.kiyoshi.is_some(),
+        zundokos,
+        kiyoshi,
         status: hikawa.status.clone(),
         module: match &chosen {
             Ok((rules, _)) => rules.identity().digest.clone(),
             Err(unavailable) => format!("unavailable: {}", unavailable.reason()),
         },
     };
-    // A word this process did not see itself say (it just took the shard or started, or a
-    // write that timed out landed after all): its Said Event may never have been sent.
-    if ctx.pace.said_elsewhere(&uid, &seen) {
-        apply::say_latest_again(&ctx, w, &hikawa, &uid, &children, now_ms()).await;
+    // The Said Events owed: those refused before and, for words this process did not see
+    // itself say (it just took the shard or started, or a write that timed out landed after
+    // all), the latest word's. The apply step publishes them beside its own writes; a reconcile
+    // that decides nothing publishes them alone.
+    let said_elsewhere = ctx.pace.said_elsewhere(&uid, &seen);
+    if said_elsewhere && children.is_none() {
+        children = Some(owned());
     }
+    let owed = apply::Owed::take(&ctx, &hikawa, &uid, children.as_ref().filter(|_| said_elsewhere), now_ms());
     let started = Instant::now();
     match ctx.pace.gate(&uid, &seen, started) {
         Gate::Decide => {}
         Gate::CatchingUp { retry_in } => {
             ctx.metrics.not_decided("catching-up");
+            owed.publish(&ctx, w, &hikawa, &uid).await;
             return Ok(Action::requeue(retry_in));
         }
         Gate::Unchanged { due } => {
             ctx.metrics.not_decided("unchanged");
-            // A song that is over still comes back for a Said Event refused just above.
+            owed.publish(&ctx, w, &hikawa, &uid).await;
+            // A song that is over still comes back for a Said Event refused just now.
             return Ok(come_back(&ctx, &uid, due));
         }
         Gate::Throttled { retry_in, report } => {
@@ -347,6 +369,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
                 warn!(retry_in_ms = retry_in.as_millis() as u64, "{note}");
                 w.events.warn(&ctx.pace, &hikawa, "Throttled", &note, "Decide").await;
             }
+            owed.publish(&ctx, w, &hikawa, &uid).await;
             return Ok(Action::requeue(retry_in));
         }
     }
@@ -354,8 +377,11 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     // Rules that serve nothing are recorded like a failure, and paced like one.
     let (rules, candidate) = match chosen {
         Ok(chosen) => chosen,
-        Err(unavailable) => return Err(failed(&ctx, w, &hikawa, &uid, seen, unavailable, None, started).await),
+        Err(unavailable) => return Err(failed(&ctx, w, &hikawa, &uid, seen, unavailable, None, owed, started).await),
     };
+    let children = children.take().unwrap_or_else(owned);
+    // What the rules see is what the next decision waits to see again.
+    (seen.zundokos, seen.kiyoshi) = (children.zundokos.len() as u32, children.kiyoshi.is_some());
     let entropy: u64 = rand::random();
     let observed = Arc::new(observe(&hikawa, children, now_ms(), entropy));
     let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
@@ -374,7 +400,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
                 %error,
                 "the rules failed; nothing applied"
             );
-            return Err(failed(&ctx, w, &hikawa, &uid, seen, Error::Guest(error), Some(&module), started).await);
+            return Err(failed(&ctx, w, &hikawa, &uid, seen, Error::Guest(error), Some(&module), owed, started).await);
         }
     };
     info!(
@@ -386,10 +412,26 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         elapsed_us = decision.elapsed.as_micros() as u64,
         "decided"
     );
-    let applied = match apply::apply(&ctx, w, &hikawa, &observed, &plan, &module).await {
+    let applied = match apply::apply(&ctx, w, &hikawa, &observed, &plan, &module, owed).await {
         Ok(applied) => applied,
-        Err(error) => return Err(failed(&ctx, w, &hikawa, &uid, seen, error, Some(&module), started).await),
+        // The apply step published what was owed.
+        Err(error) => return Err(failed(&ctx, w, &hikawa, &uid, seen, error, Some(&module), apply::Owed::default(), started).await),
     };
+    // The answers to its writes stand in for the caches until they show them.
+    let written = applied.resource_version.map(|version| {
+        let mut written = Hikawa::clone(&hikawa);
+        written.metadata.resource_version = Some(version);
+        written.status = Some(applied.status.clone());
+        written
+    });
+    let (mut said_zundokos, mut said_kiyoshi) = (Vec::new(), None);
+    for (kind, said) in applied.said {
+        match kind {
+            ChildKind::Zundoko => said_zundokos.push(said),
+            ChildKind::Kiyoshi => said_kiyoshi = Some(said),
+        }
+    }
+    ctx.pace.wrote_own(&uid, &hikawa, written, said_zundokos, said_kiyoshi, Instant::now());
     let left = Footprint {
         zundokos: seen.zundokos + applied.zundokos,
         kiyoshi: seen.kiyoshi || applied.kiyoshi,
@@ -410,9 +452,12 @@ fn come_back(ctx: &Context, uid: &str, requeue: Option<Duration>) -> Action {
 
 /// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event) at once if
 /// it will not go away by itself, else once it has happened three times in a row; then back
-/// off. Returns the error for the error policy.
+/// off. The Said Events `owed` are published first. Returns the error for the error policy.
 #[allow(clippy::too_many_arguments)]
-async fn failed(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, started: Instant) -> Error {
+async fn failed(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, owed: apply::Owed, started: Instant) -> Error {
+    owed.publish(ctx, w, hikawa, uid).await;
+    // Decide from the caches again.
+    ctx.pace.forget_own(uid);
     let mut left = seen;
     // A write refused because the shard may be gone is not the Hikawa's failure: nothing
     // is recorded on it (the new holder decides afresh).
@@ -426,7 +471,7 @@ async fn failed(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, seen: Foo
         w.events.warn(&ctx.pace, hikawa, error.reason(), &message, "Decide").await;
         let failed = status::after_failure(hikawa.status.as_ref(), left.generation, error.reason(), &message, module, now_ms());
         match apply::write_status(ctx, w, hikawa, failed).await {
-            Ok(stored) => left.status = Some(stored),
+            Ok((stored, _)) => left.status = Some(stored),
             Err(write_error) => warn!(error = %write_error, "could not record the failure in the status"),
         }
     }

@@ -9,7 +9,7 @@
 //! - A child ([`LeanChild`]) keeps its name, namespace, uid, resourceVersion, owner references,
 //!   the `said-at` annotation and its word.
 //! - A created object's answer ([`Created`]) keeps what a reference to it needs; a status
-//!   write's answer ([`StatusOnly`]) only the status.
+//!   write's answer ([`StatusOnly`]) only the status and the resourceVersion.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -268,11 +268,21 @@ impl Created {
     }
 }
 
-/// The answer to a status write, as far as the status.
+/// The answer to a status write, as far as the status and the resourceVersion it was stored at
+/// (the precondition of the next write decided from it).
 #[derive(Debug, Deserialize)]
 pub struct StatusOnly {
     #[serde(default)]
+    pub metadata: VersionOnly,
+    #[serde(default)]
     pub status: Option<HikawaStatus>,
+}
+
+/// Of an object's metadata, only its resourceVersion.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionOnly {
+    pub resource_version: Option<String>,
 }
 
 /// Create `object` in `namespace`; the answer decoded as `T` (say [`Created`], or
@@ -383,9 +393,10 @@ mod tests {
     }
 
     #[test]
-    fn a_status_answer_keeps_the_status() {
+    fn a_status_answer_keeps_the_status_and_the_resource_version() {
         let full: Hikawa = serde_json::from_str(HIKAWA).unwrap();
         let only: StatusOnly = serde_json::from_str(HIKAWA).unwrap();
         assert_eq!(only.status, full.status);
+        assert_eq!(only.metadata.resource_version.as_deref(), Some("42"));
     }
 }
