@@ -20,32 +20,11 @@ use std::time::{Duration, Instant};
 use zundoko_operator::modules::rules::smoke_test;
 use zundoko_operator::modules::sandbox::{RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_operator::reconcile::plan_check::PlanLimits;
-use zundoko_rules::naming::zundoko_name;
-use zundoko_rules::{Observed, Said};
+use zundoko_rules::Observed;
 
-fn observed(children: u32) -> Observed {
-    let mut o = Observed {
-        hikawa: zundoko_rules::Hikawa {
-            namespace: "default".into(),
-            name: "hikawa-sample".into(),
-            uid: "0b4f3e9a-5a53-4b8e-9a1e-4b8a2f7c1d11".into(),
-            generation: 1,
-            created_at: Some(0),
-            interval_millis: 0,
-            ..Default::default()
-        },
-        now: 1_767_225_600_000,
-        entropy: 42,
-        ..Observed::default()
-    };
-    // Zun Doko Zun Doko ...: never the call, so every decision says one more word.
-    for index in 1..=children {
-        let word = if index % 2 == 1 { "Zun" } else { "Doko" };
-        o.zundokos.push(Said { name: zundoko_name("hikawa-sample", index), index, word: word.into(), said_at: Some(index as i64) });
-    }
-    o.hikawa.status.num_zundokos_said = children;
-    o
-}
+mod common;
+use common::observed;
+
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -152,7 +131,8 @@ fn main() {
     let mut rust_time = std::collections::HashMap::new();
     for (name, module) in &served {
         for children in [5u32, 100] {
-            let input = observed(children);
+            // At the start of 2026, so a Python module's time.time() reads a date.
+            let input = Observed { now: 1_767_225_600_000, ..observed(children) };
             let first = module.reconcile(&input).unwrap();
             let calls = if *name == "Rust" { 2_000 } else { 50 };
             let times: Vec<Duration> = (0..calls)

@@ -25,23 +25,9 @@ use zundoko_operator::reconcile::plan_check::PlanLimits;
 const RUNS: usize = 5;
 
 /// The module with a custom section of `size` bytes (its rules unchanged).
-fn padded(mut module: Vec<u8>, size: usize) -> Vec<u8> {
-    let name = b"zundoko-padding";
-    let mut payload = vec![name.len() as u8];
-    payload.extend(name);
-    payload.resize(size, 0);
-    module.push(0);
-    let mut len = payload.len();
-    loop {
-        let byte = (len & 0x7f) as u8;
-        len >>= 7;
-        module.push(if len == 0 { byte } else { byte | 0x80 });
-        if len == 0 {
-            break;
-        }
-    }
-    module.extend(payload);
-    module
+fn padded(module: Vec<u8>, size: usize) -> Vec<u8> {
+    let name = "zundoko-padding";
+    zundoko_operator::modules::sandbox::budget::append_custom_section(module, name, &vec![0; size - 1 - name.len()])
 }
 
 /// One pull to serving: resolve the tag, fetch and verify, compile and smoke-test.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use zundoko_operator::modules::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::song::mix;
-use zundoko_rules::{Hikawa, Observed, Plan, Said};
+use zundoko_rules::{Observed, Plan, Said};
 
 const LANGS: [(&str, &str); 2] = [("Python", "zundoko-classic-py"), ("JavaScript", "zundoko-classic-js")];
 
@@ -52,23 +52,9 @@ fn roomy_engine() -> SandboxEngine {
     .unwrap()
 }
 
+/// A brand-new Hikawa, as the SDK's native tests make it.
 fn hikawa(interval_millis: u64, params: &[(&str, &str)]) -> Observed {
-    let mut params: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    params.sort();
-    Observed {
-        hikawa: Hikawa {
-            namespace: "default".into(),
-            name: "hikawa-sample".into(),
-            uid: "uid-1".into(),
-            generation: 1,
-            created_at: Some(1_000_000),
-            interval_millis,
-            params,
-            status: Default::default(),
-        },
-        now: 1_000_000,
-        ..Observed::default()
-    }
+    zundoko_rules::testing::new_hikawa(interval_millis, params)
 }
 
 /// A decision as the tests compare it: the plan, or the rule error (reason and message).

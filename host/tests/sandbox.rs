@@ -17,21 +17,7 @@ fn engine() -> SandboxEngine {
 }
 
 fn hikawa(params: &[(&str, &str)]) -> Observed {
-    Observed {
-        hikawa: zundoko_rules::Hikawa {
-            namespace: "default".into(),
-            name: "hk".into(),
-            uid: "u".into(),
-            generation: 1,
-            created_at: Some(0),
-            interval_millis: 500,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..Default::default()
-        },
-        now: 1_000,
-        entropy: 7,
-        ..Observed::default()
-    }
+    common::observed_with(params)
 }
 
 #[test]

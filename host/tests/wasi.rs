@@ -60,21 +60,7 @@ fn hikawa(misbehave: &str, entropy: u64) -> Observed {
 }
 
 fn with_params(params: &[(&str, &str)], entropy: u64) -> Observed {
-    Observed {
-        hikawa: zundoko_rules::Hikawa {
-            namespace: "default".into(),
-            name: "hk".into(),
-            uid: "u".into(),
-            generation: 1,
-            created_at: Some(0),
-            interval_millis: 500,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..Default::default()
-        },
-        now: NOW_MS,
-        entropy,
-        ..Observed::default()
-    }
+    Observed { now: NOW_MS, entropy, ..common::observed_with(params) }
 }
 
 /// The status message of a plan (what the fixture reports its findings in).

@@ -5,7 +5,7 @@
 
 pub use zundoko_guest_sdk::model::*;
 pub use zundoko_guest_sdk::song::RuleSet;
-pub use zundoko_guest_sdk::{naming, song};
+pub use zundoko_guest_sdk::{naming, song, testing};
 
 /// The default rules of the product (`rules/zundoko-classic`).
 pub fn classic() -> RuleSet {

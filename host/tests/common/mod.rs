@@ -22,16 +22,29 @@ pub fn fixture_bytes(name: &str) -> Vec<u8> {
     std::fs::read(fixture_path(name)).unwrap()
 }
 
+/// A Hikawa `default/hk` (interval 500 ms, created at 0) with these params and no children, as
+/// a guest call sees it at 1 s with entropy 7.
+pub fn observed_with(params: &[(&str, &str)]) -> zundoko_rules::Observed {
+    zundoko_rules::Observed {
+        hikawa: zundoko_rules::Hikawa {
+            namespace: "default".into(),
+            name: "hk".into(),
+            uid: "u".into(),
+            generation: 1,
+            created_at: Some(0),
+            interval_millis: 500,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        },
+        now: 1_000,
+        entropy: 7,
+        ..zundoko_rules::Observed::default()
+    }
+}
+
 /// The module with a custom section appended: the same rules, other bytes, another digest.
-pub fn with_custom_section(mut bytes: Vec<u8>, n: u64) -> Vec<u8> {
-    let name = b"zundoko-test";
-    let payload = n.to_le_bytes();
-    let size = 1 + name.len() + payload.len();
-    assert!(size < 128 && name.len() < 128, "one-byte LEB128 lengths");
-    bytes.extend([0u8, size as u8, name.len() as u8]);
-    bytes.extend(name);
-    bytes.extend(payload);
-    bytes
+pub fn with_custom_section(bytes: Vec<u8>, n: u64) -> Vec<u8> {
+    zundoko_operator::modules::sandbox::budget::append_custom_section(bytes, "zundoko-test", &n.to_le_bytes())
 }
 
 fn built(dir: &str, name: &str, how: &str) -> PathBuf {

@@ -125,6 +125,12 @@ fn leb128(bytes: &[u8], at: &mut usize) -> Option<u64> {
 
 /// `bytes` with a budget section appended (what `scripts/set-budget.py` does): for tests.
 pub fn with_section(bytes: &[u8], payload: &[u8]) -> Vec<u8> {
+    append_custom_section(bytes.to_vec(), SECTION, payload)
+}
+
+/// `bytes` with a top-level custom section `name` holding `payload` appended: the same
+/// component to the engine, other bytes (tests and benchmarks make distinct digests with it).
+pub fn append_custom_section(mut bytes: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
     fn leb(mut v: usize, out: &mut Vec<u8>) {
         loop {
             let byte = (v & 0x7f) as u8;
@@ -136,14 +142,13 @@ pub fn with_section(bytes: &[u8], payload: &[u8]) -> Vec<u8> {
         }
     }
     let mut content = Vec::new();
-    leb(SECTION.len(), &mut content);
-    content.extend_from_slice(SECTION.as_bytes());
+    leb(name.len(), &mut content);
+    content.extend_from_slice(name.as_bytes());
     content.extend_from_slice(payload);
-    let mut out = bytes.to_vec();
-    out.push(0);
-    leb(content.len(), &mut out);
-    out.extend_from_slice(&content);
-    out
+    bytes.push(0);
+    leb(content.len(), &mut bytes);
+    bytes.extend_from_slice(&content);
+    bytes
 }
 
 #[cfg(test)]
