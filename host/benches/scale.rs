@@ -34,8 +34,9 @@
 //! elsewhere on the machine weighs on both alike; the ratios are against their mean),
 //! `ZUNDOKO_BENCH_PERF=FILE` (records the operator's first run with `perf record --call-graph
 //! dwarf` into FILE, from its first Hikawa to its last Kiyoshi; dev tooling, needs linux-perf),
-//! `ZUNDOKO_BENCH_LOG` (the operator's log filter, default `warn`; at any other the log is
-//! discarded, to measure what it costs), `ZUNDOKO_BENCH_OPERATOR_ENV` (`K=V;K=V`, for the
+//! `ZUNDOKO_BENCH_LOG` (the operator's log filter, default `info` as the operator's own, with
+//! its per-word `decided` line, written to /dev/null as a Pod's stderr is taken by the node; at
+//! `warn` the operator's warnings reach this terminal), `ZUNDOKO_BENCH_OPERATOR_ENV` (`K=V;K=V`, for the
 //! operator's process only).
 
 use std::collections::VecDeque;
@@ -61,6 +62,11 @@ use zundoko_operator::reconcile::pace::{Pace, PaceSettings};
 use zundoko_operator::reconcile::plan_check::PlanLimits;
 use zundoko_rules::Observed;
 
+/// The operator's allocator (main.rs) in every role, so that the ceiling's client differs from
+/// the operator only by what the operator does beyond its writes.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
 const NAMESPACE: &str = "default";
 /// Hikawas created at once (by the benchmark for the operator runs, by the ceiling client for
@@ -68,6 +74,8 @@ const NAMESPACE: &str = "default";
 const CREATE_CONCURRENCY: usize = 16;
 
 fn main() {
+    // As the operator's main does, so that RSS compares.
+    zundoko_operator::process::memory::no_transparent_huge_pages();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     match std::env::var(ROLE).as_deref() {
         Ok("ceiling") => runtime.block_on(ceiling_client()),
@@ -534,7 +542,7 @@ fn free_port() -> u16 {
 async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
     let server = fresh_server(latency_ms).await;
     let port = free_port();
-    let log = std::env::var("ZUNDOKO_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+    let log = std::env::var("ZUNDOKO_BENCH_LOG").unwrap_or_else(|_| "info".into());
     let mut operator: Child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
         .arg("run")
         .args(rules_args)

@@ -1,5 +1,5 @@
 //! The command line as a user runs it: `check`, `simulate` (replayable by seed), `crd`, and
-//! `run` refusing to start without a usable module.
+//! `run` refusing to start without a usable module, and on the worker threads it is given.
 
 mod common;
 
@@ -118,12 +118,18 @@ fn crd_prints_the_four_crds() {
     assert!(documents.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_without_a_usable_module_exits_naming_each_source_and_reason() {
+/// A local API server, a directory of the test's own and a kubeconfig for the server in it.
+async fn local_api_server(name: &str) -> (zundoko_apiserver::ApiServer, std::path::PathBuf, std::path::PathBuf) {
     let server = zundoko_apiserver::ApiServer::start(zundoko_apiserver::ServerConfig::default()).await.unwrap();
-    let dir = common::kubelet::temp_dir("cli-run");
+    let dir = common::kubelet::temp_dir(name);
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    (server, dir, kubeconfig)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_a_usable_module_exits_naming_each_source_and_reason() {
+    let (_server, dir, kubeconfig) = local_api_server("cli-run").await;
     let bad = dir.join("rules.wasm");
     std::fs::write(&bad, b"definitely not wasm").unwrap();
     let run = move |args: &[&str]| {
@@ -147,4 +153,40 @@ async fn run_without_a_usable_module_exits_naming_each_source_and_reason() {
     let out = operator(&["run", "--module-configmap", "no-slash"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("is not NAMESPACE/NAME[:KEY]"), "{}", stderr(&out));
+}
+
+/// `run` builds its runtime with the async worker threads `--worker-threads` asks for, one by
+/// default (it says so once started, from the runtime itself); zero is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_works_on_the_threads_asked_and_one_by_default() {
+    use std::io::BufRead as _;
+    let (_server, _dir, kubeconfig) = local_api_server("cli-workers").await;
+    let module = module_path("zundoko-classic");
+    for (asked, expected) in [(None, 1), (Some("3"), 3)] {
+        let (kubeconfig, module) = (kubeconfig.clone(), module.clone());
+        let started = tokio::task::spawn_blocking(move || {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+                .arg("run")
+                .args(["--module", module.to_str().unwrap(), "--http-addr", "off"])
+                .args(asked.map(|n| ["--worker-threads", n]).into_iter().flatten())
+                .env("KUBECONFIG", &kubeconfig)
+                .env("RUST_LOG", "info")
+                .env("ZUNDOKO_LOG_FORMAT", "text")
+                .env_remove("ZUNDOKO_WORKER_THREADS")
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+            let line = lines.map_while(Result::ok).find(|l| l.contains(" started "));
+            let _ = child.kill();
+            let _ = child.wait();
+            line.expect("a `started` line before the operator's stderr ended")
+        })
+        .await
+        .unwrap();
+        assert!(started.contains(&format!("worker_threads={expected} ")), "{asked:?}: {started}");
+    }
+    let out = operator(&["run", "--worker-threads", "0", "--module", module.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--worker-threads"), "{}", stderr(&out));
 }

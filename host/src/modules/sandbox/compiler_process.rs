@@ -51,6 +51,11 @@ impl CompilerProcess {
             .arg((self.max_memory_bytes >> 20).to_string())
             .arg("--limits-json")
             .arg(limits_json)
+            // The operator's allocator (mimalloc) reserves 1 GiB at a time, writable where the
+            // kernel overcommits, and RLIMIT_DATA counts a writable mapping in full: in 16 MiB
+            // steps instead, the limit counts about what the compile uses, and one step too many
+            // fails as an allocation (lazily committed reservations would fault instead).
+            .env("MIMALLOC_ARENA_RESERVE", "16MiB")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
