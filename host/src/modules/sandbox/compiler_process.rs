@@ -94,8 +94,9 @@ impl CompilerProcess {
         }
         let said = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         let said = crate::text::printable(said.strip_prefix("error: ").unwrap_or(said), 512);
-        // Rust's allocator says "memory allocation of N bytes failed" and aborts.
-        if stderr.contains("memory allocation") || stderr.contains("Cannot allocate memory") {
+        // Rust's allocator says "memory allocation of N bytes failed" and aborts; a fallible
+        // reservation (reading the module in) fails as an io error "out of memory".
+        if ["memory allocation", "Cannot allocate memory", "out of memory"].iter().any(|said| stderr.contains(said)) {
             return Err(failed(format!(
                 "compiling it needed more than {} MiB (--max-compile-mib): {said}",
                 self.max_memory_bytes >> 20
