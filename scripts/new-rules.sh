@@ -46,30 +46,23 @@ created $dir/ (a crate of the workspace, listed in Cargo.toml). Next:
   make remove-rules NAME=$name        # to remove it
 MSG
   ;;
-python)
-  mkdir -p "$dir/tests"
-  for f in pyproject.toml rules.py app.py tests/test_song.py; do
-    sed -e "s/__NAME__/$name/g" "tools/kits/python/template/$f" > "$dir/$f"
+python | js)
+  # The interpreted languages: the same scaffold from each kit's template/.
+  if [ "$lang" = python ]; then
+    tests=tests files="pyproject.toml rules.py app.py tests/test_song.py"
+    what="Python: rules.py, app.py, pyproject.toml, tests/" runner=pytest built="componentize-py, about 18 MB"
+  else
+    tests=test files="package.json rules.js app.js test/song.test.js"
+    what="JavaScript: rules.js, app.js, package.json, test/" runner="node --test" built="componentize-js, about 12 MB"
+  fi
+  mkdir -p "$dir/$tests"
+  for f in $files; do
+    sed -e "s/__NAME__/$name/g" "tools/kits/$lang/template/$f" > "$dir/$f"
   done
   cat <<MSG
-created $dir/ (Python: rules.py, app.py, pyproject.toml, tests/). Next:
-  make test-rules NAME=$name          # the rules' native tests (pytest; installs the pinned kit once)
-  make rules NAME=$name               # build target/modules/$name.wasm (componentize-py, about 18 MB)
-  target/debug/zundoko-operator test --module target/modules/$name.wasm
-  make simulate MODULE=target/modules/$name.wasm
-  make push MODULE=target/modules/$name.wasm REF=REGISTRY/REPO:TAG   # too big for a ConfigMap (1 MiB): a registry, then a ZundokoRules
-  make remove-rules NAME=$name        # to remove it
-MSG
-  ;;
-js)
-  mkdir -p "$dir/test"
-  for f in package.json rules.js app.js test/song.test.js; do
-    sed -e "s/__NAME__/$name/g" "tools/kits/js/template/$f" > "$dir/$f"
-  done
-  cat <<MSG
-created $dir/ (JavaScript: rules.js, app.js, package.json, test/). Next:
-  make test-rules NAME=$name          # the rules' native tests (node --test; installs the pinned kit once)
-  make rules NAME=$name               # build target/modules/$name.wasm (componentize-js, about 12 MB)
+created $dir/ ($what). Next:
+  make test-rules NAME=$name          # the rules' native tests ($runner; installs the pinned kit once)
+  make rules NAME=$name               # build target/modules/$name.wasm ($built)
   target/debug/zundoko-operator test --module target/modules/$name.wasm
   make simulate MODULE=target/modules/$name.wasm
   make push MODULE=target/modules/$name.wasm REF=REGISTRY/REPO:TAG   # too big for a ConfigMap (1 MiB): a registry, then a ZundokoRules
