@@ -14,7 +14,7 @@ RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
 PY_RULE_SETS := $(patsubst rules/%/pyproject.toml,%,$(wildcard rules/*/pyproject.toml))
 JS_RULE_SETS := $(patsubst rules/%/package.json,%,$(wildcard rules/*/package.json))
 # The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
-FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn
+FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn no-callback
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
 # Cargo's build output (CARGO_TARGET_DIR when set); the components go to target/ whatever it is.
@@ -133,7 +133,7 @@ JS_KIT_STAMP := tools/kits/js/node_modules/.installed
 # ConfigMap's 1 MiB: serve them from a file, a volume or a registry.
 PY_MAX_BYTES := 25165824
 JS_MAX_BYTES := 16777216
-PY_FIXTURES := hostile
+PY_FIXTURES := hostile no-callback
 JS_FIXTURES := hostile
 
 $(PY_KIT_STAMP): tools/kits/python/requirements.txt

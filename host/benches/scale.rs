@@ -367,6 +367,7 @@ async fn ceiling_client() {
         plan_limits: PlanLimits::default(),
         children: Arc::new(ChildIndex::default()),
         pace: Pace::new(PaceSettings::default()),
+        entropy: zundoko_operator::reconcile::entropy::Entropy::new(None),
     });
     let queue: Arc<std::sync::Mutex<VecDeque<Song>>> = Arc::default();
     let ready = Arc::new(tokio::sync::Notify::new());

@@ -110,6 +110,48 @@ impl Plan {
             _ => None,
         })
     }
+
+    /// Whether carrying out this plan changes what the rules observe: a child not there yet,
+    /// or a status whose phase, count or kiyoshied differs from the observed one (the rules do
+    /// not see the status message, so a message alone changes nothing they observe).
+    pub fn changes(&self, observed: &Observed) -> bool {
+        self.actions.iter().any(|action| match action {
+            Action::Say(say) => match say.kind {
+                ChildKind::Zundoko => !observed.zundokos.iter().any(|z| z.name == say.name),
+                ChildKind::Kiyoshi => observed.kiyoshi.is_none(),
+            },
+            Action::SetStatus(status) => {
+                let seen = &observed.hikawa.status;
+                seen.num_zundokos_said != status.num_zundokos_said
+                    || seen.kiyoshied != status.kiyoshied
+                    || seen.phase.as_deref() != Some(status.phase.as_str())
+            }
+            Action::RequeueAfter(_) => false,
+        })
+    }
+
+    /// When the host calls the rules again after this plan, decided from `observed` (the one
+    /// definition `run`, `simulate`, `test` and [`crate::testing`] share; the WIT file says it
+    /// in the same words): after `requeue-after` if the plan asks for it; else at once if the
+    /// plan changed what the rules observe ([`Plan::changes`]: said a word, or changed the
+    /// status); else only when something else changes.
+    pub fn next_call(&self, observed: &Observed) -> NextCall {
+        match self.requeue_after() {
+            Some(ms) => NextCall::After(ms),
+            None if self.changes(observed) => NextCall::After(0),
+            None => NextCall::WhenSomethingChanges,
+        }
+    }
+}
+
+/// When the rules are called again after a plan ([`Plan::next_call`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextCall {
+    /// After this many milliseconds (0: at once, after the plan's own writes).
+    After(u64),
+    /// Only when something the plan did not do changes: the Hikawa (a spec edit), its
+    /// children, the module.
+    WhenSomethingChanges,
 }
 
 /// One line: `say #3 Doko, status Singing(3), requeue 500 ms` (or `nothing to do`).
@@ -208,5 +250,36 @@ impl Observed {
                 Action::RequeueAfter(_) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn say(index: u32) -> Action {
+        Action::Say(Say { kind: ChildKind::Zundoko, namespace: "default".into(), name: format!("h-zundoko-{index:03}"), index, word: "Zun".into() })
+    }
+
+    fn status(phase: &str, message: &str) -> Action {
+        Action::SetStatus(StatusUpdate { phase: phase.into(), num_zundokos_said: 0, kiyoshied: false, message: message.into() })
+    }
+
+    #[test]
+    fn the_rules_are_called_again_after_their_callback_or_what_they_changed() {
+        let mut observed = Observed::default();
+        let plan = |actions: Vec<Action>| Plan { actions };
+        assert_eq!(plan(vec![say(1), Action::RequeueAfter(500)]).next_call(&observed), NextCall::After(500));
+        assert_eq!(plan(vec![say(1)]).next_call(&observed), NextCall::After(0), "a word wakes them");
+        assert_eq!(plan(vec![status("Singing", "")]).next_call(&observed), NextCall::After(0), "a status they observe wakes them");
+        observed.apply(&plan(vec![status("Singing", "")]));
+        assert_eq!(plan(vec![status("Singing", "a new message")]).next_call(&observed), NextCall::WhenSomethingChanges, "the message is not observed");
+        assert_eq!(plan(vec![]).next_call(&observed), NextCall::WhenSomethingChanges);
+        observed.apply(&plan(vec![say(1)]));
+        assert_eq!(plan(vec![say(1)]).next_call(&observed), NextCall::WhenSomethingChanges, "a word already said changes nothing");
+        let kiyoshi = Action::Say(Say { kind: ChildKind::Kiyoshi, namespace: "default".into(), name: "h-kiyoshi".into(), index: 2, word: "Ki-yo-shi!".into() });
+        assert_eq!(plan(vec![kiyoshi.clone()]).next_call(&observed), NextCall::After(0));
+        observed.apply(&plan(vec![kiyoshi.clone()]));
+        assert_eq!(plan(vec![kiyoshi]).next_call(&observed), NextCall::WhenSomethingChanges);
     }
 }

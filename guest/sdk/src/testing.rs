@@ -2,7 +2,7 @@
 //! the same loop the host's `simulate` and `test` run, without wasm.
 
 use crate::song::mix;
-use crate::{ChildKind, Hikawa, Observed, Rules, RuleError};
+use crate::{ChildKind, Hikawa, NextCall, Observed, Rules, RuleError};
 
 /// When every test song starts (virtual milliseconds since the epoch).
 pub const T0: i64 = 1_000_000;
@@ -68,11 +68,11 @@ pub fn sing(rules: &impl Rules, mut observed: Observed, seed: u64) -> Result<Son
         if !song.after_kiyoshi.is_empty() {
             break;
         }
+        let next = plan.next_call(&observed);
         observed.apply(&plan);
-        match plan.requeue_after() {
-            Some(ms) => observed.now = observed.now.saturating_add(ms as i64),
-            None if plan.says().next().is_some() => {} // a new child wakes the rules at once
-            None => break,
+        match next {
+            NextCall::After(ms) => observed.now = observed.now.saturating_add(ms as i64),
+            NextCall::WhenSomethingChanges => break,
         }
     }
     song.final_state = observed;

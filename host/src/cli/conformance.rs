@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng, rngs::StdRng};
 use serde::Serialize;
-use zundoko_rules::{ChildKind, Hikawa, Observed, Plan};
+use zundoko_rules::{ChildKind, Hikawa, NextCall, Observed, Plan};
 
 use crate::modules::rules::smoke_test;
 use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
@@ -332,24 +332,24 @@ fn sing(module: &RulesModule, seed: u64, limits: &PlanLimits, budget: u64, tally
                 ChildKind::Kiyoshi => tally.kiyoshi_words.insert(say.word.clone()),
             };
         }
+        let next = plan.next_call(&observed);
         observed.apply(&plan);
-        match plan.requeue_after() {
-            Some(ms) => observed.now = observed.now.saturating_add(ms as i64),
-            None if plan.says().next().is_some() => {} // a new child wakes the rules again at once
-            None if observed.kiyoshi.is_some() && !probed_later => {
+        match next {
+            NextCall::After(ms) => observed.now = observed.now.saturating_add(ms as i64),
+            NextCall::WhenSomethingChanges if observed.kiyoshi.is_some() && !probed_later => {
                 // Settled after its Kiyoshi: one more look much later must say nothing either.
                 probed_later = true;
                 observed.now = observed.now.saturating_add(interval as i64 + 60_000);
             }
-            None if observed.kiyoshi.is_some() => {
+            NextCall::WhenSomethingChanges if observed.kiyoshi.is_some() => {
                 tally.lengths.push(observed.zundokos.len());
                 if observed.zundokos.len() > tally.longest_song.len() {
                     tally.longest_song = observed.zundokos.iter().map(|z| z.word.clone()).collect();
                 }
                 return Ok(());
             }
-            None => {
-                return Err((at, SongFault::NoKiyoshi("stopped (no requeue, nothing said) without a Kiyoshi".into())));
+            NextCall::WhenSomethingChanges => {
+                return Err((at, SongFault::NoKiyoshi("stopped (no requeue, nothing changed) without a Kiyoshi".into())));
             }
         }
     }

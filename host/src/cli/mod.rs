@@ -320,6 +320,12 @@ pub struct RunArgs {
     /// Hikawa before it decides anyway.
     #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().cache_wait.as_millis() as u64)]
     pub cache_wait_ms: u64,
+    /// For tests and replays, never in production: every Hikawa draws its decisions' entropy
+    /// from a generator seeded with this, so its n-th decision gets the entropy the n-th
+    /// decision of `simulate --seed N` gets, and a module sings the same song in both (and
+    /// every Hikawa the same song).
+    #[arg(long, env = "ZUNDOKO_ENTROPY_SEED")]
+    pub entropy_seed: Option<u64>,
     /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
     #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: String,
@@ -614,6 +620,7 @@ impl RunArgs {
                 cache_wait: Duration::from_millis(self.cache_wait_ms),
             },
             instance: instance.clone(),
+            entropy_seed: self.entropy_seed,
             rules_namespaces: match &self.rules_namespaces {
                 given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
                 _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::reconcile::controller::DEFAULT_RULES_NAMESPACE.into())],

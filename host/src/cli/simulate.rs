@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use rand::{RngCore, SeedableRng, rngs::StdRng};
-use zundoko_rules::{ChildKind, Observed};
+use zundoko_rules::{ChildKind, NextCall, Observed};
 
 use crate::crd::Hikawa;
 use crate::modules::rules::{Rules, decide};
@@ -89,11 +89,11 @@ pub fn simulate(
             song.times.push(at);
             song.kiyoshied |= say.kind == ChildKind::Kiyoshi;
         }
+        let next = plan.next_call(&observed);
         observed.apply(&plan);
-        match plan.requeue_after() {
-            Some(ms) => observed.now += ms as i64,
-            None if plan.says().next().is_some() => {} // a new child wakes the rules again at once
-            None => break,
+        match next {
+            NextCall::After(ms) => observed.now += ms as i64,
+            NextCall::WhenSomethingChanges => break,
         }
     }
     writeln!(out, "song: {}", printable(&song.words.join(" "), 64 << 10))?;

@@ -121,6 +121,8 @@ pub struct ChildIndex {
     synced: signal::Sender<(bool, bool)>,
     /// The shards whose children each kind's last full list covered: Zundokos, Kiyoshis.
     covered: RwLock<(BTreeSet<u16>, BTreeSet<u16>)>,
+    /// The shards both kinds cover, for waking the Hikawas that waited for them.
+    coverage: signal::Sender<BTreeSet<u16>>,
 }
 
 /// The children of one Hikawa that it owns, in index order.
@@ -139,6 +141,7 @@ impl Default for ChildIndex {
             namespaces: Interner::default(),
             synced: signal::Sender::new((false, false)),
             covered: RwLock::default(),
+            coverage: signal::Sender::new(BTreeSet::new()),
         }
     }
 }
@@ -243,9 +246,21 @@ impl ChildIndex {
         covered.0.contains(&shard) && covered.1.contains(&shard)
     }
 
+    /// The shards both kinds cover, changing as lists complete: a Hikawa that found its shard
+    /// not covered waits for this instead of polling.
+    pub fn coverage(&self) -> signal::Receiver<BTreeSet<u16>> {
+        self.coverage.subscribe()
+    }
+
     fn listed(&self, kiyoshis: bool, shards: &BTreeSet<u16>) {
         let mut covered = self.covered.write().unwrap_or_else(|p| p.into_inner());
         if kiyoshis { covered.1 = shards.clone() } else { covered.0 = shards.clone() }
+        let both: BTreeSet<u16> = covered.0.intersection(&covered.1).copied().collect();
+        self.coverage.send_if_modified(|now| {
+            let changed = *now != both;
+            *now = both;
+            changed
+        });
     }
 
     pub fn is_synced(&self) -> bool {

@@ -13,6 +13,7 @@ use crate::process::health::Health;
 use crate::process::leader::ShardTable;
 use crate::process::metrics::Metrics;
 use crate::reconcile::children::ChildIndex;
+use crate::reconcile::entropy::Entropy;
 use crate::reconcile::events::EventSink;
 use crate::reconcile::pace::Pace;
 use crate::reconcile::plan_check::PlanLimits;
@@ -73,4 +74,6 @@ pub struct Context {
     pub plan_limits: PlanLimits,
     pub children: Arc<ChildIndex>,
     pub pace: Pace,
+    /// Each decision's entropy: random, or seeded for a replay.
+    pub entropy: Entropy,
 }

@@ -27,6 +27,7 @@ use crate::reconcile::apply::{self, HIKAWA_LABEL};
 use crate::reconcile::children::{self, ChildIndex};
 use crate::process::leader::{Entered, ShardTable};
 use crate::reconcile::context::{Context, Shared, Writer};
+use crate::reconcile::entropy::Entropy;
 use crate::reconcile::lean::{self, LeanHikawa};
 use crate::reconcile::observe::observe;
 use crate::reconcile::pace::{Footprint, Gate, Pace, PaceSettings};
@@ -51,6 +52,9 @@ pub struct Settings {
     pub instance: String,
     /// Namespaces whose ConfigMaps ZundokoRules may name as sources.
     pub rules_namespaces: Vec<String>,
+    /// Draw every Hikawa's entropy from a generator seeded with this (as `simulate --seed`
+    /// does), for tests and replays; random if `None`.
+    pub entropy_seed: Option<u64>,
 }
 
 impl Default for Settings {
@@ -62,6 +66,7 @@ impl Default for Settings {
             pace: PaceSettings::default(),
             instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "zundoko-operator".into()),
             rules_namespaces: vec![DEFAULT_RULES_NAMESPACE.into()],
+            entropy_seed: None,
         }
     }
 }
@@ -94,6 +99,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         plan_limits: settings.plan_limits.clone(),
         children: Arc::new(ChildIndex::default()),
         pace: Pace::new(settings.pace.clone()),
+        entropy: Entropy::new(settings.entropy_seed),
     });
     let (hikawas, writer) = reflector::store();
     // managedFields, labels and annotations (kubectl's last-applied-configuration among them:
@@ -113,6 +119,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
             Event::Delete(hikawa) => {
                 let uid = hikawa.uid().unwrap_or_default();
                 ctx.pace.forget(&uid);
+                ctx.entropy.forget(&uid);
                 ctx.rulesets.forget_member(&uid);
             }
             Event::InitDone => {
@@ -191,6 +198,30 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
             futures::stream::iter(mine)
         })
     };
+    // A shard whose children are listed now: its Hikawas that waited for that are decided.
+    let covered = {
+        let hikawas = hikawas.clone();
+        let (coverage, shards) = (ctx.children.coverage(), ctx.shards.clone());
+        futures::stream::unfold((coverage, std::collections::BTreeSet::new()), |(mut rx, before)| async move {
+            rx.changed().await.ok()?;
+            let now = rx.borrow_and_update().clone();
+            let new: std::collections::BTreeSet<u16> = now.difference(&before).copied().collect();
+            Some((new, (rx, now)))
+        })
+        .flat_map(move |new| {
+            let waited: Vec<ObjectRef<Hikawa>> = if new.is_empty() {
+                Vec::new()
+            } else {
+                hikawas
+                    .state()
+                    .iter()
+                    .filter(|h| h.uid().is_some_and(|uid| new.contains(&shards.shard_of(&uid))))
+                    .map(|h| ObjectRef::from_obj(h.as_ref()))
+                    .collect()
+            };
+            futures::stream::iter(waited)
+        })
+    };
     let rules_controller = rulesets::controller::run(
         client.clone(),
         shards.clone(),
@@ -212,6 +243,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         .owns_stream(kiyoshis)
         .reconcile_on(swapped)
         .reconcile_on(taken)
+        .reconcile_on(covered)
         .with_config(controller::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile, error_policy, ctx)
@@ -248,6 +280,11 @@ impl Drop for AbortOnDrop {
 /// bounded by the API timeout, each guest call by its fuel), leaving the rest of the pod's 30 s
 /// for handing the shards back.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a Hikawa waits for its shard's children to be listed, or for the rule sets to be,
+/// before it looks again by itself: what ends the wait is the wake-up when they are (a stream
+/// of `run`), so waiting costs nothing; this only bounds a wake-up that never came.
+pub const WAITING_FALLBACK: Duration = Duration::from_secs(30);
 
 /// When a reconcile comes back for Said Events it could not publish.
 pub const UNSAID_RETRY: Duration = Duration::from_millis(500);
@@ -288,7 +325,8 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     // children to be listed.
     if !ctx.children.covers(shard) {
         ctx.metrics.not_decided("catching-up");
-        return Ok(Action::requeue(Duration::from_millis(200)));
+        // Woken when the shard is covered (`covered` in `run`), not by polling.
+        return Ok(Action::requeue(WAITING_FALLBACK));
     }
     // What this process's own last writes answered stands in for what the caches do not show
     // yet: the next decision waits for no watch (pace.rs).
@@ -305,7 +343,8 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
             Choice::Decide { rules, candidate } => Ok((rules, candidate)),
             Choice::CatchingUp => {
                 ctx.metrics.not_decided("catching-up");
-                return Ok(Action::requeue(Duration::from_millis(200)));
+                // Woken when the rule sets are listed or this one serves (`swapped` in `run`).
+                return Ok(Action::requeue(WAITING_FALLBACK));
             }
             Choice::Unavailable(error) => Err(error),
         },
@@ -382,7 +421,7 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
     let children = children.take().unwrap_or_else(owned);
     // What the rules see is what the next decision waits to see again.
     (seen.zundokos, seen.kiyoshi) = (children.zundokos.len() as u32, children.kiyoshi.is_some());
-    let entropy: u64 = rand::random();
+    let entropy = ctx.entropy.draw(&uid);
     let observed = Arc::new(observe(&hikawa, children, now_ms(), entropy));
     let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
     ctx.metrics.decided(&decision);
@@ -438,8 +477,9 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         status: Some(applied.status),
         ..seen
     };
-    let requeue = plan.requeue_after().map(Duration::from_millis);
-    let requeue = ctx.pace.decided(&uid, left, requeue, applied.zundokos + applied.kiyoshi as u32, started);
+    // When the rules are called again: the definition `simulate` and `test` share.
+    let next = plan.next_call(&observed);
+    let requeue = ctx.pace.decided(&uid, left, next, applied.zundokos + applied.kiyoshi as u32, started);
     Ok(come_back(&ctx, &uid, requeue))
 }
 

@@ -7,6 +7,7 @@ pub mod apply;
 pub mod children;
 pub mod context;
 pub mod controller;
+pub mod entropy;
 pub mod events;
 pub mod lean;
 pub mod observe;

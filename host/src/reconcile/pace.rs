@@ -6,9 +6,12 @@
 //!   own writes (the new child, the status as written), so a word is decided once, never
 //!   twice from a stale cache. If they never show up (say, the child was deleted at once),
 //!   the wait ends after `cache_wait`.
-//! - Own writes wake nothing: a reconcile that finds the Hikawa and its children exactly as
-//!   the last decision left them does not decide again, unless the rules asked to be called
-//!   back and that time has come. A status that changes on every call writes once.
+//! - Own writes wake nothing by themselves: a reconcile that finds the Hikawa and its children
+//!   exactly as the last decision left them decides again only when that decision's
+//!   [`NextCall`] is due (the one definition `simulate` and `test` share: after the plan's
+//!   `requeue-after`; else at once if the plan changed what the rules observe, a word or the
+//!   status; else never, until something else changes). A status message that changes on every
+//!   call writes once (the rules do not observe the message).
 //! - Idle decisions are budgeted: a decision that says no word spends a token (a bucket of
 //!   `idle_burst`, refilled at `idle_per_sec`, plus one per word said); without a token the
 //!   Hikawa is throttled until one is there, and reported. A requeue asked without a word is
@@ -30,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use zundoko_rules::Said;
+use zundoko_rules::{NextCall, Said};
 
 use crate::crd::{Hikawa, HikawaStatus};
 use crate::reconcile::children::Owned;
@@ -90,7 +93,8 @@ pub enum Gate {
     /// event that shows them comes sooner, normally).
     CatchingUp { retry_in: Duration },
     /// Nothing changed but what this process wrote itself. Decide again after `due`, if the
-    /// rules asked to be called back; otherwise when something changes.
+    /// last decision's [`NextCall`] says when; otherwise (it changed nothing the rules observe
+    /// and asked for no callback) only when something else changes.
     Unchanged { due: Option<Duration> },
     /// Too many idle decisions in a row: not before then. `report` is true once per minute.
     Throttled { retry_in: Duration, report: bool },
@@ -201,9 +205,15 @@ impl Pace {
         })
     }
 
-    /// A decision was applied. `requeue`: what the rules asked; `words`: words it said.
-    /// Returns the delay to requeue with (the floor applied to idle plans).
-    pub fn decided(&self, uid: &str, left: Footprint, requeue: Option<Duration>, words: u32, now: Instant) -> Option<Duration> {
+    /// A decision was applied. `next`: when the rules are called again after it
+    /// ([`Plan::next_call`](zundoko_rules::Plan::next_call)); `words`: words it said.
+    /// Returns the delay to requeue with (the floor applied to idle plans), `None` to wait for
+    /// a change.
+    pub fn decided(&self, uid: &str, left: Footprint, next: NextCall, words: u32, now: Instant) -> Option<Duration> {
+        let requeue = match next {
+            NextCall::After(ms) => Some(Duration::from_millis(ms)),
+            NextCall::WhenSomethingChanges => None,
+        };
         self.with(uid, now, |e, s| {
             e.refill(s, now);
             if words == 0 {
@@ -411,7 +421,7 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(pace.gate("u", &fp(0, ""), t0), Gate::Decide, "first sight");
         // Said word 1, asked to be called back at once.
-        assert_eq!(pace.decided("u", fp(1, "1 word"), Some(Duration::ZERO), 1, t0), Some(Duration::ZERO));
+        assert_eq!(pace.decided("u", fp(1, "1 word"), NextCall::After(0), 1, t0), Some(Duration::ZERO));
         // The caches still show the old state: wait, do not decide word 1 again.
         assert!(matches!(pace.gate("u", &fp(0, ""), t0), Gate::CatchingUp { .. }));
         // Child there, status not yet.
@@ -419,7 +429,7 @@ mod tests {
         // Both there, and the callback is due: decide.
         assert_eq!(pace.gate("u", &fp(1, "1 word"), t0), Gate::Decide);
         // If the caches never catch up, decide anyway after the wait.
-        pace.decided("u", fp(2, "2 words"), None, 1, t0);
+        pace.decided("u", fp(2, "2 words"), NextCall::WhenSomethingChanges, 1, t0);
         assert_eq!(pace.gate("u", &fp(1, "1 word"), t0 + Duration::from_secs(16)), Gate::Decide);
     }
 
@@ -427,14 +437,14 @@ mod tests {
     fn own_writes_wake_nothing_but_a_change_or_the_callback_does() {
         let pace = Pace::new(settings());
         let t0 = Instant::now();
-        pace.decided("u", fp(1, "now 1"), None, 0, t0);
+        pace.decided("u", fp(1, "now 1"), NextCall::WhenSomethingChanges, 0, t0);
         assert_eq!(pace.gate("u", &fp(1, "now 1"), t0), Gate::Unchanged { due: None });
         // Someone else edits the spec: decide.
         let mut edited = fp(1, "now 1");
         edited.generation = 2;
         assert_eq!(pace.gate("u", &edited, t0), Gate::Decide);
         // A callback in 500 ms.
-        pace.decided("u", fp(1, "now 1"), Some(Duration::from_millis(500)), 0, t0);
+        pace.decided("u", fp(1, "now 1"), NextCall::After(500), 0, t0);
         assert_eq!(pace.gate("u", &fp(1, "now 1"), t0), Gate::Unchanged { due: Some(Duration::from_millis(500)) });
         assert_eq!(pace.gate("u", &fp(1, "now 1"), t0 + Duration::from_millis(500)), Gate::Decide);
     }
@@ -444,9 +454,9 @@ mod tests {
         let pace = Pace::new(settings());
         let t0 = Instant::now();
         // A module that asks to be called back at once and says nothing: floored...
-        assert_eq!(pace.decided("u", fp(0, ""), Some(Duration::ZERO), 0, t0), Some(Duration::from_millis(100)));
-        pace.decided("u", fp(0, ""), Some(Duration::ZERO), 0, t0);
-        pace.decided("u", fp(0, ""), Some(Duration::ZERO), 0, t0);
+        assert_eq!(pace.decided("u", fp(0, ""), NextCall::After(0), 0, t0), Some(Duration::from_millis(100)));
+        pace.decided("u", fp(0, ""), NextCall::After(0), 0, t0);
+        pace.decided("u", fp(0, ""), NextCall::After(0), 0, t0);
         // ...and after the burst of 3, throttled until a token is back (2 per second).
         let later = t0 + Duration::from_millis(100);
         match pace.gate("u", &fp(0, ""), later) {
@@ -461,8 +471,8 @@ mod tests {
         // Words refill it: a song never runs dry.
         let pace = Pace::new(settings());
         for i in 0..100 {
-            pace.decided("s", fp(i, ""), Some(Duration::ZERO), 0, t0);
-            pace.decided("s", fp(i + 1, ""), Some(Duration::ZERO), 1, t0);
+            pace.decided("s", fp(i, ""), NextCall::After(0), 0, t0);
+            pace.decided("s", fp(i + 1, ""), NextCall::After(0), 1, t0);
         }
         assert_eq!(pace.gate("s", &fp(100, ""), t0), Gate::Decide);
     }
@@ -472,7 +482,7 @@ mod tests {
         let pace = Pace::new(settings());
         let t0 = Instant::now();
         assert!(pace.said_elsewhere("u", &fp(3, "a")), "nothing remembered: a start, or a shard just taken");
-        pace.decided("u", fp(4, "a"), None, 1, t0);
+        pace.decided("u", fp(4, "a"), NextCall::WhenSomethingChanges, 1, t0);
         assert!(!pace.said_elsewhere("u", &fp(3, "a")), "its own word not in the caches yet");
         assert!(!pace.said_elsewhere("u", &fp(4, "a")), "its own word");
         assert!(pace.said_elsewhere("u", &fp(5, "a")), "a word it did not say (a write of its own landed late, or another replica)");
@@ -541,7 +551,7 @@ mod tests {
         assert_eq!(delays, [250, 500, 1000, 2000]);
         assert_eq!(pace.failures("u"), 4);
         assert_eq!(pace.gate("u", &fp(0, "x"), t0), Gate::Unchanged { due: Some(Duration::from_millis(2000)) });
-        pace.decided("u", fp(1, "x"), None, 1, t0);
+        pace.decided("u", fp(1, "x"), NextCall::WhenSomethingChanges, 1, t0);
         assert_eq!(pace.failures("u"), 0);
         pace.forget("u");
         assert!(pace.is_empty());

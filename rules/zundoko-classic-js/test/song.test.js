@@ -134,3 +134,21 @@ test('module info', () => {
   assert.equal(info.version, '0.1.0');
   assert.ok(info.description);
 });
+
+test('the rules are called again as the host calls them', async () => {
+  // The WIT contract's `requeue-after`, as the host implements it (Plan::next_call in Rust):
+  // after the callback if asked; else at once if the plan changed what the rules observe (a word,
+  // the status's phase, count or kiyoshied); else not until something else changes.
+  const { nextCall } = await import('zundoko-kit');
+  const observed = newHikawa(0n);
+  const say = { tag: 'say', val: { kind: 'zundoko', namespace: 'default', name: 'hikawa-sample-zundoko-001', index: 1, word: 'Zun' } };
+  const status = (message) => ({ tag: 'set-status', val: { phase: 'Singing', numZundokosSaid: 0, kiyoshied: false, message } });
+  assert.equal(nextCall({ actions: [say, { tag: 'requeue-after', val: 500n }] }, observed), 500n);
+  assert.equal(nextCall({ actions: [say] }, observed), 0n);
+  assert.equal(nextCall({ actions: [status('')] }, observed), 0n);
+  observed.hikawa.status = { numZundokosSaid: 0, kiyoshied: false, phase: 'Singing' };
+  assert.equal(nextCall({ actions: [status('a new message')] }, observed), undefined);
+  assert.equal(nextCall({ actions: [] }, observed), undefined);
+  observed.zundokos.push({ name: 'hikawa-sample-zundoko-001', index: 1, word: 'Zun', saidAt: T0 });
+  assert.equal(nextCall({ actions: [say] }, observed), undefined, 'a word already said changes nothing');
+});

@@ -133,3 +133,19 @@ def test_module_info():
     info = rules().info()
     assert (info.name, info.version) == ("zundoko-classic-py", "0.1.0")
     assert info.description
+
+
+def test_the_rules_are_called_again_as_the_host_calls_them():
+    """The WIT contract's `requeue-after`, as the host implements it (Plan::next_call in Rust):
+    after the callback if asked; else at once if the plan changed what the rules observe (a word,
+    the status's phase, count or kiyoshied); else not until something else changes."""
+    observed = new_hikawa(0)
+    say = Say(ChildKind.ZUNDOKO, "default", "hikawa-sample-zundoko-001", 1, "Zun")
+    assert Plan([say, RequeueAfter(500)]).next_call(observed) == 500
+    assert Plan([say]).next_call(observed) == 0
+    assert Plan([StatusUpdate("Singing", 0, False, "")]).next_call(observed) == 0
+    observed.hikawa.status = HikawaStatus(0, False, "Singing")
+    assert Plan([StatusUpdate("Singing", 0, False, "a new message")]).next_call(observed) is None
+    assert Plan([]).next_call(observed) is None
+    observed.zundokos.append(Said("hikawa-sample-zundoko-001", 1, "Zun", T0))
+    assert Plan([say]).next_call(observed) is None, "a word already said changes nothing"

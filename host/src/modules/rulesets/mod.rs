@@ -383,8 +383,17 @@ impl RuleSets {
 
     /// The rule sets have been listed once: a name not found now is not there.
     pub fn set_synced(&self) {
-        self.synced.store(true, Ordering::SeqCst);
+        if self.synced.swap(true, Ordering::SeqCst) {
+            return;
+        }
         *self.unlistable.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // The Hikawas that found the rule sets not listed yet wait without polling: the rule
+        // sets they name are `changed` now (a Hikawa counted as a member after this saw them
+        // listed: `member` comes before `choose`).
+        let named: HashSet<String> = self.members.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for name in named {
+            let _ = self.changed.send(name);
+        }
     }
 
     /// Listing the rule sets failed (before they were ever listed): Hikawas naming one are told

@@ -54,6 +54,30 @@ export const says = (plan) => plan.actions.filter((a) => a.tag === 'say').map((a
 export const statusOf = (plan) => plan.actions.find((a) => a.tag === 'set-status')?.val;
 export const requeueAfter = (plan) => plan.actions.find((a) => a.tag === 'requeue-after')?.val;
 
+/** Whether carrying out `plan` changes what the rules observe: a child not there yet, or a status
+ * whose phase, count or kiyoshied differs (the message is not observed). */
+export function changes(plan, observed) {
+  const seen = observed.hikawa.status;
+  return plan.actions.some(({ tag, val }) => {
+    if (tag === 'say') {
+      return val.kind === 'zundoko' ? !observed.zundokos.some((z) => z.name === val.name) : observed.kiyoshi === undefined;
+    }
+    if (tag === 'set-status') {
+      return seen.numZundokosSaid !== val.numZundokosSaid || seen.kiyoshied !== val.kiyoshied || seen.phase !== val.phase;
+    }
+    return false;
+  });
+}
+
+/** When the host calls the rules again after `plan` (the WIT contract, as the host implements
+ * it): after `requeue-after` milliseconds if the plan asks; else at once (0n) if the plan changed
+ * what the rules observe; else undefined: only when something else changes. */
+export function nextCall(plan, observed) {
+  const ms = requeueAfter(plan);
+  if (ms !== undefined) return ms;
+  return changes(plan, observed) ? 0n : undefined;
+}
+
 /** One line: `say #3 Doko, status Singing(3), requeue 500 ms` (or `nothing to do`). */
 export function planToString(plan) {
   if (plan.actions.length === 0) return 'nothing to do';

@@ -1,7 +1,7 @@
 // Whole songs played natively on a virtual clock, for a rule set's own tests (`node --test`):
 // the same loop the operator's `simulate` and `test` run (guest/sdk/src/testing.rs), without wasm.
 
-import { U64_MASK, apply, requeueAfter, saturatingI64, says } from './model.js';
+import { U64_MASK, apply, nextCall, saturatingI64, says } from './model.js';
 import { mix } from './song.js';
 
 /** When every test song starts (virtual milliseconds since the epoch). */
@@ -55,14 +55,11 @@ export function sing(rules, observed, seed) {
       else song.kiyoshi = say.word;
     }
     if (song.afterKiyoshi.length > 0) break;
+    const ms = nextCall(plan, observed);
     apply(observed, plan);
-    const ms = requeueAfter(plan);
-    if (ms !== undefined) {
-      // `ms as i64`: a u64 above i64::MAX wraps, as in Rust.
-      observed.now = saturatingI64(observed.now + BigInt.asIntN(64, BigInt(ms)));
-    } else if (says(plan).length === 0) {
-      break;
-    }
+    if (ms === undefined) break;
+    // `ms as i64`: a u64 above i64::MAX wraps, as in Rust.
+    observed.now = saturatingI64(observed.now + BigInt.asIntN(64, BigInt(ms)));
   }
   song.finalState = observed;
   return song;

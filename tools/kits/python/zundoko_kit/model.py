@@ -103,6 +103,30 @@ class Plan:
     def requeue_after(self) -> Optional[int]:
         return next((a.millis for a in self.actions if isinstance(a, RequeueAfter)), None)
 
+    def changes(self, observed: "Observed") -> bool:
+        """Whether carrying out this plan changes what the rules observe: a child not there yet,
+        or a status whose phase, count or kiyoshied differs (the message is not observed)."""
+        seen = observed.hikawa.status
+        for a in self.actions:
+            if isinstance(a, Say):
+                if a.kind == ChildKind.ZUNDOKO and not any(z.name == a.name for z in observed.zundokos):
+                    return True
+                if a.kind == ChildKind.KIYOSHI and observed.kiyoshi is None:
+                    return True
+            elif isinstance(a, StatusUpdate):
+                if (seen.num_zundokos_said, seen.kiyoshied, seen.phase) != (a.num_zundokos_said, a.kiyoshied, a.phase):
+                    return True
+        return False
+
+    def next_call(self, observed: "Observed") -> Optional[int]:
+        """When the host calls the rules again after this plan (the WIT contract, as the host
+        implements it): after `requeue-after` milliseconds if the plan asks; else at once (0) if
+        the plan changed what the rules observe; else `None`: only when something else changes."""
+        ms = self.requeue_after()
+        if ms is not None:
+            return ms
+        return 0 if self.changes(observed) else None
+
     def __str__(self) -> str:
         """One line: `say #3 Doko, status Singing(3), requeue 500 ms` (or `nothing to do`)."""
         if not self.actions:

@@ -78,12 +78,11 @@ def sing(rules, observed: Observed, seed: int) -> Song:
                 song.kiyoshi = say.word
         if song.after_kiyoshi:
             break
+        ms = plan.next_call(observed)
         observed.apply(plan)
-        ms = plan.requeue_after()
-        if ms is not None:
-            # `ms as i64`: a u64 above i64::MAX wraps, as in Rust.
-            observed.now = saturating_i64(observed.now + (ms - (1 << 64) if ms >= 1 << 63 else ms))
-        elif not plan.says():
+        if ms is None:
             break
+        # `ms as i64`: a u64 above i64::MAX wraps, as in Rust.
+        observed.now = saturating_i64(observed.now + (ms - (1 << 64) if ms >= 1 << 63 else ms))
     song.final_state = observed
     return song
