@@ -26,8 +26,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use serde_json::Value;
-use zundoko_operator::modules::rules::Decision;
-use zundoko_operator::modules::sandbox::ModuleIdentity;
+use zundoko_operator::supply::contract::rules::Decision;
+use zundoko_operator::supply::sandbox::ModuleIdentity;
 use zundoko_operator::process::metrics::Metrics;
 use zundoko_rules::{Action, ChildKind, ModuleInfo, Plan};
 

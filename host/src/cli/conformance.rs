@@ -19,9 +19,9 @@ use rand::{RngCore, SeedableRng, rngs::StdRng};
 use serde::Serialize;
 use zundoko_rules::{ChildKind, Hikawa, Observed, Plan};
 
-use crate::modules::rules::smoke_test;
-use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
-use crate::reconcile::plan_check::{self, PlanLimits};
+use crate::supply::contract::rules::smoke_test;
+use crate::supply::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
+use crate::supply::contract::plan_check::{self, PlanLimits};
 use crate::text::printable;
 
 /// A module must fit a ConfigMap many times over: the product's budget.
@@ -116,8 +116,8 @@ impl Check {
 pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
     let started = Instant::now();
     // The product's budget, or what the module's budget section asked for (within ceilings).
-    let size_budget = crate::modules::sandbox::budget::read(bytes)
-        .and_then(|budget| crate::modules::sandbox::budget::grant(budget, engine.limits()))
+    let size_budget = crate::supply::sandbox::budget::read(bytes)
+        .and_then(|budget| crate::supply::sandbox::budget::grant(budget, engine.limits()))
         .map_or(MAX_MODULE_BYTES, |limits| limits.module_bytes);
     let mut checks = vec![check(
         "size",
@@ -383,7 +383,7 @@ fn decide_twice(
             }
         }
     }
-    let outcome = |(result, fuel): (Result<crate::modules::sandbox::GuestOutcome<Plan>, GuestError>, u64)| {
+    let outcome = |(result, fuel): (Result<crate::supply::sandbox::GuestOutcome<Plan>, GuestError>, u64)| {
         (result.map(|o| o.value), fuel)
     };
     same_decision(outcome(first), outcome(second))

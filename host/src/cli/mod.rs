@@ -10,11 +10,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use crate::modules::sandbox::{RulesModule, SandboxEngine, SandboxLimits, WORLD};
-use crate::modules::swap::configmap::ConfigMapRef;
-use crate::modules::swap::file::FileSource;
+use crate::supply::sandbox::{RulesModule, SandboxEngine, SandboxLimits, WORLD};
+use crate::supply::sources::configmap::ConfigMapRef;
+use crate::supply::sources::file::FileSource;
 use crate::process::telemetry::LogFormat;
-use crate::reconcile::plan_check::PlanLimits;
+use crate::supply::contract::plan_check::PlanLimits;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -78,7 +78,7 @@ pub struct CompileModuleArgs {
 /// `compile-module`: the compiler process's whole life.
 pub fn compile_module(args: &CompileModuleArgs) -> Result<()> {
     use std::io::Read as _;
-    crate::modules::sandbox::compiler_process::limit_own_memory(args.max_compile_mib << 20)
+    crate::supply::sandbox::compiler_process::limit_own_memory(args.max_compile_mib << 20)
         .context("cannot set the compiler process's memory limit")?;
     let limits: SandboxLimits = serde_json::from_str(&args.limits_json).context("--limits-json")?;
     let mut bytes = Vec::new();
@@ -105,14 +105,14 @@ pub struct RegistryArgs {
     #[arg(long = "trusted-keys", env = "ZUNDOKO_TRUSTED_KEYS", value_delimiter = ',', value_name = "PATH")]
     pub trusted_keys: Vec<PathBuf>,
     /// The longest one try of a pull may take, in seconds (every request in it).
-    #[arg(long, env = "ZUNDOKO_REGISTRY_TIMEOUT_SECS", default_value_t = crate::modules::oci::RegistrySettings::default().timeout.as_secs_f64())]
+    #[arg(long, env = "ZUNDOKO_REGISTRY_TIMEOUT_SECS", default_value_t = crate::supply::oci::RegistrySettings::default().timeout.as_secs_f64())]
     pub registry_timeout_secs: f64,
     /// The largest module accepted from a registry, in MiB (refused from the manifest, before
     /// its bytes are read).
-    #[arg(long, env = "ZUNDOKO_MAX_MODULE_MIB", default_value_t = crate::modules::oci::RegistrySettings::default().max_module_bytes >> 20)]
+    #[arg(long, env = "ZUNDOKO_MAX_MODULE_MIB", default_value_t = crate::supply::oci::RegistrySettings::default().max_module_bytes >> 20)]
     pub max_module_mib: u64,
     /// Pulls from registries at once.
-    #[arg(long, env = "ZUNDOKO_CONCURRENT_PULLS", default_value_t = crate::modules::oci::RegistrySettings::default().concurrent_pulls)]
+    #[arg(long, env = "ZUNDOKO_CONCURRENT_PULLS", default_value_t = crate::supply::oci::RegistrySettings::default().concurrent_pulls)]
     pub concurrent_pulls: usize,
     /// Certificate authorities (PEM files) trusted for registries beside the system's: a
     /// registry whose certificate an internal CA issued.
@@ -125,14 +125,14 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    pub fn settings(&self) -> Result<crate::modules::oci::RegistrySettings> {
+    pub fn settings(&self) -> Result<crate::supply::oci::RegistrySettings> {
         let timeout = Duration::try_from_secs_f64(self.registry_timeout_secs)
             .ok()
             .filter(|d| !d.is_zero() && self.registry_timeout_secs <= 3600.0)
             .with_context(|| format!("--registry-timeout-secs {} is not a number of seconds between 0 and 3600", self.registry_timeout_secs))?;
         let mut trusted_keys = Vec::new();
         for path in &self.trusted_keys {
-            trusted_keys.extend(crate::modules::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
+            trusted_keys.extend(crate::supply::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
         }
         anyhow::ensure!(self.max_module_mib >= 1, "--max-module-mib must be at least 1");
         let mut extra_ca_pem = Vec::new();
@@ -141,7 +141,7 @@ impl RegistryArgs {
             anyhow::ensure!(pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----"), "--registry-ca {} holds no PEM certificate", path.display());
             extra_ca_pem.push(pem);
         }
-        Ok(crate::modules::oci::RegistrySettings {
+        Ok(crate::supply::oci::RegistrySettings {
             insecure: self.insecure_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             timeout,
             max_module_bytes: self.max_module_mib << 20,
@@ -149,16 +149,16 @@ impl RegistryArgs {
             cache_dir: self.cache_dir.clone(),
             trusted_keys,
             extra_ca_pem,
-            ..crate::modules::oci::RegistrySettings::default()
+            ..crate::supply::oci::RegistrySettings::default()
         })
     }
 
-    pub fn auth(&self, reference: &crate::modules::oci::ModuleRef) -> Result<oci_client::secrets::RegistryAuth> {
+    pub fn auth(&self, reference: &crate::supply::oci::ModuleRef) -> Result<oci_client::secrets::RegistryAuth> {
         match &self.registry_auth {
             None => Ok(oci_client::secrets::RegistryAuth::Anonymous),
             Some(path) => {
                 let json = std::fs::read(path).with_context(|| format!("cannot read registry credentials {}", path.display()))?;
-                crate::modules::oci::auth::from_docker_config(&json, &reference.registry)
+                crate::supply::oci::auth::from_docker_config(&json, &reference.registry)
                     .map_err(|e| anyhow::anyhow!("registry credentials {}: {e}", path.display()))
             }
         }
@@ -187,7 +187,7 @@ pub struct SandboxArgs {
     /// Most Zundoko children one Hikawa may have (at most 9999: child names have at most
     /// four digits of index).
     #[arg(long, env = "ZUNDOKO_MAX_CHILDREN", default_value_t = PlanLimits::default().max_children,
-          value_parser = clap::value_parser!(u32).range(1..=crate::reconcile::plan_check::MAX_CHILDREN_LIMIT as i64))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::supply::contract::plan_check::MAX_CHILDREN_LIMIT as i64))]
     pub max_children: u32,
 }
 
@@ -242,7 +242,7 @@ pub struct RunArgs {
     /// resolved to a digest at start, and that digest serves (the cache serves it if the
     /// registry is down).
     #[arg(long, env = "ZUNDOKO_MODULE_OCI", value_name = "REF")]
-    pub module_oci: Option<crate::modules::oci::ModuleRef>,
+    pub module_oci: Option<crate::supply::oci::ModuleRef>,
     /// Resolve --module-oci's tag again this often (seconds) and swap in what it points at,
     /// checked as any new module (0: never; the digest resolved at start serves).
     #[arg(long, env = "ZUNDOKO_MODULE_OCI_POLL_SECS", default_value_t = 0)]
@@ -297,28 +297,28 @@ pub struct RunArgs {
     #[arg(long, env = "ZUNDOKO_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: u16,
     /// Hikawas reconciled at once.
-    #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::reconcile::controller::Settings::default().concurrency)]
+    #[arg(long, env = "ZUNDOKO_CONCURRENCY", default_value_t = crate::controllers::hikawa::controller::Settings::default().concurrency)]
     pub concurrency: u16,
     /// First retry delay after a failure, in ms; doubled per failure in a row.
-    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().backoff_base.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_BACKOFF_BASE_MS", default_value_t = crate::controllers::hikawa::pace::PaceSettings::default().backoff_base.as_millis() as u64)]
     pub backoff_base_ms: u64,
     /// Longest retry delay, in ms.
-    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().backoff_max.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_BACKOFF_MAX_MS", default_value_t = crate::controllers::hikawa::pace::PaceSettings::default().backoff_max.as_millis() as u64)]
     pub backoff_max_ms: u64,
     /// Shortest requeue after a plan that says no word, in ms: a module asking to be called
     /// back at once, again and again, is called at most this often.
-    #[arg(long, env = "ZUNDOKO_REQUEUE_FLOOR_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().requeue_floor.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_REQUEUE_FLOOR_MS", default_value_t = crate::controllers::hikawa::pace::PaceSettings::default().requeue_floor.as_millis() as u64)]
     pub requeue_floor_ms: u64,
     /// Decisions that say no word a Hikawa may make in a burst; past it, it is slowed to
     /// --idle-decisions-per-sec and a Warning Event says so.
-    #[arg(long, env = "ZUNDOKO_IDLE_BURST", default_value_t = crate::reconcile::pace::PaceSettings::default().idle_burst)]
+    #[arg(long, env = "ZUNDOKO_IDLE_BURST", default_value_t = crate::controllers::hikawa::pace::PaceSettings::default().idle_burst)]
     pub idle_burst: u32,
     /// Decisions that say no word a Hikawa may make per second after the burst.
-    #[arg(long, env = "ZUNDOKO_IDLE_DECISIONS_PER_SEC", default_value_t = crate::reconcile::pace::PaceSettings::default().idle_per_sec)]
+    #[arg(long, env = "ZUNDOKO_IDLE_DECISIONS_PER_SEC", default_value_t = crate::controllers::hikawa::pace::PaceSettings::default().idle_per_sec)]
     pub idle_decisions_per_sec: f64,
     /// Longest wait, in ms, for the caches to show the operator's own last writes for a
     /// Hikawa before it decides anyway.
-    #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::reconcile::pace::PaceSettings::default().cache_wait.as_millis() as u64)]
+    #[arg(long, env = "ZUNDOKO_CACHE_WAIT_MS", default_value_t = crate::controllers::hikawa::pace::PaceSettings::default().cache_wait.as_millis() as u64)]
     pub cache_wait_ms: u64,
     /// Serve /metrics, /healthz and /readyz here (`off` to serve nothing).
     #[arg(long, env = "ZUNDOKO_HTTP_ADDR", default_value = "0.0.0.0:8080")]
@@ -394,7 +394,7 @@ pub struct CheckArgs {
     /// Or a module in an OCI registry, REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]: pulled,
     /// checked against its digest (and signature, with --trusted-keys), then checked as a file is.
     #[arg(value_name = "REF")]
-    pub reference: Option<crate::modules::oci::ModuleRef>,
+    pub reference: Option<crate::supply::oci::ModuleRef>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
     #[command(flatten)]
@@ -408,7 +408,7 @@ pub struct PushArgs {
     pub module: PathBuf,
     /// Where: REGISTRY/REPOSITORY[:TAG] (without a tag, only the digest names it).
     #[arg(value_name = "REF")]
-    pub reference: crate::modules::oci::ModuleRef,
+    pub reference: crate::supply::oci::ModuleRef,
     /// Sign it with this private key (PEM ECDSA P-256, as `keygen` writes): a cosign-compatible
     /// signature stored next to it (tag sha256-<digest>.sig).
     #[arg(long, value_name = "KEY")]
@@ -459,7 +459,7 @@ pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
 }
 
 /// The one wording of a refused module: the file, the reason, the detail.
-fn rejected(path: &Path, error: crate::modules::sandbox::GuestError) -> anyhow::Error {
+fn rejected(path: &Path, error: crate::supply::sandbox::GuestError) -> anyhow::Error {
     let detail = crate::text::printable(&error.to_string(), 1024);
     anyhow::anyhow!("module {} rejected ({}): {detail}", path.display(), error.reason())
 }
@@ -490,11 +490,11 @@ pub fn test(args: &TestArgs, out: &mut dyn std::io::Write) -> Result<()> {
 
 /// A module from a registry, pulled and checked against its digest and signature: its bytes,
 /// and the lines that say where it came from.
-async fn pull(reference: &crate::modules::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
+async fn pull(reference: &crate::supply::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
     let settings = registry.settings()?;
     let auth = registry.auth(reference)?;
-    let client = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
-    let fail = |e: crate::modules::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
+    let client = crate::supply::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
+    let fail = |e: crate::supply::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
     let digest = client.resolve(reference, &auth).await.map_err(fail)?;
     let fetched = client.fetch(reference, &digest, &auth, &[]).await.map_err(fail)?;
     let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {}", fetched.pinned)];
@@ -537,7 +537,7 @@ pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()>
     writeln!(out, "budget:      {} fuel, {} MiB of memory per call", limits.fuel, limits.memory_bytes >> 20)?;
     let imports = if module.uses_wasi() { "the log, and WASI (served by the virtual WASI: no capabilities)" } else { "the log only" };
     writeln!(out, "imports:     {imports}")?;
-    let decision = crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(Path::new(&name), e))?;
+    let decision = crate::supply::contract::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(Path::new(&name), e))?;
     writeln!(
         out,
         "smoke test:  ok ({} for a new Hikawa, {} fuel, {:?})",
@@ -553,17 +553,17 @@ pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
     let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
     let module = engine.load(&bytes).map_err(|e| rejected(&args.module, e))?;
-    crate::modules::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
+    crate::supply::contract::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
     let sign = match &args.sign {
         Some(path) => {
             let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read signing key {}", path.display()))?;
-            Some(crate::modules::oci::SignKey::from_pem(&path.display().to_string(), &pem).map_err(anyhow::Error::msg)?)
+            Some(crate::supply::oci::SignKey::from_pem(&path.display().to_string(), &pem).map_err(anyhow::Error::msg)?)
         }
         None => None,
     };
     let settings = args.registry.settings()?;
     let auth = args.registry.auth(&args.reference)?;
-    let registry = crate::modules::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
+    let registry = crate::supply::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
     let info = &module.identity().info;
     let digest = registry
         .push(&args.reference, &bytes, &info.name, &info.version, sign.as_ref(), &auth)
@@ -581,7 +581,7 @@ pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
 
 /// `keygen`: a new signing key pair, never overwriting one.
 pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
-    let key = crate::modules::oci::SignKey::generate();
+    let key = crate::supply::oci::SignKey::generate();
     let (private, public) = (args.out.with_extension("key"), args.out.with_extension("pub"));
     for path in [&private, &public] {
         anyhow::ensure!(!path.exists(), "{} exists: not overwriting a key", path.display());
@@ -598,14 +598,14 @@ pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
 }
 
 impl RunArgs {
-    pub fn operator_config(&self) -> Result<crate::process::operator::OperatorConfig> {
-        let defaults = crate::reconcile::controller::Settings::default();
+    pub fn operator_config(&self) -> Result<crate::operator::OperatorConfig> {
+        let defaults = crate::controllers::hikawa::controller::Settings::default();
         let instance = self.pod_name.clone().unwrap_or(defaults.instance.clone());
-        let controller = crate::reconcile::controller::Settings {
+        let controller = crate::controllers::hikawa::controller::Settings {
             namespace: self.namespace.clone(),
             concurrency: self.concurrency,
             plan_limits: self.sandbox.plan_limits(),
-            pace: crate::reconcile::pace::PaceSettings {
+            pace: crate::controllers::hikawa::pace::PaceSettings {
                 backoff_base: Duration::from_millis(self.backoff_base_ms),
                 backoff_max: Duration::from_millis(self.backoff_max_ms),
                 requeue_floor: Duration::from_millis(self.requeue_floor_ms),
@@ -616,7 +616,7 @@ impl RunArgs {
             instance: instance.clone(),
             rules_namespaces: match &self.rules_namespaces {
                 given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
-                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::reconcile::controller::DEFAULT_RULES_NAMESPACE.into())],
+                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::controllers::hikawa::controller::DEFAULT_RULES_NAMESPACE.into())],
             },
         };
         let http_addr = match self.http_addr.as_str() {
@@ -666,14 +666,14 @@ impl RunArgs {
             durations,
             count: self.shards,
         });
-        let modules = crate::process::operator::ModuleSources {
+        let modules = crate::operator::ModuleSources {
             file: self.module.clone().map(|path| FileSource {
                 path,
                 settle: Duration::from_millis(self.module_settle_ms),
                 poll: Duration::from_millis(self.module_poll_ms.max(1)),
             }),
             configmap: self.module_configmap.clone(),
-            oci: self.module_oci.clone().map(|reference| crate::modules::swap::oci::OciSource {
+            oci: self.module_oci.clone().map(|reference| crate::supply::sources::oci::OciSource {
                 reference,
                 auth_file: self.registry.registry_auth.clone(),
                 poll: (self.module_oci_poll_secs > 0).then(|| Duration::from_secs(self.module_oci_poll_secs)),
@@ -685,10 +685,10 @@ impl RunArgs {
                 _ => zundoko_rules::classic(),
             }),
         };
-        Ok(crate::process::operator::OperatorConfig {
+        Ok(crate::operator::OperatorConfig {
             controller,
             sandbox: self.sandbox.sandbox_limits(),
-            compiler: Some(crate::modules::sandbox::compiler_process::CompilerProcess {
+            compiler: Some(crate::supply::sandbox::compiler_process::CompilerProcess {
                 exe: std::env::current_exe().context("cannot find the operator's own binary (to compile big modules in a child)")?,
                 max_memory_bytes: self.max_compile_mib << 20,
                 timeout: Duration::from_secs(self.compile_timeout_secs),
@@ -718,7 +718,7 @@ pub async fn run(args: &RunArgs) -> Result<()> {
     kube_config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_str(&agent).context("User-Agent")?));
     let client = kube::Client::try_from(kube_config).context("cannot build the Kubernetes client")?;
     let concurrency = config.controller.concurrency;
-    let running = crate::process::operator::start(client, config, shutdown_signal()).await?;
+    let running = crate::operator::start(client, config, shutdown_signal()).await?;
     // What it runs on, as main built it (--worker-threads). Only once started: a start that
     // fails ends with its one error line.
     tracing::info!(

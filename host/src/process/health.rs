@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::modules::rules::RulesSlot;
+use crate::supply::contract::rules::RulesSlot;
 
 /// What readiness is made of.
 pub struct Health {

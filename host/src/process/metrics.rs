@@ -11,8 +11,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use zundoko_rules::{Action, ChildKind, Plan};
 
-use crate::modules::rules::Decision;
-use crate::modules::sandbox::ModuleIdentity;
+use crate::supply::contract::rules::Decision;
+use crate::supply::sandbox::ModuleIdentity;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {

@@ -1,0 +1,15 @@
+//! The Hikawa controller, in the order data flows: the controller (`controller`) is handed a
+//! `context`; it observes the Hikawa and its children (`children`, decoded lean by `lean`,
+//! `observe`), decides whether to decide (`pace`), calls the rules and checks the plan (the
+//! plan contract, `supply/contract/`), then applies it (`apply`), writing the status
+//! (`status`) and Events (`controllers/writes/events.rs`).
+
+pub mod apply;
+pub mod children;
+pub mod context;
+pub mod controller;
+pub mod lean;
+pub mod observe;
+pub mod pace;
+pub mod status;
+
