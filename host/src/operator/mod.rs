@@ -86,7 +86,7 @@ pub async fn start(
     if config.modules.native.is_none() {
         start_swapping(&client, &config, &shared).await?;
     } else if let Some(rules) = slot.current() {
-        shared.metrics.module_serving(rules.identity());
+        shared.metrics.module_serving(rules.identity().label());
     }
 
     let task = tokio::spawn(reconcile_held_shards(raw, client, shared.clone(), config, stopped));

@@ -6,16 +6,16 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use crate::supply::ModuleLoader;
-use crate::supply::contract::rules::RulesSlot;
-use crate::supply::serving::RuleSets;
+use crate::controllers::hikawa::children::ChildIndex;
+use crate::controllers::hikawa::pace::Pace;
+use crate::controllers::writes::events::EventSink;
 use crate::process::health::Health;
 use crate::process::leader::ShardTable;
 use crate::process::metrics::Metrics;
-use crate::controllers::hikawa::children::ChildIndex;
-use crate::controllers::writes::events::EventSink;
-use crate::controllers::hikawa::pace::Pace;
+use crate::supply::ModuleLoader;
 use crate::supply::contract::plan_check::PlanLimits;
+use crate::supply::contract::rules::RulesSlot;
+use crate::supply::serving::RuleSets;
 
 /// What lives as long as the process, whichever replica leads: the default rules, the
 /// compiled modules, the metrics, and what readiness is made of.
@@ -32,7 +32,8 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(rules: Arc<RulesSlot>, modules: Arc<ModuleLoader>) -> Self {
-        let health = Arc::new(Health::new(rules.clone()));
+        let serving = rules.clone();
+        let health = Arc::new(Health::new(move || serving.current().map(|r| r.identity().digest.clone())));
         let registry = crate::supply::oci::Registry::new(crate::supply::oci::RegistrySettings::default()).expect("no cache directory to create");
         Shared { rules, modules, metrics: Arc::new(Metrics::new()), health, registry }
     }

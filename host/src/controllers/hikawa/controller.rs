@@ -31,6 +31,7 @@ use crate::controllers::hikawa::context::{Context, Shared, Writer};
 use crate::controllers::hikawa::lean::{self, LeanHikawa};
 use crate::controllers::hikawa::observe::observe;
 use crate::controllers::hikawa::pace::{Footprint, Gate, Pace, PaceSettings};
+use crate::supply::contract::RecordDecision as _;
 use crate::supply::contract::plan_check::PlanLimits;
 use crate::controllers::hikawa::status;
 

@@ -471,7 +471,7 @@ async fn reconcile_inner(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Act
         _ => None,
     };
     ctx.sets.publish(&name, Serving { stable: stable_rules, candidate: candidate_serving });
-    ctx.metrics.ruleset_serving(&name, serving_module.as_ref().map(|m| m.identity().as_ref()), progressing.then(|| candidate_module.as_ref().map(|m| m.identity().as_ref())).flatten());
+    ctx.metrics.ruleset_serving(&name, serving_module.as_ref().map(|m| m.identity().label()), progressing.then(|| candidate_module.as_ref().map(|m| m.identity().label())).flatten());
 
     let requeue = match (progressing, &thresholds) {
         (true, Some(t)) => {

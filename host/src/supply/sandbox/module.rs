@@ -24,6 +24,13 @@ pub struct ModuleIdentity {
     pub size: usize,
 }
 
+impl ModuleIdentity {
+    /// The module as the metrics name it.
+    pub fn label(&self) -> crate::process::metrics::ModuleLabel<'_> {
+        crate::process::metrics::ModuleLabel { name: &self.info.name, version: &self.info.version, digest: &self.digest }
+    }
+}
+
 /// What one successful guest call produced.
 #[derive(Debug)]
 pub struct GuestOutcome<T> {

@@ -216,7 +216,7 @@ impl Swapper {
                 self.metrics.modules_compiled(self.modules.footprint());
                 let old = self.slot.swap(module).map(|r| r.identity().clone());
                 self.metrics.swap_accepted();
-                self.metrics.module_serving(&new);
+                self.metrics.module_serving(new.label());
                 let old_digest = old.as_ref().map(|o| o.digest.clone());
                 info!(%origin, module = %new.info.name, version = %new.info.version, new = %new.digest, old = old_digest.as_deref().unwrap_or("none"), check_ms = took.as_millis() as u64, "rules module swapped in");
                 let note = match &old {
