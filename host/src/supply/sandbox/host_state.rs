@@ -3,7 +3,7 @@
 
 use super::bindings::zundokokiyoshi::rules::log;
 use super::limits::SandboxLimits;
-use super::wasi::{CallInput, Captured, VirtualWasi};
+use super::wasi::{CallInput, Captured, VirtualWasi, VirtualWasiView};
 use crate::text::printable;
 
 /// Longest panic message kept for an error (it reaches the Hikawa's condition and Events).
@@ -39,6 +39,19 @@ impl HostState {
                 max_line_bytes: limits.max_log_line_bytes,
             },
         }
+    }
+}
+
+impl VirtualWasiView for HostState {
+    fn virtual_wasi(&mut self) -> &mut VirtualWasi {
+        let (input, max_output) = (self.call_input, self.logs.max_bytes());
+        self.wasi.get_or_insert_with(|| VirtualWasi::new(input, max_output))
+    }
+}
+
+impl wasmtime_wasi::WasiView for HostState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        self.virtual_wasi().ctx_view()
     }
 }
 

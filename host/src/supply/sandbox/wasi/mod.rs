@@ -11,6 +11,10 @@
 //!
 //! wasmtime-wasi serves the interfaces; its synchronous bindings block on a tokio runtime,
 //! so calls of such a module run on a thread of their own (`RulesModule::call_metered`).
+//!
+//! As in wasmtime-wasi, the store's data reaches this module through a view trait
+//! ([`VirtualWasiView`]) that the host state implements (`host_state.rs`): nothing here
+//! imports the host state.
 
 mod clocks;
 pub mod imports;
@@ -30,7 +34,6 @@ use self::clocks::{
 };
 pub use self::stdio::Captured;
 use self::stdio::{Capture, Which};
-use super::host_state::HostState;
 
 /// The most random bytes one `get-random-bytes` call may ask for (more traps): a guest's
 /// randomness is a few words, and the host builds each answer in memory first.
@@ -88,29 +91,28 @@ impl VirtualWasi {
     }
 }
 
-impl HostState {
-    fn wasi(&mut self) -> &mut VirtualWasi {
-        let (input, max_output) = (self.call_input, self.logs.max_bytes());
-        self.wasi
-            .get_or_insert_with(|| VirtualWasi::new(input, max_output))
-    }
-
-    fn monotonic(&mut self) -> MonotonicView<'_> {
-        let wasi = self.wasi();
-        MonotonicView {
-            time: &wasi.time,
-            table: &mut wasi.table,
+impl VirtualWasi {
+    /// wasmtime-wasi's view of this state (what a [`WasiView`] gives).
+    pub fn ctx_view(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
         }
     }
 }
 
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        let wasi = self.wasi();
-        WasiCtxView {
-            ctx: &mut wasi.ctx,
-            table: &mut wasi.table,
-        }
+/// What the store's data gives the virtual WASI, as wasmtime-wasi's `WasiView` does: the
+/// call's [`VirtualWasi`], built the first time the guest touches WASI. The host state
+/// implements it (and `WasiView` through [`VirtualWasi::ctx_view`]).
+pub trait VirtualWasiView: WasiView + 'static {
+    fn virtual_wasi(&mut self) -> &mut VirtualWasi;
+}
+
+fn monotonic<T: VirtualWasiView>(t: &mut T) -> MonotonicView<'_> {
+    let wasi = t.virtual_wasi();
+    MonotonicView {
+        time: &wasi.time,
+        table: &mut wasi.table,
     }
 }
 
@@ -123,24 +125,23 @@ impl HasData for Io {
 
 /// Add every interface of [`imports`] to `linker`: wasmtime-wasi's synchronous bindings, but
 /// the monotonic clock from [`clocks`] (wasmtime-wasi's waits for real time).
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    type T = HostState;
+pub fn add_to_linker<T: VirtualWasiView>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let l = linker;
-    bindings::io::error::add_to_linker::<T, Io>(l, |t| &mut t.wasi().table)?;
-    bindings::sync::io::poll::add_to_linker::<T, Io>(l, |t| &mut t.wasi().table)?;
-    bindings::sync::io::streams::add_to_linker::<T, Io>(l, |t| &mut t.wasi().table)?;
+    bindings::io::error::add_to_linker::<T, Io>(l, |t| &mut t.virtual_wasi().table)?;
+    bindings::sync::io::poll::add_to_linker::<T, Io>(l, |t| &mut t.virtual_wasi().table)?;
+    bindings::sync::io::streams::add_to_linker::<T, Io>(l, |t| &mut t.virtual_wasi().table)?;
     wasi_clocks::wall_clock::add_to_linker::<T, wasmtime_wasi::clocks::WasiClocks>(l, |t| {
         wasmtime_wasi::clocks::WasiClocksView::clocks(t)
     })?;
-    wasi_clocks::monotonic_clock::add_to_linker::<T, VirtualMonotonic>(l, T::monotonic)?;
+    wasi_clocks::monotonic_clock::add_to_linker::<T, VirtualMonotonic>(l, monotonic::<T>)?;
     wasi_random::random::add_to_linker::<T, wasmtime_wasi::random::WasiRandom>(l, |t| {
-        t.wasi().ctx.random()
+        t.virtual_wasi().ctx.random()
     })?;
     wasi_random::insecure::add_to_linker::<T, wasmtime_wasi::random::WasiRandom>(l, |t| {
-        t.wasi().ctx.random()
+        t.virtual_wasi().ctx.random()
     })?;
     wasi_random::insecure_seed::add_to_linker::<T, wasmtime_wasi::random::WasiRandom>(l, |t| {
-        t.wasi().ctx.random()
+        t.virtual_wasi().ctx.random()
     })?;
     {
         use wasmtime_wasi::cli::{WasiCli, WasiCliView};
