@@ -3,8 +3,6 @@
 
 use zundoko_rules::RuleError;
 
-use crate::supply::contract::plan_check::PlanRejection;
-
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {
     // --- loading a module ---
@@ -73,4 +71,29 @@ impl GuestError {
             GuestError::Host(_) => "HostError",
         }
     }
+}
+
+/// Why a plan was refused (by the plan check, `supply/contract/plan_check.rs`). The messages name the action (counting from 1) and the limit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanRejection {
+    #[error("the plan has {actions} actions, more than the limit of {limit}")]
+    TooManyActions { actions: usize, limit: usize },
+    #[error("action {action}: namespace {found:?} is not the Hikawa's namespace {expected:?}")]
+    ForeignNamespace { action: usize, expected: String, found: String },
+    #[error("action {action}: name {found:?} is not this Hikawa's child name {expected:?}")]
+    ForeignName { action: usize, expected: String, found: String },
+    #[error("action {action}: says word {found} but the next word is {expected}")]
+    WrongIndex { action: usize, expected: u32, found: u32 },
+    #[error("action {action}: the word {word:?} is not allowed: {why}")]
+    BadWord { action: usize, word: String, why: String },
+    #[error("action {action}: this Hikawa already has its Kiyoshi; nothing more may be said")]
+    AfterKiyoshi { action: usize },
+    #[error("action {action}: would make {children} Zundokos, more than the cap of {limit} per Hikawa")]
+    TooManyChildren { action: usize, children: u32, limit: u32 },
+    #[error("action {action}: a plan may hold only one {what}")]
+    Duplicate { action: usize, what: &'static str },
+    #[error("action {action}: requeue after {ms} ms is longer than the limit of {limit} ms")]
+    RequeueTooLong { action: usize, ms: u64, limit: u64 },
+    #[error("action {action}: status {field} is not allowed: {why}")]
+    BadStatus { action: usize, field: &'static str, why: String },
 }

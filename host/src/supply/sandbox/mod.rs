@@ -14,7 +14,7 @@ mod module;
 mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};
-pub use error::GuestError;
+pub use error::{GuestError, PlanRejection};
 pub use host_state::GuestLog;
 pub use limits::SandboxLimits;
 pub use module::{GuestOutcome, ModuleIdentity, RulesModule, SandboxEngine};
