@@ -1,7 +1,8 @@
-//! The operator's one error type. Each variant has a `reason()` used as a metric label and as
-//! the reason of the Hikawa's Ready condition.
+//! The reconcile error both controllers return. Each variant has a `reason()` used as a metric
+//! label and as the reason of the Hikawa's Ready condition.
 
 use crate::supply::sandbox::GuestError;
+use crate::supply::serving::RulesUnavailable;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -22,6 +23,12 @@ pub enum Error {
     /// until they do.
     #[error("{message}")]
     RulesUnavailable { rules: String, reason: &'static str, message: String },
+}
+
+impl From<RulesUnavailable> for Error {
+    fn from(RulesUnavailable { rules, reason, message }: RulesUnavailable) -> Self {
+        Error::RulesUnavailable { rules, reason, message }
+    }
 }
 
 impl Error {

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::mpsc;
 
-use crate::controllers::error::Error;
 use crate::supply::contract::rules::Rules;
 use rollout::{Tally, Thresholds};
 
@@ -57,12 +56,29 @@ pub struct CandidateDecision {
     pub digest: String,
 }
 
-/// Which module decides for a Hikawa.
-pub enum Choice {
+/// Why the rules a Hikawa names cannot decide for it (they do not exist, or serve no module):
+/// plain values; the reconcile error converts from it (`controllers/error.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RulesUnavailable {
+    pub rules: String,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl RulesUnavailable {
+    pub fn reason(&self) -> &'static str {
+        self.reason
+    }
+}
+
+/// Which module decides for a Hikawa. `E` is what an unavailable choice is told as: a
+/// [`RulesUnavailable`], or any error made from one (the Hikawa controller's).
+pub enum Choice<E = RulesUnavailable> {
     Decide { rules: Arc<dyn Rules>, candidate: Option<CandidateDecision> },
     /// The rule sets have not been listed yet: not known whether these rules exist.
     CatchingUp,
-    Unavailable(Error),
+    Unavailable(E),
 }
 
 #[derive(Debug)]
@@ -156,7 +172,7 @@ impl RuleSets {
     }
 
     /// The module that decides for the Hikawa with this uid naming the rule set `name`.
-    pub fn choose(&self, name: &str, uid: &str) -> Choice {
+    pub fn choose<E: From<RulesUnavailable>>(&self, name: &str, uid: &str) -> Choice<E> {
         let serving = self.serving.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
         let Some(serving) = serving else {
             let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).contains(name);
@@ -164,20 +180,20 @@ impl RuleSets {
                 && !self.synced.load(Ordering::SeqCst)
                 && let Some(why) = self.unlistable.lock().unwrap_or_else(|p| p.into_inner()).clone()
             {
-                return Choice::Unavailable(Error::RulesUnavailable {
+                return Choice::Unavailable(E::from(RulesUnavailable {
                     rules: name.into(),
                     reason: "RulesUnreadable",
                     message: format!("the operator cannot list ZundokoRules, so it cannot tell whether {name} exists: {why}"),
-                });
+                }));
             }
             if known || !self.synced.load(Ordering::SeqCst) {
                 return Choice::CatchingUp;
             }
-            return Choice::Unavailable(Error::RulesUnavailable {
+            return Choice::Unavailable(E::from(RulesUnavailable {
                 rules: name.into(),
                 reason: "RulesNotFound",
                 message: format!("there is no ZundokoRules named {name}"),
-            });
+            }));
         };
         if let Some(candidate) = &serving.candidate
             && rollout::decides_for(uid, candidate.thresholds.percent)
@@ -187,11 +203,11 @@ impl RuleSets {
         }
         match &serving.stable {
             Ok(rules) => Choice::Decide { rules: rules.clone(), candidate: None },
-            Err(why) => Choice::Unavailable(Error::RulesUnavailable {
+            Err(why) => Choice::Unavailable(E::from(RulesUnavailable {
                 rules: name.into(),
                 reason: "RulesNotActive",
                 message: format!("ZundokoRules {name} serves no module: it is {} ({}: {})", why.phase, why.reason, why.message),
-            }),
+            })),
         }
     }
 
@@ -437,7 +453,7 @@ mod tests {
         let unavailable = Unavailable { phase: "Pending".into(), reason: "SourceNotFound".into(), message: "no ConfigMap".into() };
         sets.publish("r", Serving { stable: Err(unavailable), candidate: None });
         assert_eq!(signals.changed.try_recv().unwrap(), "r");
-        match sets.choose("r", "u") {
+        match sets.choose::<RulesUnavailable>("r", "u") {
             Choice::Unavailable(e) => assert!(e.to_string().contains("Pending (SourceNotFound: no ConfigMap)"), "{e}"),
             _ => panic!("not unavailable"),
         }
@@ -456,7 +472,7 @@ mod tests {
         // Never listed, and listing fails: said so, not waited for in silence.
         let (unlisted, _signals) = RuleSets::new();
         unlisted.set_unlistable("403 Forbidden".into());
-        match unlisted.choose("r", "u") {
+        match unlisted.choose::<RulesUnavailable>("r", "u") {
             Choice::Unavailable(e) => assert!(e.reason() == "RulesUnreadable" && e.to_string().contains("403 Forbidden"), "{e}"),
             _ => panic!("not unavailable"),
         }

@@ -1,8 +1,9 @@
 //! Events on Hikawas and rule sets (events.k8s.io/v1), published directly. kube's `Recorder` keeps every
 //! Event it sends for six minutes to count repeats; at hundreds of words a second that is
 //! most of the operator's memory, and a word's Event never repeats. Here nothing is kept for
-//! Normal Events, and for Warnings only the last one per Hikawa (in [`Pace`]), so a failure
-//! that repeats becomes a count on one Event instead of a new object each time.
+//! Normal Events, and for Warnings only the last one per Hikawa (in the Hikawa controller's
+//! pacing, through [`WarningMemory`]), so a failure that repeats becomes a count on one Event
+//! instead of a new object each time.
 //!
 //! Every field is cut to what kube-apiserver accepts (note 1 KiB, reason and action 128
 //! bytes, names 253 characters), so an Event is never refused for its size.
@@ -14,7 +15,6 @@ use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::crd::Hikawa;
-use crate::controllers::hikawa::pace::{Pace, WarningSeries};
 use crate::text::{printable, truncate_bytes};
 
 const MAX_NOTE_BYTES: usize = 1024;
@@ -25,6 +25,16 @@ const MAX_NAME_CHARS: usize = 253;
 pub enum EventType {
     Normal,
     Warning,
+}
+
+/// Where the last Warning per object is remembered, so a repeat of it becomes a count on the
+/// Event already there: the Hikawa controller's pacing implements it. Plain values only, so
+/// this module needs nothing of the controller above it.
+pub trait WarningMemory {
+    /// The Event already published for `uid` with this reason and note: its name and count.
+    fn repeated(&self, uid: &str, reason: &str, note: &str) -> Option<(String, i32)>;
+    /// Remember that the Event `name`, with this reason and note, now counts `count` for `uid`.
+    fn remember(&self, uid: &str, reason: &str, note: &str, name: String, count: i32);
 }
 
 pub struct EventSink {
@@ -90,25 +100,25 @@ impl EventSink {
 
     /// Publish a Warning; the same reason and note again for the same Hikawa counts on the
     /// Event already there (its `series`) instead of making another.
-    pub async fn warn(&self, pace: &Pace, hikawa: &Hikawa, reason: &str, note: &str, action: &str) {
+    pub async fn warn(&self, memory: &impl WarningMemory, hikawa: &Hikawa, reason: &str, note: &str, action: &str) {
         let (ns, uid) = (hikawa.namespace().unwrap_or_default(), hikawa.uid().unwrap_or_default());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
         let now = jiff::Timestamp::now();
         // A Warning's note carries error messages from a module or the API server: escaped.
         let note = printable(note, MAX_NOTE_BYTES);
         let (note, reason) = (note.as_str(), truncate_bytes(reason, MAX_FIELD_BYTES));
-        if let Some(mut series) = pace.repeated_warning(&uid, reason, note) {
-            series.count = series.count.saturating_add(1);
-            let patch = serde_json::json!({ "series": EventSeries { count: series.count, last_observed_time: MicroTime(now) } });
-            match api.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                Ok(_) => return pace.warned(&uid, series),
+        if let Some((name, count)) = memory.repeated(&uid, reason, note) {
+            let count = count.saturating_add(1);
+            let patch = serde_json::json!({ "series": EventSeries { count, last_observed_time: MicroTime(now) } });
+            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => return memory.remember(&uid, reason, note, name, count),
                 // Gone (expired, deleted): make a new one.
                 Err(error) => tracing::debug!(%error, "could not count a repeated Warning; publishing a new one"),
             }
         }
         let event = self.event(hikawa, EventType::Warning, reason, note, action, None, now);
         match api.create(&PostParams::default(), &event).await {
-            Ok(created) => pace.warned(&uid, WarningSeries { reason: reason.into(), note: note.into(), name: created.name_any(), count: 1 }),
+            Ok(created) => memory.remember(&uid, reason, note, created.name_any(), 1),
             Err(error) => tracing::warn!(hikawa = %hikawa.name_any(), %error, reason, "could not publish a Warning Event"),
         }
     }
