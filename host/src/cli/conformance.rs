@@ -24,6 +24,21 @@ use crate::supply::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, meta
 use crate::supply::contract::plan_check::{self, PlanLimits};
 use crate::text::printable;
 
+/// `test`: run the conformance suite and print its report; an error when a check failed.
+pub fn test(args: &crate::cli::args::TestArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    let engine = args.sandbox.cli_engine(args.cache_dir.as_deref())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let report = run(&engine, &bytes, &args.module.display().to_string(), args.seeds, &args.sandbox.plan_limits());
+    match args.format {
+        crate::cli::args::ReportFormat::Text => report.write_text(out)?,
+        crate::cli::args::ReportFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    anyhow::ensure!(report.passed, "module {} failed {} conformance checks", report.module, report.failures());
+    Ok(())
+}
+
 /// A module must fit a ConfigMap many times over: the product's budget.
 pub const MAX_MODULE_BYTES: usize = 64 << 10;
 /// Where each song's virtual clock starts (2026-01-01T00:00:00Z).
