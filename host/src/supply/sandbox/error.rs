@@ -1,5 +1,5 @@
-//! Why a module was refused or a guest call failed. Each variant has a stable `reason()`,
-//! used as the Hikawa condition's reason and as a metric label.
+//! Why a module was refused or a guest call failed, and why a plan was refused. Each variant
+//! has a stable `reason()`, used as the Hikawa condition's reason and as a metric label.
 
 use zundoko_rules::RuleError;
 
@@ -73,7 +73,8 @@ impl GuestError {
     }
 }
 
-/// Why a plan was refused (by the plan check, `supply/contract/plan_check.rs`). The messages name the action (counting from 1) and the limit.
+/// Why a plan was refused (by the plan check, `supply/contract/plan_check.rs`). The messages
+/// name the action (counting from 1) and the limit.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanRejection {
     #[error("the plan has {actions} actions, more than the limit of {limit}")]
