@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use zundoko_operator::modules::rules::smoke_test;
-use zundoko_operator::modules::sandbox::{RulesModule, SandboxEngine, SandboxLimits};
-use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::supply::contract::rules::smoke_test;
+use zundoko_operator::supply::sandbox::{RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
 use zundoko_rules::Observed;
 
 mod common;

@@ -15,23 +15,23 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use common::registry::TestRegistry;
-use zundoko_operator::modules::ModuleLoader;
-use zundoko_operator::modules::oci::{Registry, RegistrySettings, SignKey};
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::modules::swap::digest;
-use zundoko_operator::process::operator::ModuleSources;
-use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::supply::ModuleLoader;
+use zundoko_operator::supply::oci::{Registry, RegistrySettings, SignKey};
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sources::digest;
+use zundoko_operator::operator::ModuleSources;
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
 
 const RUNS: usize = 5;
 
 /// The module with a custom section of `size` bytes (its rules unchanged).
 fn padded(module: Vec<u8>, size: usize) -> Vec<u8> {
     let name = "zundoko-padding";
-    zundoko_operator::modules::sandbox::budget::append_custom_section(module, name, &vec![0; size - 1 - name.len()])
+    zundoko_operator::supply::sandbox::budget::append_custom_section(module, name, &vec![0; size - 1 - name.len()])
 }
 
 /// One pull to serving: resolve the tag, fetch and verify, compile and smoke-test.
-async fn to_serving(settings: &RegistrySettings, reference: &zundoko_operator::modules::oci::ModuleRef) -> (Duration, bool) {
+async fn to_serving(settings: &RegistrySettings, reference: &zundoko_operator::supply::oci::ModuleRef) -> (Duration, bool) {
     let started = Instant::now();
     let registry = Registry::new(settings.clone()).unwrap();
     let auth = oci_client::secrets::RegistryAuth::Anonymous;
@@ -100,7 +100,7 @@ async fn main() {
     let reference = registry.reference("bench/m0:v1");
     let settings = RegistrySettings { cache_dir: Some(cache.clone()), trusted_keys: vec![key.trusted("bench.pub")], ..registry.settings() };
     let config = || {
-        let oci = zundoko_operator::modules::swap::oci::OciSource { reference: reference.clone(), auth_file: None, poll: None };
+        let oci = zundoko_operator::supply::sources::oci::OciSource { reference: reference.clone(), auth_file: None, poll: None };
         let mut config = common::running::config(ModuleSources { oci: Some(oci), ..ModuleSources::default() });
         config.registry = settings.clone();
         config

@@ -6,11 +6,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use zundoko_operator::modules::ModuleLoader;
-use zundoko_operator::modules::rules::{NativeRules, Rules};
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::modules::swap::digest;
-use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::supply::ModuleLoader;
+use zundoko_operator::supply::contract::rules::{NativeRules, Rules};
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sources::digest;
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
 
 mod common;
 use common::observed;

@@ -52,14 +52,14 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use zundoko_apiserver::{ApiServer, ServerConfig};
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec};
-use zundoko_operator::modules::rules::{NativeRules, Rules, RulesSlot, decide};
-use zundoko_operator::modules::rulesets::RuleSets;
+use zundoko_operator::supply::contract::rules::{NativeRules, Rules, RulesSlot, decide};
+use zundoko_operator::supply::serving::RuleSets;
 use zundoko_operator::process::metrics::Metrics;
-use zundoko_operator::reconcile::children::ChildIndex;
+use zundoko_operator::controllers::hikawa::children::ChildIndex;
 use zundoko_operator::process::leader::ShardTable;
-use zundoko_operator::reconcile::context::{Context, Writer};
-use zundoko_operator::reconcile::pace::{Pace, PaceSettings};
-use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::controllers::hikawa::context::{Context, Writer};
+use zundoko_operator::controllers::hikawa::pace::{Pace, PaceSettings};
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
 use zundoko_rules::Observed;
 
 /// The operator's allocator (main.rs) in every role, so that the ceiling's client differs from
@@ -367,7 +367,7 @@ async fn ceiling_client() {
         plan_limits: PlanLimits::default(),
         children: Arc::new(ChildIndex::default()),
         pace: Pace::new(PaceSettings::default()),
-        entropy: zundoko_operator::reconcile::entropy::Entropy::new(None),
+        entropy: zundoko_operator::controllers::hikawa::entropy::Entropy::new(None),
     });
     let queue: Arc<std::sync::Mutex<VecDeque<Song>>> = Arc::default();
     let ready = Arc::new(tokio::sync::Notify::new());
@@ -379,7 +379,7 @@ async fn ceiling_client() {
         let (queue, ready, client) = (queue.clone(), ready.clone(), client.clone());
         tokio::spawn(async move {
             create_hikawas(client, n, |h| {
-                let observed = Observed { hikawa: zundoko_operator::reconcile::observe::hikawa_view(&h), ..Observed::default() };
+                let observed = Observed { hikawa: zundoko_operator::controllers::hikawa::observe::hikawa_view(&h), ..Observed::default() };
                 queue.lock().unwrap().push_back(Song { hikawa: h, observed });
                 ready.notify_one();
             })
@@ -412,7 +412,7 @@ async fn ceiling_client() {
                     observed.entropy = rand::random();
                     let decision = decide(rules.as_ref(), &observed, &ctx.plan_limits);
                     let plan = decision.outcome.expect("the classic rules decide");
-                    let applied = zundoko_operator::reconcile::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module, Default::default())
+                    let applied = zundoko_operator::controllers::hikawa::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module, Default::default())
                         .await
                         .expect("the API server takes the writes");
                     words.fetch_add(u64::from(applied.created), Ordering::Relaxed);
@@ -786,7 +786,7 @@ async fn bench() {
         .collect();
     let latencies_set: Option<Vec<u64>> =
         std::env::var("ZUNDOKO_BENCH_LATENCIES").ok().map(|l| l.split(',').filter_map(|s| s.trim().parse().ok()).collect());
-    let concurrency: u16 = env_number("ZUNDOKO_BENCH_CONCURRENCY", zundoko_operator::reconcile::controller::Settings::default().concurrency);
+    let concurrency: u16 = env_number("ZUNDOKO_BENCH_CONCURRENCY", zundoko_operator::controllers::hikawa::controller::Settings::default().concurrency);
     let which = std::env::var("ZUNDOKO_BENCH_RUNS").ok();
     let perf = std::env::var("ZUNDOKO_BENCH_PERF").ok();
     let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/modules/zundoko-classic.wasm");

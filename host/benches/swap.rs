@@ -21,10 +21,10 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use zundoko_operator::crd::Hikawa;
-use zundoko_operator::modules::swap::configmap::ConfigMapRef;
-use zundoko_operator::modules::swap::digest;
-use zundoko_operator::modules::swap::file::FileSource;
-use zundoko_operator::process::operator::ModuleSources;
+use zundoko_operator::supply::sources::configmap::ConfigMapRef;
+use zundoko_operator::supply::sources::digest;
+use zundoko_operator::supply::sources::file::FileSource;
+use zundoko_operator::operator::ModuleSources;
 
 const SWAPS: usize = 20;
 const SONGS: usize = 20;

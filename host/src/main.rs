@@ -40,9 +40,6 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
         Command::Keygen(args) => cli::keygen(args, &mut stdout),
         Command::CompileModule(args) => cli::compile_module(args),
         Command::Test(args) => cli::test(args, &mut stdout),
-        Command::Crd => {
-            print!("{}", zundoko_operator::crd::all_yaml()?);
-            Ok(())
-        }
+        Command::Crd => cli::crd(&mut stdout),
     }
 }

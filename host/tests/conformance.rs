@@ -7,8 +7,8 @@ use std::process::Command;
 
 use common::{fixture_bytes, fixture_path, module_bytes, module_path};
 use zundoko_operator::cli::conformance::{Report, Status, run};
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
 
 fn suite(bytes: &[u8], seeds: u64) -> Report {
     suite_with_fuel(bytes, seeds, SandboxLimits::default().fuel)

@@ -16,8 +16,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::PostParams;
 use kube::Api;
 use zundoko_operator::crd::{Hikawa, HikawaSpec, Zundoko, ZundokoSpec};
-use zundoko_operator::modules::rules::Rules;
-use zundoko_operator::modules::sandbox::{GuestError, GuestOutcome, ModuleIdentity, SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::sandbox::{GuestError, GuestOutcome, ModuleIdentity, SandboxEngine, SandboxLimits};
 use zundoko_rules::{Observed, Plan};
 
 /// The rules, counting the decisions made for each Hikawa.

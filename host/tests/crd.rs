@@ -91,7 +91,7 @@ fn zundoko_rules_is_cluster_scoped_with_its_columns_and_the_samples_parse() {
     for sample in &samples {
         let oci = sample.spec.source.oci.as_ref().expect("an oci source");
         assert!(sample.spec.source.config_map.is_none());
-        oci.reference.parse::<zundoko_operator::modules::oci::ModuleRef>().unwrap();
+        oci.reference.parse::<zundoko_operator::supply::oci::ModuleRef>().unwrap();
         let secret = oci.pull_secret.as_ref().unwrap();
         assert!(rbac.contains(&format!("resourceNames: [\"{}\"]", secret.name)), "the Role grants {}", secret.name);
     }

@@ -15,9 +15,9 @@ use common::running::eventually;
 use common::{fixture_bytes, module_bytes};
 use zundoko_operator::cli::simulate::simulate;
 use zundoko_operator::crd::{Hikawa, HikawaSpec};
-use zundoko_operator::modules::rules::Rules;
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::reconcile::plan_check::PlanLimits;
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
 
 fn load(bytes: &[u8]) -> Arc<dyn Rules> {
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
@@ -57,7 +57,7 @@ async fn same_songs(rules: Arc<dyn Rules>, seed: u64) {
     let expected = simulated(rules.as_ref(), "diff", seed);
     assert!(expected.len() >= 6, "{expected:?}");
     let cluster = Cluster::start().await;
-    let settings = zundoko_operator::reconcile::controller::Settings { entropy_seed: Some(seed), ..quick_settings() };
+    let settings = zundoko_operator::controllers::hikawa::controller::Settings { entropy_seed: Some(seed), ..quick_settings() };
     let operator = cluster.operator(rules.clone(), settings);
     let names: Vec<String> = (0..3).map(|i| format!("diff{i}")).collect();
     for name in &names {

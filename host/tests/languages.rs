@@ -13,7 +13,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use zundoko_operator::modules::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::song::mix;
 use zundoko_rules::{Observed, Plan, Said};

@@ -26,8 +26,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use serde_json::Value;
-use zundoko_operator::modules::rules::Decision;
-use zundoko_operator::modules::sandbox::ModuleIdentity;
+use zundoko_operator::supply::contract::RecordDecision as _;
+use zundoko_operator::supply::contract::rules::Decision;
+use zundoko_operator::supply::sandbox::ModuleIdentity;
 use zundoko_operator::process::metrics::Metrics;
 use zundoko_rules::{Action, ChildKind, ModuleInfo, Plan};
 
@@ -172,9 +173,9 @@ fn exposed_metric_names() -> BTreeSet<String> {
     });
     metrics.said(ChildKind::Zundoko);
     metrics.not_decided("throttled");
-    metrics.module_serving(&module);
+    metrics.module_serving(module.label());
     metrics.swap_rejected("NotAComponent");
-    metrics.ruleset_serving("classic", Some(&module), None);
+    metrics.ruleset_serving("classic", Some(module.label()), None);
     metrics.rollout_ended("rolled-back");
     metrics.ruleset_rejected("classic", "ModulePinMismatch");
     metrics.shard_handover("lost");

@@ -20,11 +20,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
 use zundoko_operator::crd::{ModuleSource, OciSource, SecretReference, ZundokoRulesSpec};
-use zundoko_operator::modules::oci::{PullError, Registry, RegistrySettings, SignKey};
-use zundoko_operator::modules::rules::Rules;
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::modules::swap::digest;
-use zundoko_operator::process::operator::ModuleSources;
+use zundoko_operator::supply::oci::{PullError, Registry, RegistrySettings, SignKey};
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sources::digest;
+use zundoko_operator::operator::ModuleSources;
 
 fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
     Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
@@ -353,7 +353,7 @@ async fn the_default_module_comes_from_a_registry_and_a_restart_with_the_registr
     let cluster = Cluster::start().await;
     let (reference, settings) = (registry.reference("rules/default:v1"), RegistrySettings { cache_dir: Some(cache.clone()), ..registry.settings() });
     let config = || {
-        let oci = zundoko_operator::modules::swap::oci::OciSource { reference: reference.clone(), auth_file: None, poll: None };
+        let oci = zundoko_operator::supply::sources::oci::OciSource { reference: reference.clone(), auth_file: None, poll: None };
         let mut config = common::running::config(ModuleSources { oci: Some(oci), ..ModuleSources::default() });
         config.registry = settings.clone();
         config
@@ -487,7 +487,7 @@ async fn the_default_module_follows_its_tag_when_asked_through_the_swap_checks()
     let (classic, japanese) = (module_bytes("zundoko-classic"), module_bytes("zundoko-strict-ja"));
     registry.push("rules/default:stable", &classic, None).await;
     let cluster = Cluster::start().await;
-    let oci = zundoko_operator::modules::swap::oci::OciSource {
+    let oci = zundoko_operator::supply::sources::oci::OciSource {
         reference: registry.reference("rules/default:stable"),
         auth_file: None,
         poll: Some(Duration::from_millis(200)),

@@ -12,8 +12,8 @@ use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
-use zundoko_operator::modules::rules::{NativeRules, Rules};
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::contract::rules::{NativeRules, Rules};
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 
 fn wasm(name: &str) -> Arc<dyn Rules> {
     load(&module_bytes(name))
@@ -236,7 +236,7 @@ async fn a_said_event_refused_until_after_the_song_is_over_is_still_sent() {
     // Retries refused after the last word, one every half second. A retry sends every unsaid
     // Event at once (one per word and the Kiyoshi's); retries are UNSAID_RETRY apart, so a
     // pause of more than half that starts the next one.
-    let retry = zundoko_operator::reconcile::controller::UNSAID_RETRY;
+    let retry = zundoko_operator::controllers::hikawa::controller::UNSAID_RETRY;
     assert_eq!(retry, Duration::from_millis(500), "the README says half a second");
     let at_the_end = cluster.server.requests().len();
     let retries = || {
@@ -275,7 +275,7 @@ async fn stopped_before_its_caches_were_ever_listed_it_still_stops() {
     eventually("the operator tried to list", Duration::from_secs(10), async || cluster.server.requests().iter().any(|r| r.verb == "list" && r.code == 500)).await;
     let stopping = std::time::Instant::now();
     operator.stop().await;
-    let (took, grace) = (stopping.elapsed(), zundoko_operator::reconcile::controller::SHUTDOWN_GRACE);
+    let (took, grace) = (stopping.elapsed(), zundoko_operator::controllers::hikawa::controller::SHUTDOWN_GRACE);
     println!("stopped {took:?} after being asked (grace {grace:?})");
     // Within its grace, plus half as much again for a loaded machine to fire the timer and
     // drop the controllers (without the grace it would never stop: stop() gives up at 60 s).
@@ -350,7 +350,7 @@ async fn a_words_event_lost_with_its_sender_is_published_by_the_next_one() {
     let mut child = Zundoko::new("orphan-zundoko-001", ZundokoSpec { say: "Zun".into() });
     child.metadata.namespace = Some("default".into());
     child.metadata.owner_references = Some(vec![hikawa.controller_owner_ref(&()).unwrap()]);
-    child.metadata.labels = Some([(zundoko_operator::reconcile::apply::HIKAWA_LABEL.to_string(), "orphan".to_string())].into());
+    child.metadata.labels = Some([(zundoko_operator::controllers::hikawa::apply::HIKAWA_LABEL.to_string(), "orphan".to_string())].into());
     child.metadata.annotations = Some([(SAID_AT.to_string(), jiff::Timestamp::now().to_string())].into());
     Api::<Zundoko>::namespaced(cluster.client.clone(), "default").create(&PostParams::default(), &child).await.unwrap();
 

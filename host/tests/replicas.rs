@@ -147,7 +147,7 @@ async fn endpoints_answer_and_readiness_waits_for_a_module_and_the_caches() {
     cluster.assert_songs_complete("default", &["measured".to_string()], &classic(), Duration::from_secs(60)).await;
 
     let (_, text) = op.get("/metrics").unwrap();
-    let digest = zundoko_operator::modules::swap::digest(&module_bytes("zundoko-classic"));
+    let digest = zundoko_operator::supply::sources::digest(&module_bytes("zundoko-classic"));
     let value = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix)?.trim().parse::<f64>().ok()).unwrap_or(0.0);
     assert!(text.contains(&format!("zundoko_module_info{{name=\"zundoko-classic\",version=\"0.1.0\",digest=\"{digest}\"}} 1")), "{text}");
     assert_eq!(value("zundoko_module_swaps_total{result=\"accepted\",reason=\"\"}"), 1.0, "{text}");
@@ -188,7 +188,7 @@ async fn a_replica_that_loses_its_lease_stops_reconciling_until_it_holds_it_agai
     let dir = temp_dir("lease-loss");
     let path = dir.join("rules.wasm");
     std::fs::write(&path, module_bytes("zundoko-classic")).unwrap();
-    let mut config = config(zundoko_operator::process::operator::ModuleSources { file: Some(file(path)), ..Default::default() });
+    let mut config = config(zundoko_operator::operator::ModuleSources { file: Some(file(path)), ..Default::default() });
     config.leader = Some(zundoko_operator::process::leader::ShardSettings {
         namespace: "default".into(),
         lease_prefix: "zundoko-operator".into(),

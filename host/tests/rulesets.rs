@@ -15,9 +15,9 @@ use common::{fixture_bytes, module_bytes, with_custom_section};
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
 use zundoko_operator::crd::{CandidateSpec, ModuleSource, ZundokoRulesSpec};
-use zundoko_operator::modules::rules::Rules;
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::modules::swap::digest;
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sources::digest;
 use zundoko_rules::{classic, strict_japanese};
 
 fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {

@@ -5,9 +5,9 @@ mod common;
 
 use common::{fixture_bytes, module_bytes};
 use sha2::{Digest, Sha256};
-use zundoko_operator::modules::rules::{NativeRules, Rules, decide};
-use zundoko_operator::modules::sandbox::{GuestError, RULES_EXPORT, RulesModule, SandboxEngine, SandboxLimits};
-use zundoko_operator::reconcile::plan_check::{PlanLimits, PlanRejection};
+use zundoko_operator::supply::contract::rules::{NativeRules, Rules, decide};
+use zundoko_operator::supply::sandbox::{GuestError, RULES_EXPORT, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::contract::plan_check::{PlanLimits, PlanRejection};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::song::mix;
 use zundoko_rules::{Action, Observed, Plan, Said};
@@ -176,8 +176,8 @@ async fn decide_async_decides_quick_and_slow_calls_alike() {
     let quick: Arc<dyn Rules> = Arc::new(engine().load(&module_bytes("zundoko-classic")).unwrap());
     let tight = SandboxEngine::new(SandboxLimits { inline_fuel: 1_000, ..SandboxLimits::default() }).unwrap();
     let slow: Arc<dyn Rules> = Arc::new(tight.load(&module_bytes("zundoko-classic")).unwrap());
-    let a = zundoko_operator::modules::rules::decide_async(quick, observed.clone(), limits.clone()).await;
-    let b = zundoko_operator::modules::rules::decide_async(slow, observed, limits).await;
+    let a = zundoko_operator::supply::contract::rules::decide_async(quick, observed.clone(), limits.clone()).await;
+    let b = zundoko_operator::supply::contract::rules::decide_async(slow, observed, limits).await;
     assert_eq!(a.outcome.unwrap(), b.outcome.unwrap());
 }
 

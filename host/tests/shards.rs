@@ -17,7 +17,7 @@ use common::replica::{NS, Replica, Setup, assert_each_word_once, said_events, se
 use common::rules::*;
 use common::{fixture_bytes, module_bytes, with_custom_section};
 use zundoko_operator::crd::Counted;
-use zundoko_operator::modules::swap::digest;
+use zundoko_operator::supply::sources::digest;
 use common::running::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;

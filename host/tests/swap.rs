@@ -14,9 +14,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::Api;
 use common::running::{Operator, eventually, file, start};
-use zundoko_operator::modules::swap::configmap::ConfigMapRef;
-use zundoko_operator::modules::swap::digest;
-use zundoko_operator::process::operator::ModuleSources;
+use zundoko_operator::supply::sources::configmap::ConfigMapRef;
+use zundoko_operator::supply::sources::digest;
+use zundoko_operator::operator::ModuleSources;
 use zundoko_rules::{classic, strict_japanese};
 
 async fn swap_events(cluster: &Cluster, reason: &str) -> Vec<String> {

@@ -10,8 +10,8 @@ use common::kubelet::ConfigMapVolume;
 use common::module_bytes;
 use common::running::{eventually, file, start};
 use zundoko_apiserver::ServerConfig;
-use zundoko_operator::modules::swap::digest;
-use zundoko_operator::process::operator::ModuleSources;
+use zundoko_operator::supply::sources::digest;
+use zundoko_operator::operator::ModuleSources;
 use zundoko_rules::{classic, strict_japanese};
 
 fn rss_kib() -> u64 {

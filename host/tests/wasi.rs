@@ -14,8 +14,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::fixture_path;
-use zundoko_operator::modules::sandbox::compiler_process::CompilerProcess;
-use zundoko_operator::modules::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sandbox::compiler_process::CompilerProcess;
+use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::{Action, Observed, Plan};
 
 const FIXTURE: &str = "zundoko-py-hostile";
@@ -193,7 +193,7 @@ fn a_module_asking_beyond_the_ceilings_is_refused_before_compiling() {
     if !built() {
         return;
     }
-    let bytes = zundoko_operator::modules::sandbox::budget::with_section(&fixture_without_budget(), br#"{"memoryMiB": 100000}"#);
+    let bytes = zundoko_operator::supply::sandbox::budget::with_section(&fixture_without_budget(), br#"{"memoryMiB": 100000}"#);
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
     let started = Instant::now();
     let e = engine.load(&bytes).err().expect("refused");
@@ -250,7 +250,7 @@ async fn the_operator_sings_with_python_rules_and_marks_only_the_failing_hikawas
     }
     use common::cluster::{Cluster, quick_settings};
     use common::running::eventually;
-    let module: Arc<dyn zundoko_operator::modules::rules::Rules> = Arc::new(tokio::task::spawn_blocking(|| module().clone()).await.unwrap());
+    let module: Arc<dyn zundoko_operator::supply::contract::rules::Rules> = Arc::new(tokio::task::spawn_blocking(|| module().clone()).await.unwrap());
     let cluster = Cluster::start().await;
     let operator = cluster.operator(module, quick_settings());
     for (name, misbehave) in [("raiser", "raise"), ("looper", "loop"), ("hoarder", "alloc")] {

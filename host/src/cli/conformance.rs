@@ -19,10 +19,25 @@ use rand::{RngCore, SeedableRng, rngs::StdRng};
 use serde::Serialize;
 use zundoko_rules::{ChildKind, Hikawa, NextCall, Observed, Plan};
 
-use crate::modules::rules::smoke_test;
-use crate::modules::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
-use crate::reconcile::plan_check::{self, PlanLimits};
+use crate::supply::contract::rules::smoke_test;
+use crate::supply::sandbox::{GuestError, RulesModule, SandboxEngine, WORLD, metadata};
+use crate::supply::contract::plan_check::{self, PlanLimits};
 use crate::text::printable;
+
+/// `test`: run the conformance suite and print its report; an error when a check failed.
+pub fn test(args: &crate::cli::args::TestArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    let engine = args.sandbox.cli_engine(args.cache_dir.as_deref())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let report = run(&engine, &bytes, &args.module.display().to_string(), args.seeds, &args.sandbox.plan_limits());
+    match args.format {
+        crate::cli::args::ReportFormat::Text => report.write_text(out)?,
+        crate::cli::args::ReportFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    anyhow::ensure!(report.passed, "module {} failed {} conformance checks", report.module, report.failures());
+    Ok(())
+}
 
 /// A module must fit a ConfigMap many times over: the product's budget.
 pub const MAX_MODULE_BYTES: usize = 64 << 10;
@@ -116,8 +131,8 @@ impl Check {
 pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
     let started = Instant::now();
     // The product's budget, or what the module's budget section asked for (within ceilings).
-    let size_budget = crate::modules::sandbox::budget::read(bytes)
-        .and_then(|budget| crate::modules::sandbox::budget::grant(budget, engine.limits()))
+    let size_budget = crate::supply::sandbox::budget::read(bytes)
+        .and_then(|budget| crate::supply::sandbox::budget::grant(budget, engine.limits()))
         .map_or(MAX_MODULE_BYTES, |limits| limits.module_bytes);
     let mut checks = vec![check(
         "size",
@@ -383,7 +398,7 @@ fn decide_twice(
             }
         }
     }
-    let outcome = |(result, fuel): (Result<crate::modules::sandbox::GuestOutcome<Plan>, GuestError>, u64)| {
+    let outcome = |(result, fuel): (Result<crate::supply::sandbox::GuestOutcome<Plan>, GuestError>, u64)| {
         (result.map(|o| o.value), fuel)
     };
     same_decision(outcome(first), outcome(second))

@@ -7,9 +7,9 @@ use rand::{RngCore, SeedableRng, rngs::StdRng};
 use zundoko_rules::{ChildKind, NextCall, Observed};
 
 use crate::crd::Hikawa;
-use crate::modules::rules::{Rules, decide};
-use crate::reconcile::observe::hikawa_view;
-use crate::reconcile::plan_check::PlanLimits;
+use crate::supply::contract::rules::{Rules, decide};
+use crate::controllers::hikawa::observe::hikawa_view;
+use crate::supply::contract::plan_check::PlanLimits;
 use crate::text::printable;
 
 /// Longest line of module-made text (an error, a name) printed; longer is cut.

@@ -1,14 +1,15 @@
 //! What readiness is made of: a module is loaded and, on the replica that reconciles, the
-//! caches are synced (a standby replica is ready to take over).
+//! caches are synced (a standby replica is ready to take over). The module serving is asked
+//! of a function given at start (plumbing knows nothing of the module supply above it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use crate::modules::rules::RulesSlot;
 
 /// What readiness is made of.
 pub struct Health {
-    rules: Arc<RulesSlot>,
+    /// The digest of the module serving, if one is loaded.
+    serving: Box<dyn Fn() -> Option<String> + Send + Sync>,
     reconciling: AtomicBool,
     caches_synced: AtomicBool,
     /// Shards held and their count (a replica holding none is a ready standby).
@@ -18,8 +19,9 @@ pub struct Health {
 }
 
 impl Health {
-    pub fn new(rules: Arc<RulesSlot>) -> Self {
-        Health { rules, reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), shards: Mutex::new((0, 0)), api_unreachable: Mutex::default() }
+    /// `serving` gives the digest of the module serving, if one is loaded.
+    pub fn new(serving: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
+        Health { serving: Box::new(serving), reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), shards: Mutex::new((0, 0)), api_unreachable: Mutex::default() }
     }
 
     /// The controller started (true) or stopped (false) on this replica.
@@ -47,10 +49,9 @@ impl Health {
         if let Some(why) = self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             return Err(format!("the API server does not answer yet: {why}"));
         }
-        let Some(rules) = self.rules.current() else {
+        let Some(module) = (self.serving)() else {
             return Err("no rules module loaded yet".into());
         };
-        let module = &rules.identity().digest;
         match (self.reconciling.load(Ordering::SeqCst), self.caches_synced.load(Ordering::SeqCst)) {
             (true, true) => match *self.shards.lock().unwrap_or_else(|e| e.into_inner()) {
                 (0, count) if count > 0 => Ok(format!("ok: standby with {module} (no shard of {count} held)")),

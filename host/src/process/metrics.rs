@@ -1,4 +1,6 @@
-//! Prometheus metrics (prometheus-client), served as text on `/metrics`.
+//! Prometheus metrics (prometheus-client), served as text on `/metrics`. Plumbing beneath the
+//! module supply and the controllers: every function takes plain values (a module as a
+//! [`ModuleLabel`], a guest call as its time, fuel and plan), so nothing here imports from above.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,8 +13,13 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use zundoko_rules::{Action, ChildKind, Plan};
 
-use crate::modules::rules::Decision;
-use crate::modules::sandbox::ModuleIdentity;
+/// A module as the metrics name it: its name, version and digest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModuleLabel<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    pub digest: &'a str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -206,12 +213,13 @@ impl Metrics {
         self.reconcile_errors.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    pub fn decided(&self, decision: &Decision) {
-        self.guest_call_seconds.observe(decision.elapsed.as_secs_f64());
-        if let Some(fuel) = decision.fuel_used.filter(|f| *f > 0) {
+    /// A guest call that took `elapsed` and `fuel_used`, and the plan it made if it made one.
+    pub fn guest_called(&self, elapsed: std::time::Duration, fuel_used: Option<u64>, plan: Option<&Plan>) {
+        self.guest_call_seconds.observe(elapsed.as_secs_f64());
+        if let Some(fuel) = fuel_used.filter(|f| *f > 0) {
             self.guest_fuel.observe(fuel as f64);
         }
-        if let Ok(plan) = &decision.outcome {
+        if let Some(plan) = plan {
             self.planned(plan);
         }
     }
@@ -248,12 +256,12 @@ impl Metrics {
             .sum()
     }
 
-    pub fn module_serving(&self, module: &ModuleIdentity) {
+    pub fn module_serving(&self, module: ModuleLabel<'_>) {
         self.module_info.clear();
         let labels = ModuleLabels {
-            name: module.info.name.clone(),
-            version: module.info.version.clone(),
-            digest: module.digest.clone(),
+            name: module.name.into(),
+            version: module.version.into(),
+            digest: module.digest.into(),
         };
         self.module_info.get_or_create(&labels).set(1);
     }
@@ -271,13 +279,13 @@ impl Metrics {
     }
 
     /// What rule set `rules` serves now (replacing what it served before).
-    pub fn ruleset_serving(&self, rules: &str, stable: Option<&ModuleIdentity>, candidate: Option<&ModuleIdentity>) {
-        let labels = |role: &str, m: &ModuleIdentity| RuleSetLabels {
+    pub fn ruleset_serving(&self, rules: &str, stable: Option<ModuleLabel<'_>>, candidate: Option<ModuleLabel<'_>>) {
+        let labels = |role: &str, m: ModuleLabel<'_>| RuleSetLabels {
             rules: rules.into(),
             role: role.into(),
-            name: m.info.name.clone(),
-            version: m.info.version.clone(),
-            digest: m.digest.clone(),
+            name: m.name.into(),
+            version: m.version.into(),
+            digest: m.digest.into(),
         };
         let now: Vec<RuleSetLabels> = [stable.map(|m| labels("stable", m)), candidate.map(|m| labels("candidate", m))].into_iter().flatten().collect();
         self.ruleset_gone_except(rules, &now);
@@ -355,13 +363,9 @@ mod tests {
         m.reconcile_failed("GuestTrapped");
         m.reconcile_failed("ApiConflict");
         m.swap_rejected("WorldMismatch");
-        let id = |digest: &str| ModuleIdentity {
-            info: zundoko_rules::ModuleInfo { name: "zundoko-classic".into(), version: "1.0.0".into(), description: String::new() },
-            digest: digest.into(),
-            size: 1,
-        };
-        m.module_serving(&id("sha256:aaa"));
-        m.module_serving(&id("sha256:bbb"));
+        let id = |digest| ModuleLabel { name: "zundoko-classic", version: "1.0.0", digest };
+        m.module_serving(id("sha256:aaa"));
+        m.module_serving(id("sha256:bbb"));
         let text = m.encode();
         assert!(text.contains("zundoko_reconciles_total 1"), "{text}");
         assert!(text.contains("zundoko_reconcile_errors_total{reason=\"GuestTrapped\"} 2"), "{text}");

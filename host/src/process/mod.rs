@@ -1,11 +1,11 @@
-//! The process and its plumbing: the operator put together (`operator`), leader election
-//! (`leader`), the HTTP endpoints (`http`) and what readiness is made of (`health`), metrics,
-//! logs (`telemetry`) and memory given back (`memory`).
+//! Leader election and plumbing, beneath the module supply and the controllers: leader
+//! election (`leader`), the HTTP endpoints (`http`) and what readiness is made of (`health`),
+//! metrics, logs (`telemetry`) and memory given back (`memory`). Nothing here imports from the
+//! layers above; what they tell it comes as plain values.
 
 pub mod health;
 pub mod http;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
-pub mod operator;
 pub mod telemetry;

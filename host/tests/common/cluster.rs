@@ -16,13 +16,13 @@ use tokio::task::JoinHandle;
 use zundoko_apiserver::{ApiServer, ServerConfig};
 use zundoko_operator::crd::SAID_AT;
 use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
-use zundoko_operator::modules::ModuleLoader;
-use zundoko_operator::modules::rules::{Rules, RulesSlot};
-use zundoko_operator::modules::sandbox::{SandboxEngine, SandboxLimits};
-use zundoko_operator::reconcile::apply::{HIKAWA_LABEL, label_value};
-use zundoko_operator::reconcile::context::Shared;
-use zundoko_operator::reconcile::controller::{self, Settings};
-use zundoko_operator::reconcile::pace::PaceSettings;
+use zundoko_operator::supply::ModuleLoader;
+use zundoko_operator::supply::contract::rules::{Rules, RulesSlot};
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::controllers::hikawa::apply::{HIKAWA_LABEL, label_value};
+use zundoko_operator::controllers::hikawa::context::Shared;
+use zundoko_operator::controllers::hikawa::controller::{self, Settings};
+use zundoko_operator::controllers::hikawa::pace::PaceSettings;
 use zundoko_rules::RuleSet;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
 
@@ -60,15 +60,15 @@ impl Cluster {
     /// The controller in-process, `rules` as its default module (rule sets get their modules
     /// from a default sandbox).
     pub fn operator(&self, rules: Arc<dyn Rules>, settings: Settings) -> Operator {
-        self.operator_with_registry(rules, settings, zundoko_operator::modules::oci::RegistrySettings::default())
+        self.operator_with_registry(rules, settings, zundoko_operator::supply::oci::RegistrySettings::default())
     }
 
     /// The same, reaching registries as `registry` says (rule sets from OCI sources).
-    pub fn operator_with_registry(&self, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::modules::oci::RegistrySettings) -> Operator {
+    pub fn operator_with_registry(&self, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
         let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
-        shared.registry = zundoko_operator::modules::oci::Registry::new(registry).unwrap();
+        shared.registry = zundoko_operator::supply::oci::Registry::new(registry).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         // One process: every shard is its own.
         let shards = zundoko_operator::process::leader::ShardTable::all(32, "in-process", self.client.clone());

@@ -44,7 +44,7 @@ pub fn observed_with(params: &[(&str, &str)]) -> zundoko_rules::Observed {
 
 /// The module with a custom section appended: the same rules, other bytes, another digest.
 pub fn with_custom_section(bytes: Vec<u8>, n: u64) -> Vec<u8> {
-    zundoko_operator::modules::sandbox::budget::append_custom_section(bytes, "zundoko-test", &n.to_le_bytes())
+    zundoko_operator::supply::sandbox::budget::append_custom_section(bytes, "zundoko-test", &n.to_le_bytes())
 }
 
 fn built(dir: &str, name: &str, how: &str) -> PathBuf {

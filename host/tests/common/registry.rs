@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use oci_client::secrets::RegistryAuth;
-use zundoko_operator::modules::oci::{ModuleRef, Registry, RegistrySettings, SignKey};
+use zundoko_operator::supply::oci::{ModuleRef, Registry, RegistrySettings, SignKey};
 
 pub const USER: &str = "zundoko";
 pub const PASSWORD: &str = "s3cret-pass";

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use zundoko_operator::modules::sandbox::SandboxLimits;
-use zundoko_operator::modules::swap::file::FileSource;
-use zundoko_operator::process::operator::{self, ModuleSources, OperatorConfig, Running};
+use zundoko_operator::supply::sandbox::SandboxLimits;
+use zundoko_operator::supply::sources::file::FileSource;
+use zundoko_operator::operator::{self, ModuleSources, OperatorConfig, Running};
 
 use super::cluster::Cluster;
 

@@ -1,0 +1,78 @@
+//! The registry verbs: `push` (check, sign if asked, publish), `keygen` (a signing key pair),
+//! and the pull `check` uses for a registry reference.
+
+use anyhow::{Context, Result};
+
+use crate::cli::args::{KeygenArgs, PushArgs, RegistryArgs};
+use crate::cli::rejected;
+use crate::supply::sandbox::SandboxEngine;
+
+/// A module from a registry, pulled and checked against its digest and signature: its bytes,
+/// and the lines that say where it came from.
+pub(crate) async fn pull(reference: &crate::supply::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
+    let settings = registry.settings()?;
+    let auth = registry.auth(reference)?;
+    let client = crate::supply::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
+    let fail = |e: crate::supply::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
+    let digest = client.resolve(reference, &auth).await.map_err(fail)?;
+    let fetched = client.fetch(reference, &digest, &auth, &[]).await.map_err(fail)?;
+    let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {}", fetched.pinned)];
+    // With trusted keys a module is fetched only if one verified: no signer means no keys.
+    lines.push(match &fetched.signed_by {
+        Some(signer) => format!("signed by:   {signer}"),
+        None => "signature:   not checked (no --trusted-keys)".into(),
+    });
+    if fetched.from_cache {
+        lines.push("from:        the cache (--cache-dir)".into());
+    }
+    Ok((fetched.bytes, lines))
+}
+
+/// `push`: check the module as `check` does, then publish it (and its signature).
+pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let module = engine.load(&bytes).map_err(|e| rejected(&args.module, e))?;
+    crate::supply::contract::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
+    let sign = match &args.sign {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read signing key {}", path.display()))?;
+            Some(crate::supply::oci::SignKey::from_pem(&path.display().to_string(), &pem).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    let settings = args.registry.settings()?;
+    let auth = args.registry.auth(&args.reference)?;
+    let registry = crate::supply::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
+    let info = &module.identity().info;
+    let digest = registry
+        .push(&args.reference, &bytes, &info.name, &info.version, sign.as_ref(), &auth)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot push to {} ({}): {e}", args.reference, e.reason()))?;
+    let safe = |s: &str| crate::text::printable(s, 512);
+    writeln!(out, "pushed:      {} {} ({} bytes, module {})", safe(&info.name), safe(&info.version), bytes.len(), module.identity().digest)?;
+    writeln!(out, "reference:   {}", args.reference)?;
+    writeln!(out, "pinned:      {}", args.reference.pinned(&digest))?;
+    if let Some(key) = &sign {
+        writeln!(out, "signed:      {}", key.trusted(&args.sign.as_ref().expect("a key was given").display().to_string()).name)?;
+    }
+    Ok(())
+}
+
+/// `keygen`: a new signing key pair, never overwriting one.
+pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let key = crate::supply::oci::SignKey::generate();
+    let (private, public) = (args.out.with_extension("key"), args.out.with_extension("pub"));
+    for path in [&private, &public] {
+        anyhow::ensure!(!path.exists(), "{} exists: not overwriting a key", path.display());
+    }
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&private).with_context(|| format!("cannot write {}", private.display()))?;
+    file.write_all(key.private_pem().as_bytes())?;
+    std::fs::write(&public, key.public_pem()).with_context(|| format!("cannot write {}", public.display()))?;
+    writeln!(out, "private key: {} (sign with: zundoko-operator push --sign {} ...)", private.display(), private.display())?;
+    writeln!(out, "public key:  {} (trust it: --trusted-keys, or a Secret mounted there)", public.display())?;
+    writeln!(out, "fingerprint: {}", key.trusted("key").fingerprint())?;
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! The Hikawa controller, in the order data flows: the controller (`controller`) is handed a
+//! `context`; it observes the Hikawa and its children (`children`, decoded lean by `lean`,
+//! `observe`), decides whether to decide (`pace`), calls the rules and checks the plan (the
+//! plan contract, `supply/contract/`), then applies it (`apply`), writing the status
+//! (`status`) and Events (`controllers/writes/events.rs`; `warnings` lends it the pacing's
+//! memory of the last Warning).
+
+pub mod apply;
+pub mod children;
+pub mod context;
+pub mod controller;
+pub mod entropy;
+pub mod lean;
+pub mod observe;
+pub mod pace;
+pub mod status;
+mod warnings;
+
+/// Which module decides for a Hikawa, an unavailable choice told as the reconcile error.
+pub type Choice = crate::supply::serving::Choice<crate::controllers::error::Error>;

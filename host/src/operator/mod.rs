@@ -1,0 +1,281 @@
+//! The operator process put together: the first module, the module sources and the swapper,
+//! the HTTP endpoints, the shards this replica competes for, and the controllers. What it is
+//! given is an [`OperatorConfig`] (`config`); `cli/run.rs` makes one from the flags.
+//!
+//! Every API request is bounded by `api_timeout`; the controller's writes for a Hikawa also go
+//! through its shard's fence, so none is sent unless the shard's Lease is surely held.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::Reporter;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::controllers::hikawa::context::Shared;
+use crate::controllers::hikawa::controller;
+use crate::process::leader::{Fence, ShardTable, Sharding, fence};
+use crate::supply::ModuleLoader;
+use crate::supply::contract::rules::{NativeRules, RulesSlot};
+use crate::supply::sandbox::SandboxEngine;
+use crate::supply::sources::{SwapEvents, SwapOutcome, Swapper};
+
+mod config;
+pub use config::{ModuleSources, OperatorConfig};
+
+/// A started operator.
+pub struct Running {
+    pub shared: Shared,
+    pub http_addr: Option<SocketAddr>,
+    pub task: JoinHandle<anyhow::Result<()>>,
+}
+
+/// Start everything; returns once the first module serves (or, with `wait`, at once).
+/// Fails if no source yields a usable module and `wait` is off.
+pub async fn start(
+    client: Client,
+    config: OperatorConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Running> {
+    // Every request bounded; the controller's writes are fenced per shard (reconcile_held_shards).
+    let raw = client;
+    let client = fence::guarded(raw.clone(), Fence::open(config.api_timeout));
+    let slot = Arc::new(match &config.modules.native {
+        Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
+        None => RulesSlot::empty(),
+    });
+    // One engine and one set of compiled modules for the default module and every rule set.
+    let engine = SandboxEngine::new(config.sandbox.clone())?;
+    // --cache-dir keeps compiled modules too: a restart loads them instead of compiling.
+    let engine = match &config.registry.cache_dir {
+        Some(dir) => engine.with_compiled_cache(dir)?,
+        None => engine,
+    };
+    let engine = match &config.compiler {
+        Some(compiler) => engine.with_compiler_process(compiler.clone())?,
+        None => engine,
+    };
+    let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
+    let mut shared = Shared::new(slot.clone(), modules);
+    shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
+    // Not ready until the API server has answered once (before the first try too).
+    shared.health.set_api_unreachable(Some("not reached yet".into()));
+    let http_addr = match config.http_addr {
+        Some(addr) => {
+            let (bound, server) = crate::process::http::bind(addr, shared.health.clone(), shared.metrics.clone())
+                .await
+                .with_context(|| format!("cannot serve HTTP on {addr}"))?;
+            tokio::spawn(server);
+            info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+            Some(bound)
+        }
+        None => None,
+    };
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+
+    wait_for_api_server(&client, &config, &shared).await?;
+    if config.modules.native.is_none() {
+        start_swapping(&client, &config, &shared).await?;
+    } else if let Some(rules) = slot.current() {
+        shared.metrics.module_serving(rules.identity().label());
+    }
+
+    let task = tokio::spawn(reconcile_held_shards(raw, client, shared.clone(), config, stopped));
+    Ok(Running { shared, http_addr, task })
+}
+
+/// Load the first module, then keep offering what the sources see to the swapper.
+async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+    let sources = &config.modules;
+    anyhow::ensure!(
+        sources.file.is_some() || sources.configmap.is_some() || sources.oci.is_some(),
+        "no rules module source: give --module PATH, --module-configmap NAMESPACE/NAME[:KEY] or --module-oci REF"
+    );
+    let swapper = Arc::new(Swapper::new(
+        shared.modules.clone(),
+        sources.pin.clone(),
+        shared.rules.clone(),
+        shared.metrics.clone(),
+        Some(swap_events(client, config)),
+    ));
+
+    // The first module: the file, else the ConfigMap; every failure is named if none serves.
+    let mut problems = Vec::new();
+    let mut file_offered = None;
+    if let Some(file) = &sources.file {
+        match file.read() {
+            Some(candidate) => {
+                file_offered = Some(candidate.key().to_owned());
+                if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
+                    problems.push(format!("{} rejected ({}): {why}", file.path.display(), why.reason()));
+                }
+            }
+            None => problems.push(format!("{} does not exist", file.path.display())),
+        }
+    }
+    if let Some(cm) = &sources.configmap
+        && shared.rules.current().is_none()
+    {
+        match cm.fetch(client).await {
+            Ok(candidate) => {
+                if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
+                    problems.push(format!("ConfigMap {cm} rejected ({}): {why}", why.reason()));
+                }
+            }
+            Err(error) => problems.push(format!("cannot read ConfigMap {cm}: {error}")),
+        }
+    }
+    let mut oci_served = None;
+    if let Some(oci) = &sources.oci
+        && shared.rules.current().is_none()
+    {
+        let (digest, candidate) = oci.fetch(&shared.registry).await;
+        match swapper.offer(candidate).await {
+            SwapOutcome::Rejected(why) => problems.push(format!("{} rejected ({}): {why}", oci.reference, why.reason())),
+            _ => oci_served = digest,
+        }
+    }
+    if shared.rules.current().is_none() {
+        let problems = problems.join("; ");
+        anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
+        warn!(%problems, "no usable rules module yet; waiting for one (--wait-for-module)");
+    }
+
+    let (candidates, offers) = mpsc::channel(8);
+    if let Some(file) = sources.file.clone() {
+        tokio::spawn(file.watch(candidates.clone(), file_offered));
+    }
+    if let Some(cm) = sources.configmap.clone() {
+        tokio::spawn(cm.watch(client.clone(), candidates.clone()));
+    }
+    if let Some(oci) = sources.oci.clone() {
+        tokio::spawn(oci.watch(shared.registry.clone(), candidates.clone(), oci_served));
+    }
+    tokio::spawn(swapper.serve(offers));
+    Ok(())
+}
+
+/// Swap Events go on the operator's Pod when it knows its name, else on its namespace.
+fn swap_events(client: &Client, config: &OperatorConfig) -> SwapEvents {
+    let namespace = config
+        .namespace
+        .clone()
+        .or_else(|| config.modules.configmap.as_ref().map(|cm| cm.namespace.clone()))
+        .unwrap_or_else(|| "default".into());
+    let regarding = match &config.pod_name {
+        Some(pod) => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.clone()),
+            namespace: Some(namespace),
+            ..ObjectReference::default()
+        },
+        None => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Namespace".into()),
+            name: Some(namespace),
+            ..ObjectReference::default()
+        },
+    };
+    let reporter = Reporter { controller: "zundoko-operator".into(), instance: Some(config.controller.instance.clone()) };
+    SwapEvents { client: client.clone(), reporter, regarding }
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Until the API server answers: one line per try, backing off (0.5 s doubling to 5 s). Only
+/// what will not heal by waiting ends the process: credentials refused (401) or not allowed
+/// (403) to read what the operator needs.
+async fn wait_for_api_server(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+    let mut delay = Duration::from_millis(500);
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
+        let answer = match &config.leader {
+            // The Leases are the first thing a replica needs: try one (not found is fine).
+            Some(leader) => kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &leader.namespace)
+                .get_opt(&crate::process::leader::assign::members_lease_name(&leader.lease_prefix))
+                .await
+                .map(drop),
+            None => client.apiserver_version().await.map(drop),
+        };
+        match answer {
+            Ok(()) => {
+                shared.health.set_api_unreachable(None);
+                if attempt > 1 {
+                    info!(attempt, "the API server answers");
+                }
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if matches!(status.code, 401 | 403) => anyhow::bail!(
+                "the API server refuses this operator's credentials ({} {}): {}",
+                status.code,
+                status.reason,
+                crate::text::printable(&status.message, 512)
+            ),
+            Err(error) => {
+                let error = crate::text::printable(&error.to_string(), 512);
+                warn!(attempt, retry_in_ms = delay.as_millis() as u64, %error, "the API server does not answer yet");
+                shared.health.set_api_unreachable(Some(error));
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// A Warning Event on the operator's Pod: the API server may be out of reach just then (a
+/// partition is one way to lose shards), so it is tried again for about two minutes.
+async fn tell_lost(events: SwapEvents, note: String) {
+    let mut delay = Duration::from_secs(1);
+    for _ in 0..8 {
+        match events.try_publish(kube::runtime::events::EventType::Warning, "LeaderLost", &note, "Lead").await {
+            Ok(()) => return,
+            Err(error) => tracing::debug!(%error, "could not publish LeaderLost yet"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+    warn!("could not publish the LeaderLost Event on the operator's Pod");
+}
+
+/// Once a module serves: reconcile the Hikawas of the shards this replica holds (all of them
+/// without election) until shut down, then hand the shards back. `client` bounds every
+/// request; `raw` is what each shard's fenced client wraps.
+async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    tokio::select! {
+        _ = shared.rules.loaded() => {}
+        _ = stopped(stop.clone()) => return Ok(()),
+    }
+    let Some(leader) = &config.leader else {
+        let table = ShardTable::all(config.shards, &config.controller.instance, client.clone());
+        shared.metrics.set_shards(table.count, table.count as usize);
+        controller::run(client, table, shared.clone(), config.controller.clone(), stopped(stop)).await;
+        return Ok(());
+    };
+    let mut sharding = Sharding::start(raw, client.clone(), leader, config.api_timeout, shared.metrics.clone());
+    // Shards lost past their renew deadline: said on the Pod, once the API server answers.
+    let mut lost = std::mem::replace(&mut sharding.lost, mpsc::unbounded_channel().1);
+    let pod_events = swap_events(&client, &config);
+    tokio::spawn(async move {
+        while let Some(why) = lost.recv().await {
+            let note = format!("stopped deciding for shards past their renew deadline ({why}); their decisions cancelled, waiting to take shards again");
+            tokio::spawn(tell_lost(pod_events.clone(), crate::text::printable(&note, 1024)));
+        }
+    });
+    // Graceful: reconciles in flight finish, then every shard is handed back.
+    controller::run(client, sharding.table.clone(), shared.clone(), config.controller.clone(), stopped(stop)).await;
+    sharding.resign().await;
+    Ok(())
+}

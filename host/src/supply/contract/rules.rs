@@ -1,0 +1,182 @@
+//! Deciding: one call of the rules (a wasm module, or the same rules linked natively for
+//! comparison), then the plan check. A decision that fails either is an error, and nothing
+//! of its plan is applied.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use zundoko_rules::{Observed, Plan, RuleSet};
+
+use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, ModuleIdentity, RulesModule};
+use crate::supply::contract::plan_check::{self, PlanLimits};
+
+/// Something that can make a decision: the wasm sandbox or native rules.
+pub trait Rules: Send + Sync + 'static {
+    fn identity(&self) -> &Arc<ModuleIdentity>;
+    /// Blocking; the async callers use [`decide_async`].
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError>;
+    /// The decision if it takes no more than a small slice of CPU (fit for an async worker),
+    /// else `None`, and [`Rules::reconcile`] is called off the async runtime.
+    fn reconcile_quick(&self, _observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        None
+    }
+}
+
+impl Rules for RulesModule {
+    fn identity(&self) -> &Arc<ModuleIdentity> {
+        RulesModule::identity(self)
+    }
+
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        RulesModule::reconcile(self, observed)
+    }
+
+    fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        RulesModule::reconcile_quick(self, observed)
+    }
+}
+
+/// The rules crate linked into the host: the baseline the sandbox is measured against.
+pub struct NativeRules {
+    rules: RuleSet,
+    identity: Arc<ModuleIdentity>,
+}
+
+impl NativeRules {
+    pub fn new(rules: RuleSet) -> Self {
+        let info = rules.module_info();
+        let identity = Arc::new(ModuleIdentity { digest: format!("native:{}", info.name), info, size: 0 });
+        NativeRules { rules, identity }
+    }
+}
+
+impl Rules for NativeRules {
+    fn identity(&self) -> &Arc<ModuleIdentity> {
+        &self.identity
+    }
+
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        let plan = self.rules.reconcile(observed).map_err(GuestError::Rules)?;
+        Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new(), peak_memory_bytes: 0 })
+    }
+
+    /// Native rules are the host's own code and take microseconds: always quick.
+    fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        Some(self.reconcile(observed))
+    }
+}
+
+/// One decision and what it cost.
+#[derive(Debug)]
+pub struct Decision {
+    pub module: Arc<ModuleIdentity>,
+    /// The checked plan, or why there is none.
+    pub outcome: Result<Plan, GuestError>,
+    pub fuel_used: Option<u64>,
+    pub logs: Vec<GuestLog>,
+    pub elapsed: Duration,
+}
+
+/// Call the rules and check the plan. Blocking.
+pub fn decide(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits) -> Decision {
+    let started = Instant::now();
+    checked(rules, observed, limits, rules.reconcile(observed), started)
+}
+
+/// The plan of a call, checked.
+fn checked(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits, outcome: Result<GuestOutcome<Plan>, GuestError>, started: Instant) -> Decision {
+    let module = rules.identity().clone();
+    match outcome {
+        Ok(GuestOutcome { value: plan, fuel_used, logs, .. }) => {
+            let outcome = plan_check::check(&plan, observed, limits).map(|()| plan).map_err(GuestError::from);
+            Decision { module, outcome, fuel_used: Some(fuel_used), logs, elapsed: started.elapsed() }
+        }
+        Err(error) => Decision { module, outcome: Err(error), fuel_used: None, logs: Vec::new(), elapsed: started.elapsed() },
+    }
+}
+
+/// [`decide`] without blocking the async workers: a quick call (nearly all: microseconds, see
+/// `SandboxLimits::inline_fuel`) is made here, without a thread handoff; one that needs more is
+/// made again, whole, on tokio's blocking pool, so a slow guest never stalls the async workers.
+pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits) -> Decision {
+    let started = Instant::now();
+    if let Some(outcome) = rules.reconcile_quick(&observed) {
+        return checked(rules.as_ref(), &observed, &limits, outcome, started);
+    }
+    let span = tracing::Span::current();
+    let module = rules.identity().clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        decide(rules.as_ref(), &observed, &limits)
+    });
+    task.await.unwrap_or_else(|join_error| Decision {
+        module,
+        outcome: Err(GuestError::Host(format!("the guest call did not finish: {join_error}"))),
+        fuel_used: None,
+        logs: Vec::new(),
+        elapsed: Duration::ZERO,
+    })
+}
+
+/// A module must be able to decide for a brand-new Hikawa, within the limits, with a plan
+/// that passes the check, before it may serve.
+pub fn smoke_test(rules: &dyn Rules, limits: &PlanLimits) -> Result<Decision, GuestError> {
+    let observed = Observed {
+        hikawa: zundoko_rules::Hikawa {
+            namespace: "smoke-test".into(),
+            name: "smoke-test".into(),
+            uid: "00000000-0000-0000-0000-000000000000".into(),
+            generation: 1,
+            created_at: Some(0),
+            interval_millis: 1000,
+            ..Default::default()
+        },
+        now: 0,
+        entropy: 0x5eed,
+        ..Observed::default()
+    };
+    let decision = decide(rules, &observed, limits);
+    match &decision.outcome {
+        Ok(_) => Ok(decision),
+        Err(error) => Err(GuestError::SmokeTestFailed(format!("{error} [{}]", error.reason()))),
+    }
+}
+
+/// The rules currently serving (none until the first module is accepted). Swapped
+/// atomically: a reconcile takes its `Arc` at the start and finishes on that module whatever
+/// happens to the slot meanwhile. Subscribers hear of every swap (to reconcile everything).
+pub struct RulesSlot(watch::Sender<Option<Arc<dyn Rules>>>);
+
+impl RulesSlot {
+    pub fn new(rules: Arc<dyn Rules>) -> Self {
+        RulesSlot(watch::Sender::new(Some(rules)))
+    }
+
+    /// A slot with nothing serving yet.
+    pub fn empty() -> Self {
+        RulesSlot(watch::Sender::new(None))
+    }
+
+    pub fn current(&self) -> Option<Arc<dyn Rules>> {
+        self.0.borrow().clone()
+    }
+
+    /// Put `rules` in the slot; returns the rules it replaced.
+    pub fn swap(&self, rules: Arc<dyn Rules>) -> Option<Arc<dyn Rules>> {
+        self.0.send_replace(Some(rules))
+    }
+
+    /// Resolves once some rules are serving.
+    pub async fn loaded(&self) -> Arc<dyn Rules> {
+        let mut rx = self.0.subscribe();
+        let rules = rx.wait_for(Option::is_some).await.expect("the slot owns its sender");
+        rules.clone().expect("waited for Some")
+    }
+
+    /// One item per swap from now on.
+    pub fn swaps(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let rx = self.0.subscribe();
+        futures::stream::unfold(rx, |mut rx| async move { rx.changed().await.ok().map(|()| ((), rx)) })
+    }
+}

@@ -1,0 +1,20 @@
+//! The sandbox: compile rules modules once, run each call in a fresh, limited instance.
+
+mod bindings;
+pub mod budget;
+mod compiled_cache;
+pub mod compiler_process;
+mod convert;
+mod error;
+mod guest_memory;
+mod host_state;
+mod limits;
+pub mod metadata;
+mod module;
+mod wasi;
+
+pub use bindings::{RULES_EXPORT, WORLD};
+pub use error::{GuestError, PlanRejection};
+pub use host_state::GuestLog;
+pub use limits::SandboxLimits;
+pub use module::{GuestOutcome, ModuleIdentity, RulesModule, SandboxEngine};

@@ -1,0 +1,415 @@
+//! A rules module: compiled once, checked against the world, pre-instantiated; every call
+//! then runs in a fresh instance of its own, within the sandbox limits.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use zundoko_rules::{ModuleInfo, Observed, Plan};
+
+use super::bindings::{self, ALLOWED_IMPORTS, RULES_EXPORT, ZundokoRules, ZundokoRulesPre};
+use super::convert;
+use super::error::GuestError;
+use super::host_state::{GuestLog, HostState};
+use super::limits::SandboxLimits;
+use super::wasi::{self, CallInput};
+
+/// Who a module is: what `check` prints and what every Hikawa's status names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleIdentity {
+    pub info: ModuleInfo,
+    /// `sha256:<hex>` of the module bytes (`native:<name>` for rules linked into the host).
+    pub digest: String,
+    pub size: usize,
+}
+
+impl ModuleIdentity {
+    /// The module as the metrics name it.
+    pub fn label(&self) -> crate::process::metrics::ModuleLabel<'_> {
+        crate::process::metrics::ModuleLabel { name: &self.info.name, version: &self.info.version, digest: &self.digest }
+    }
+}
+
+/// What one successful guest call produced.
+#[derive(Debug)]
+pub struct GuestOutcome<T> {
+    pub value: T,
+    pub fuel_used: u64,
+    pub logs: Vec<GuestLog>,
+    /// The largest the guest's linear memory was during the call, in bytes.
+    pub peak_memory_bytes: usize,
+}
+
+/// A returned pool slot's memory is reset in place, not with madvise, up to this much: the
+/// whole initial memory (256 KiB, the Makefile's `--initial-memory`), which holds even a
+/// 1,000-children call. With PAGEMAP_SCAN (Linux 6.7+) only the pages the call wrote are
+/// copied back or zeroed, so the next call neither faults them in nor pays a TLB shootdown;
+/// one ioctl is then the only syscall per call. Measured (release, 2-core VM): 5 children
+/// 14 us -> 8 us, 1,000 children 215 us -> 170 us; 1 MiB is no faster. Without PAGEMAP_SCAN
+/// the whole 256 KiB would be memset, so keep the 64 KiB that was measured best then.
+const KEEP_RESIDENT: usize = 256 << 10;
+const KEEP_RESIDENT_WITHOUT_PAGEMAP: usize = 64 << 10;
+/// Tables (one small funcref table, in wit-component's shim for the log import).
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+/// Native stack for a WASI guest's call thread, besides the wasm stack limit: the host
+/// functions' and wasmtime's own frames.
+const GUEST_THREAD_STACK: usize = 2 << 20;
+
+/// The wasmtime engine and linker every module is compiled and linked with.
+#[derive(Clone)]
+pub struct SandboxEngine {
+    engine: Engine,
+    linker: Arc<Linker<HostState>>,
+    limits: SandboxLimits,
+    /// Compiled modules kept on disk, if a cache directory was given.
+    compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
+    /// Where modules over `IN_PROCESS_MAX_BYTES` compile, if not here.
+    compiler: Option<super::compiler_process::CompilerProcess>,
+}
+
+impl SandboxEngine {
+    pub fn new(limits: SandboxLimits) -> anyhow::Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.consume_fuel(true);
+        config.max_wasm_stack(limits.wasm_stack_bytes);
+        // Compile on the calling thread: a module is tens of KiB and compiles in tens of
+        // milliseconds, and a compile thread pool would stay alive with a malloc arena of its
+        // own for every thread (a few MiB of the operator's idle memory).
+        config.parallel_compilation(false);
+        // Pooling: instance slots are mapped once and reused, so a fresh instance per call
+        // costs microseconds instead of an mmap/munmap round trip per memory. The pool
+        // bounds how many calls run at once; a call beyond it fails and is retried.
+        let slots = limits.max_concurrent_calls;
+        let mut pool = PoolingAllocationConfig::default();
+        let pagemap = PoolingAllocationConfig::is_pagemap_scan_available();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots)
+            .max_memory_size(limits.memory_bytes.max(limits.max_memory_bytes).next_multiple_of(64 << 10) + (64 << 10))
+            .pagemap_scan(if pagemap { Enabled::Yes } else { Enabled::No })
+            .linear_memory_keep_resident(if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP })
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
+            // Calls are synchronous: no fiber stacks (wasmtime-wasi turns wasmtime's async
+            // support on, whose pool would otherwise map 1,000 stacks of 2 MiB up front).
+            .total_stacks(1);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        bindings::zundokokiyoshi::rules::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        wasi::add_to_linker(&mut linker)?;
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None })
+    }
+
+    /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
+    pub fn with_compiled_cache(mut self, dir: &std::path::Path) -> anyhow::Result<Self> {
+        self.compiled = Some(Arc::new(super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?));
+        Ok(self)
+    }
+
+    /// Compile big modules in a child process (see [`super::compiler_process`]), into the
+    /// compiled-module cache (a private temporary one if none was given).
+    pub fn with_compiler_process(mut self, compiler: super::compiler_process::CompilerProcess) -> anyhow::Result<Self> {
+        if self.compiled.is_none() {
+            let dir = std::env::temp_dir().join(format!("zundoko-operator-{}", std::process::id()));
+            self = self.with_compiled_cache(&dir)?;
+        }
+        self.compiler = Some(compiler);
+        Ok(self)
+    }
+
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    /// The engine underneath (what the compiler process compiles with).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The compiled-module cache, if any.
+    pub fn compiled_cache(&self) -> Option<&super::compiled_cache::CompiledCache> {
+        self.compiled.as_deref()
+    }
+
+    /// The module's code: from the cache, from the compiler process, or compiled here.
+    fn compile(&self, bytes: &[u8]) -> Result<Component, GuestError> {
+        let not_a_component = |e: wasmtime::Error| GuestError::NotAComponent(format!("{e:#}"));
+        match (&self.compiled, &self.compiler) {
+            (Some(cache), Some(compiler)) if bytes.len() > super::compiler_process::IN_PROCESS_MAX_BYTES => {
+                if let Some(component) = cache.lookup(&self.engine, bytes) {
+                    return Ok(component);
+                }
+                compiler.compile(bytes, cache.root(), &self.limits)?;
+                cache.lookup(&self.engine, bytes).ok_or_else(|| {
+                    GuestError::CompileFailed("the compiler process finished but left no code this engine can load".into())
+                })
+            }
+            (Some(cache), _) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),
+            (None, _) => Component::new(&self.engine, bytes).map_err(not_a_component),
+        }
+    }
+
+    /// Compile and check a module: a component, of the right world, asking for nothing but
+    /// the log import, that answers `info` within the limits with metadata within bounds.
+    pub fn load(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
+        precheck_bytes(bytes)?;
+        // The budget first: a module asking for more than the ceilings is refused before
+        // anything is spent compiling it.
+        let limits = super::budget::grant(super::budget::read(bytes)?, &self.limits)?;
+        let loaded = self.compile_and_check(bytes, limits);
+        // Whether the module passed or not, the compiler is done: give back what it used.
+        crate::process::memory::release_after_compile();
+        loaded
+    }
+
+    fn compile_and_check(&self, bytes: &[u8], limits: SandboxLimits) -> Result<RulesModule, GuestError> {
+        let component = self.compile(bytes)?;
+        let uses_wasi = self.check_world(&component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(ZundokoRulesPre::new)
+            .map_err(|e| GuestError::WorldMismatch {
+                expected: RULES_EXPORT.into(),
+                found: format!("an export whose types differ: {e:#}"),
+            })?;
+        let mut module = RulesModule {
+            pre,
+            uses_wasi,
+            limits,
+            identity: Arc::new(ModuleIdentity {
+                info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
+                digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+                size: bytes.len(),
+            }),
+        };
+        let info = module.info()?;
+        super::metadata::check(&info)?;
+        Arc::make_mut(&mut module.identity).info = info;
+        Ok(module)
+    }
+
+    /// Whether the module implements the rules world and imports nothing the sandbox does not
+    /// serve; `Ok(true)` if it imports WASI (served by the virtual WASI).
+    fn check_world(&self, component: &Component) -> Result<bool, GuestError> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        if !exports.iter().any(|e| e == RULES_EXPORT) {
+            let found = if exports.is_empty() { "no exports".to_string() } else { exports.join(", ") };
+            return Err(GuestError::WorldMismatch { expected: RULES_EXPORT.into(), found });
+        }
+        let mut uses_wasi = false;
+        for (import, _) in ty.imports(&self.engine) {
+            if ALLOWED_IMPORTS.contains(&import) {
+                continue;
+            }
+            if !wasi::imports::is_wasi(import) {
+                return Err(GuestError::ForbiddenImport(import.to_string()));
+            }
+            if let Some(why) = wasi::imports::refusal(import) {
+                return Err(GuestError::ForbiddenImport(why));
+            }
+            uses_wasi = true;
+        }
+        Ok(uses_wasi)
+    }
+}
+
+/// Cheap checks with better messages than the compiler's for the common mistakes.
+fn precheck_bytes(bytes: &[u8]) -> Result<(), GuestError> {
+    if bytes.is_empty() {
+        return Err(GuestError::EmptyModule);
+    }
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(GuestError::NotAComponent(format!(
+            "the file does not start with the wasm magic bytes \\0asm ({} bytes, starts with {:02x?})",
+            bytes.len(),
+            &bytes[..bytes.len().min(8)]
+        )));
+    }
+    // Bytes 4..8: version 1 (core module) or the component layer.
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(GuestError::NotAComponent(
+            "it is a core wasm module, not a component: wrap it with `wasm-tools component new` (the Makefile's `guest` target does)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A loaded, checked module, ready to serve any number of calls (concurrently, too).
+#[derive(Clone)]
+pub struct RulesModule {
+    pre: ZundokoRulesPre<HostState>,
+    /// The module imports WASI: its calls get the virtual WASI, on a thread of their own.
+    uses_wasi: bool,
+    limits: SandboxLimits,
+    identity: Arc<ModuleIdentity>,
+}
+
+impl RulesModule {
+    pub fn identity(&self) -> &Arc<ModuleIdentity> {
+        &self.identity
+    }
+
+    /// The limits its calls run under: the operator's, or what its budget asked for.
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    /// Whether the module imports WASI (a language runtime's module; Rust modules do not).
+    pub fn uses_wasi(&self) -> bool {
+        self.uses_wasi
+    }
+
+    /// Bytes of compiled machine code and metadata this module keeps in memory.
+    pub fn code_bytes(&self) -> usize {
+        let range = self.pre.instance_pre().component().image_range();
+        range.end as usize - range.start as usize
+    }
+
+    /// The module's `info`, from a fresh instance (so, in effect, the cost of one instance).
+    pub fn info(&self) -> Result<ModuleInfo, GuestError> {
+        let outcome = self.call(self.limits.fuel, CallInput::default(), |store, rules| {
+            rules.zundokokiyoshi_rules_rules().call_info(store)
+        })?;
+        Ok(convert::module_info(outcome.value))
+    }
+
+    /// One `reconcile` call in a fresh instance, within the whole CPU budget. Blocking: run it
+    /// off the async runtime.
+    pub fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        self.reconcile_within(observed, self.limits.fuel)
+    }
+
+    /// The call, if it needs no more than `limits.inline_fuel`: short enough to make on an
+    /// async worker. `None` if it ran out of that slice: make it again with [`reconcile`]
+    /// (off the async runtime), which gets the whole budget.
+    pub fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        // A WASI module's calls block on tokio inside wasmtime-wasi: never on an async worker.
+        if self.uses_wasi {
+            return None;
+        }
+        let slice = self.limits.inline_fuel.min(self.limits.fuel);
+        match self.reconcile_within(observed, slice) {
+            Err(GuestError::OutOfCpuBudget { .. }) if slice < self.limits.fuel => None,
+            decided => Some(decided),
+        }
+    }
+
+    fn reconcile_within(&self, observed: &Observed, fuel: u64) -> Result<GuestOutcome<Plan>, GuestError> {
+        self.reconcile_metered(observed, fuel).0
+    }
+
+    /// [`reconcile`](Self::reconcile), and the fuel the call used whether it succeeded or not
+    /// (all of `fuel` when it ran out): what the conformance suite reports.
+    pub fn reconcile_metered(&self, observed: &Observed, fuel: u64) -> (Result<GuestOutcome<Plan>, GuestError>, u64) {
+        let input = convert::observed(observed);
+        let call_input = CallInput { now_ms: observed.now, entropy: observed.entropy };
+        let (result, fuel_used) = self.call_metered(fuel, call_input, |store, rules| {
+            rules.zundokokiyoshi_rules_rules().call_reconcile(store, &input)
+        });
+        let result = result.and_then(|outcome| match outcome.value {
+            Ok(plan) => Ok(GuestOutcome {
+                value: convert::plan(plan),
+                fuel_used: outcome.fuel_used,
+                logs: outcome.logs,
+                peak_memory_bytes: outcome.peak_memory_bytes,
+            }),
+            Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
+        });
+        (result, fuel_used)
+    }
+
+    /// Instantiate afresh, run `f` within the limits and `fuel`, and turn any trap into a
+    /// typed error.
+    fn call<R: Send>(
+        &self,
+        fuel: u64,
+        input: CallInput,
+        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R> + Send,
+    ) -> Result<GuestOutcome<R>, GuestError> {
+        self.call_metered(fuel, input, f).0
+    }
+
+    /// [`call`](Self::call), and the fuel used, failed calls included.
+    fn call_metered<R: Send>(
+        &self,
+        fuel: u64,
+        input: CallInput,
+        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R> + Send,
+    ) -> (Result<GuestOutcome<R>, GuestError>, u64) {
+        if !self.uses_wasi {
+            return self.call_here(fuel, input, f);
+        }
+        // Its memory budget first: interpreter calls in flight hold at most the ceiling.
+        let _memory = super::guest_memory::IN_FLIGHT.reserve(self.limits.memory_bytes, self.limits.max_memory_bytes);
+        // wasmtime-wasi's synchronous host functions block on a tokio runtime: inside an
+        // async worker that would nest runtimes (a panic), so the call gets a thread outside
+        // any runtime, where they use wasmtime-wasi's own. Tens of microseconds, against
+        // milliseconds for an interpreter's call.
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("wasi-guest".into())
+                .stack_size(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes)
+                .spawn_scoped(scope, || self.call_here(fuel, input, f))
+                .map_err(|e| GuestError::Host(format!("no thread for the guest call: {e}")))
+                .and_then(|thread| thread.join().map_err(|_| GuestError::Host("the guest call's thread panicked".into())))
+                .unwrap_or_else(|e| (Err(e), 0))
+        })
+    }
+
+    /// The call, on this thread.
+    fn call_here<R>(
+        &self,
+        fuel: u64,
+        input: CallInput,
+        f: impl FnOnce(&mut Store<HostState>, &ZundokoRules) -> wasmtime::Result<R>,
+    ) -> (Result<GuestOutcome<R>, GuestError>, u64) {
+        let mut store = Store::new(self.pre.engine(), HostState::new(&self.limits, input));
+        store.limiter(|state| &mut state.memory);
+        if let Err(e) = store.set_fuel(fuel) {
+            return (Err(GuestError::Host(format!("{e:#}"))), 0);
+        }
+        let result = self.pre.instantiate(&mut store).and_then(|rules| f(&mut store, &rules));
+        let fuel_used = fuel - store.get_fuel().unwrap_or(0);
+        let state = store.data_mut();
+        if let Some(output) = state.wasi.as_ref().map(|wasi| wasi.take_output()) {
+            state.logs.add_output(&output);
+            state.stderr_last_line = output.last_stderr_line();
+        }
+        let result = match result {
+            Ok(value) => Ok(GuestOutcome {
+                value,
+                fuel_used,
+                logs: std::mem::take(&mut store.data_mut().logs.lines),
+                peak_memory_bytes: store.data().memory.peak,
+            }),
+            Err(error) => Err(self.classify(error, store.data(), fuel)),
+        };
+        (result, fuel_used)
+    }
+
+    fn classify(&self, error: wasmtime::Error, state: &HostState, fuel: u64) -> GuestError {
+        if let Some(requested) = state.memory.refused {
+            return GuestError::MemoryCap { limit: state.memory.limit, requested };
+        }
+        let guest_message = state.logs.panic_message().or_else(|| {
+            // An interpreter's uncaught exception: the last line it wrote to stderr.
+            state.stderr_last_line.as_deref().map(|line| crate::text::printable(line, 256))
+        });
+        if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            return GuestError::Trap { trap: format!("the guest called exit({})", exit.0), guest_message };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => GuestError::OutOfCpuBudget { budget: fuel },
+            Some(Trap::StackOverflow) => GuestError::StackOverflow,
+            Some(trap) => GuestError::Trap { trap: trap.to_string(), guest_message },
+            // Not a wasm trap: the canonical ABI refused what the guest returned (say, a
+            // string that is not UTF-8) or the instance could not be created.
+            None => GuestError::Trap { trap: format!("{error:#}"), guest_message },
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The module sources and the default module's hot swap. Sources (a watched file
+//! (`file`), a watched ConfigMap (`configmap`), an OCI reference (`oci`)) offer candidate
+//! bytes; the [`Swapper`] checks each one (pin, compile, world, smoke test) and only
+//! then puts it in the [`RulesSlot`]. A candidate that fails is rejected, reported once, and
+//! the module serving keeps serving.
+
+pub mod configmap;
+pub mod file;
+pub mod oci;
+pub mod rulesets;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::supply::ModuleLoader;
+use crate::supply::contract::rules::RulesSlot;
+use crate::supply::sandbox::{GuestError, RulesModule};
+use crate::process::metrics::Metrics;
+
+/// Where a candidate came from, for logs and Events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    File(PathBuf),
+    ConfigMap { namespace: String, name: String, key: String },
+    /// An OCI artifact, pinned by digest once pulled.
+    Oci(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(path) => write!(f, "file {}", path.display()),
+            Origin::ConfigMap { namespace, name, key } => write!(f, "ConfigMap {namespace}/{name} key {key}"),
+            Origin::Oci(reference) => write!(f, "registry {reference}"),
+        }
+    }
+}
+
+/// Bytes a source found, or why it found none it could offer.
+#[derive(Debug)]
+pub struct Candidate {
+    pub origin: Origin,
+    pub bytes: Result<Vec<u8>, String>,
+    /// Why there are no bytes, as a reason (`ModuleUnreadable` unless the source knows better).
+    reason: &'static str,
+    /// The bytes' digest, or what made them unreadable: computed once, it tells a source
+    /// whether it offered this already and the swapper whether it rejected it already.
+    key: String,
+}
+
+impl Candidate {
+    pub fn new(origin: Origin, bytes: Result<Vec<u8>, String>) -> Self {
+        let key = match &bytes {
+            Ok(bytes) => digest(bytes),
+            Err(why) => format!("unreadable: {why}"),
+        };
+        Candidate { origin, bytes, reason: "ModuleUnreadable", key }
+    }
+
+    /// A source that could not get bytes, for a reason it names (`RegistryUnreachable`, ...).
+    pub fn failed(origin: Origin, reason: &'static str, why: String) -> Self {
+        Candidate { reason, ..Candidate::new(origin, Err(why)) }
+    }
+
+    /// `sha256:<hex>` of the bytes, if there are any.
+    pub fn digest(&self) -> Option<&str> {
+        self.bytes.is_ok().then_some(self.key.as_str())
+    }
+
+    /// What identifies this candidate: its digest, or why it is unreadable.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+pub fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// A pin as given (`<hex>` or `sha256:<hex>`, any case) in the form digests take.
+pub fn normalize_pin(pin: &str) -> String {
+    let pin = pin.trim().to_ascii_lowercase();
+    if pin.starts_with("sha256:") { pin } else { format!("sha256:{pin}") }
+}
+
+/// Refuse a module whose digest is not the (normalized) pin, if there is one. `by` names
+/// what set the pin, for the message.
+pub fn check_pin(pin: Option<&str>, actual: &str, by: &'static str) -> Result<(), Rejection> {
+    match pin {
+        Some(pinned) if pinned != actual => Err(Rejection::PinMismatch { pinned: pinned.into(), actual: actual.into(), by }),
+        _ => Ok(()),
+    }
+}
+
+/// Why a candidate may not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    #[error("{0}")]
+    Guest(#[from] GuestError),
+    #[error("the module's digest {actual} is not the pinned {pinned} ({by})")]
+    PinMismatch { pinned: String, actual: String, by: &'static str },
+    #[error("{0}")]
+    Unreadable(String),
+    /// The source could not get the module (a registry's refusal, say), for this reason.
+    #[error("{message}")]
+    Source { reason: &'static str, message: String },
+}
+
+impl Rejection {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::Guest(e) => e.reason(),
+            Rejection::PinMismatch { .. } => "ModulePinMismatch",
+            Rejection::Unreadable(_) => "ModuleUnreadable",
+            Rejection::Source { reason, .. } => reason,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum SwapOutcome {
+    /// The candidate is the module already serving.
+    Unchanged,
+    Accepted { old: Option<String>, new: String },
+    Rejected(Rejection),
+    /// The same rejected bytes again: not reported a second time.
+    AlreadyRejected,
+}
+
+/// Where swap Events go: the operator's Pod when it knows it, otherwise its namespace.
+#[derive(Clone)]
+pub struct SwapEvents {
+    pub client: kube::Client,
+    pub reporter: Reporter,
+    pub regarding: ObjectReference,
+}
+
+impl SwapEvents {
+    /// Best effort: a lost Event is logged, never fatal.
+    pub async fn publish(&self, type_: EventType, reason: &str, note: &str, action: &str) {
+        if let Err(error) = self.try_publish(type_, reason, note, action).await {
+            warn!(%error, reason, "could not publish an Event on the operator's Pod");
+        }
+    }
+
+    pub async fn try_publish(&self, type_: EventType, reason: &str, note: &str, action: &str) -> Result<(), kube::Error> {
+        let event = Event { type_, reason: reason.into(), note: Some(crate::text::printable(note, 1024)), action: action.into(), secondary: None };
+        // A recorder per Event: one recorder would fold every Event after the first into a
+        // count on it (its series key leaves the note out), hiding the digests.
+        Recorder::new(self.client.clone(), self.reporter.clone()).publish(&event, &self.regarding).await
+    }
+}
+
+pub struct Swapper {
+    /// Compiles and checks candidates; swapping back to a recent module does not recompile.
+    modules: Arc<ModuleLoader>,
+    /// `sha256:<hex>`, lowercase.
+    pin: Option<String>,
+    slot: Arc<RulesSlot>,
+    metrics: Arc<Metrics>,
+    events: Option<SwapEvents>,
+    last_rejected: Mutex<Option<String>>,
+}
+
+impl Swapper {
+    pub fn new(modules: Arc<ModuleLoader>, pin: Option<String>, slot: Arc<RulesSlot>, metrics: Arc<Metrics>, events: Option<SwapEvents>) -> Self {
+        let pin = pin.as_deref().map(normalize_pin);
+        Swapper { modules, pin, slot, metrics, events, last_rejected: Mutex::default() }
+    }
+
+    pub fn slot(&self) -> &Arc<RulesSlot> {
+        &self.slot
+    }
+
+    /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
+    fn validate(&self, bytes: &[u8], actual: String) -> Result<Arc<RulesModule>, Rejection> {
+        check_pin(self.pin.as_deref(), &actual, "--module-sha256")?;
+        Ok(self.modules.load(bytes, &actual)?)
+    }
+
+    /// Check a candidate and, if it passes, make it the module serving.
+    pub async fn offer(self: &Arc<Self>, candidate: Candidate) -> SwapOutcome {
+        let origin = candidate.origin.clone();
+        let new_digest = candidate.digest().map(str::to_owned);
+        let current = self.slot.current().map(|r| r.identity().digest.clone());
+        if new_digest.is_some() && new_digest == current {
+            debug!(%origin, "candidate is the module already serving");
+            return SwapOutcome::Unchanged;
+        }
+        // The same bad bytes are reported once, not every time a source looks again.
+        let seen = candidate.key().to_owned();
+        if self.last_rejected.lock().unwrap().as_deref() == Some(seen.as_str()) {
+            return SwapOutcome::AlreadyRejected;
+        }
+        let this = self.clone();
+        let started = std::time::Instant::now();
+        let checked = match candidate.bytes {
+            Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes, candidate.key))
+                .await
+                .unwrap_or_else(|e| Err(Rejection::Guest(GuestError::Host(format!("checking the module panicked: {e}"))))),
+            Err(message) => Err(Rejection::Source { reason: candidate.reason, message }),
+        };
+        let took = started.elapsed();
+        self.metrics.module_checked(took);
+        match checked {
+            Ok(module) => {
+                *self.last_rejected.lock().unwrap() = None;
+                let new = module.identity().clone();
+                self.metrics.modules_compiled(self.modules.footprint());
+                let old = self.slot.swap(module).map(|r| r.identity().clone());
+                self.metrics.swap_accepted();
+                self.metrics.module_serving(new.label());
+                let old_digest = old.as_ref().map(|o| o.digest.clone());
+                info!(%origin, module = %new.info.name, version = %new.info.version, new = %new.digest, old = old_digest.as_deref().unwrap_or("none"), check_ms = took.as_millis() as u64, "rules module swapped in");
+                let note = match &old {
+                    Some(old) => format!(
+                        "rules module {} {} ({}) replaced {} {} ({}), from {origin}",
+                        new.info.name, new.info.version, new.digest, old.info.name, old.info.version, old.digest
+                    ),
+                    None => format!("rules module {} {} ({}) loaded from {origin}", new.info.name, new.info.version, new.digest),
+                };
+                self.publish(EventType::Normal, "ModuleSwapped", &note).await;
+                SwapOutcome::Accepted { old: old_digest, new: new.digest.clone() }
+            }
+            Err(rejection) => {
+                *self.last_rejected.lock().unwrap() = Some(seen);
+                warn!(%origin, digest = new_digest.as_deref().unwrap_or("-"), reason = rejection.reason(), error = %rejection, serving = current.as_deref().unwrap_or("none"), "rules module rejected; the current module keeps serving");
+                let note = format!(
+                    "rules module from {origin} ({}) rejected ({}): {rejection}; still serving {}",
+                    new_digest.as_deref().unwrap_or("unreadable"),
+                    rejection.reason(),
+                    current.as_deref().unwrap_or("no module")
+                );
+                self.publish(EventType::Warning, "ModuleRejected", &note).await;
+                // Counted once the rejection is told everywhere (whoever watches the count finds the Event).
+                self.metrics.swap_rejected(rejection.reason());
+                SwapOutcome::Rejected(rejection)
+            }
+        }
+    }
+
+    /// Offer every candidate the sources send, one at a time, until they all stop.
+    pub async fn serve(self: Arc<Self>, mut candidates: mpsc::Receiver<Candidate>) {
+        while let Some(candidate) = candidates.recv().await {
+            self.offer(candidate).await;
+        }
+    }
+
+    async fn publish(&self, type_: EventType, reason: &str, note: &str) {
+        if let Some(events) = &self.events {
+            events.publish(type_, reason, note, "Swap").await;
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The registry source of the default module (`--module-oci REF`): the artifact a reference
+//! names, pulled (or served from the cache), checked against its digest and signature, offered
+//! to the swapper as the file and ConfigMap sources offer theirs. A tag is resolved once at
+//! start; with `--module-oci-poll-secs` it is resolved again at that interval and a new digest is
+//! offered as a candidate (checked, swapped in with an Event, or rejected while the old serves).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oci_client::secrets::RegistryAuth;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::{Candidate, Origin};
+use crate::supply::oci::{ModuleRef, PullError, Registry, auth};
+
+#[derive(Clone, Debug)]
+pub struct OciSource {
+    pub reference: ModuleRef,
+    /// A docker config.json with the registry's credentials (a mounted pull secret's
+    /// `.dockerconfigjson`), read again at every pull so a rotated secret is used.
+    pub auth_file: Option<PathBuf>,
+    /// Resolve the tag again this often and offer what it points at.
+    pub poll: Option<Duration>,
+}
+
+impl OciSource {
+    fn auth(&self) -> Result<RegistryAuth, PullError> {
+        let Some(path) = &self.auth_file else { return Ok(RegistryAuth::Anonymous) };
+        let bad = |detail: String| PullError::Unauthorized { registry: self.reference.registry.clone(), reference: self.reference.to_string(), detail };
+        let json = std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+        auth::from_docker_config(&json, &self.reference.registry).map_err(|e| bad(format!("{}: {e}", path.display())))
+    }
+
+    /// The digest the reference names now (with the credentials read for it).
+    async fn resolve(&self, registry: &Registry) -> Result<(RegistryAuth, String), PullError> {
+        let auth = self.auth()?;
+        let digest = registry.resolve(&self.reference, &auth).await?;
+        Ok((auth, digest))
+    }
+
+    /// The module of artifact `digest` as a candidate, or why there is none.
+    async fn candidate(&self, registry: &Registry, auth: &RegistryAuth, digest: &str) -> Candidate {
+        match registry.fetch(&self.reference, digest, auth, &[]).await {
+            Ok(f) => {
+                info!(reference = %self.reference, pinned = %f.pinned, signed_by = f.signed_by.as_deref().unwrap_or("-"), from_cache = f.from_cache, "module pulled");
+                Candidate::new(Origin::Oci(f.pinned.to_string()), Ok(f.bytes))
+            }
+            Err(error) => Candidate::failed(Origin::Oci(self.reference.pinned(digest).to_string()), error.reason(), error.to_string()),
+        }
+    }
+
+    /// The digest the reference names now, if its module could be had, and that module as a
+    /// candidate.
+    pub async fn fetch(&self, registry: &Registry) -> (Option<String>, Candidate) {
+        match self.resolve(registry).await {
+            Ok((auth, digest)) => {
+                let candidate = self.candidate(registry, &auth, &digest).await;
+                (candidate.bytes.is_ok().then_some(digest), candidate)
+            }
+            Err(error) => (None, Candidate::failed(Origin::Oci(self.reference.to_string()), error.reason(), error.to_string())),
+        }
+    }
+
+    /// Keep the module the reference names serving: until one was had, try again with backoff;
+    /// then, with a poll interval, offer each new digest the tag points at.
+    pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut served: Option<String>) {
+        let mut pause = Duration::from_secs(1);
+        loop {
+            let wait = match (&served, self.poll) {
+                (None, _) => pause,
+                (Some(_), Some(poll)) if self.reference.is_tag() => poll,
+                (Some(_), _) => return,
+            };
+            tokio::select! {
+                _ = candidates.closed() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            match self.resolve(&registry).await {
+                Ok((_, digest)) if served.as_deref() == Some(digest.as_str()) => {}
+                Ok((auth, digest)) => {
+                    info!(reference = %self.reference, %digest, "the tag points at a new artifact: offering it");
+                    let candidate = self.candidate(&registry, &auth, &digest).await;
+                    let offered = candidate.bytes.is_ok();
+                    if candidates.send(candidate).await.is_err() {
+                        return;
+                    }
+                    if offered {
+                        served = Some(digest);
+                        pause = Duration::from_secs(1);
+                    } else {
+                        pause = (pause * 2).min(Duration::from_secs(60));
+                    }
+                }
+                Err(error) => {
+                    warn!(reference = %self.reference, %error, "cannot resolve the module's tag; the module serving keeps serving");
+                    pause = (pause * 2).min(Duration::from_secs(60));
+                }
+            }
+        }
+    }
+}

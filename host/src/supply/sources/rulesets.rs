@@ -1,0 +1,353 @@
+//! Where a rule set's modules come from: ConfigMaps in the namespaces the operator reads rules
+//! from, or OCI registries. Those namespaces' ConfigMaps are watched by their metadata only (a
+//! few hundred bytes each, whatever they hold); a ConfigMap's data is fetched only when a rule
+//! set names it and its resourceVersion moved. An artifact in a registry is pulled (or read
+//! from the cache) once per digest, its pull secret read from the same namespaces. Either way
+//! the module is then checked once per digest (`ModuleLoader`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Api, Client};
+
+use crate::crd::{ModuleSource, SecretReference};
+use crate::supply::ModuleLoader;
+use crate::supply::oci::{ModuleRef, PullError, Registry, TrustedKey};
+use crate::supply::sandbox::RulesModule;
+use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
+use crate::supply::sources::{Rejection, check_pin, normalize_pin};
+
+/// Why a source gives no module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// CamelCase, for conditions and Events (`SourceNotFound`, `ModulePinMismatch`, ...).
+    pub reason: String,
+    pub message: String,
+    /// It may resolve by itself (the ConfigMap does not exist yet): the rule set is Pending,
+    /// not Rejected.
+    pub pending: bool,
+}
+
+impl Problem {
+    fn new(reason: &str, message: String, pending: bool) -> Self {
+        Problem { reason: reason.into(), message: crate::text::printable(&message, 1024), pending }
+    }
+}
+
+/// An artifact in a registry, as a rule set names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OciSpec {
+    /// As written (`spec.source.oci.reference`), or why it is not a reference.
+    pub reference: Result<ModuleRef, String>,
+    /// The digest to serve: the reference's own, or what its tag was resolved to (once; none
+    /// yet: resolve it).
+    pub digest: Option<String>,
+    pub pull_secret: Option<SecretReference>,
+    /// The rule set's own trusted keys, or why one is not a key.
+    pub keys: Result<Vec<TrustedKey>, String>,
+}
+
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceRef {
+    ConfigMap(ConfigMapRef),
+    Oci(OciSpec),
+}
+
+/// A source as named by a rule set, with its pin.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceSpec {
+    pub source: SourceRef,
+    /// `sha256:<hex>`, lowercase.
+    pub pin: Option<String>,
+}
+
+impl SourceSpec {
+    /// `digest`: for a tag, the digest it was resolved to before (kept, not resolved again).
+    pub fn new(source: &ModuleSource, pin: Option<&str>, digest: Option<String>) -> Self {
+        let source = match (&source.config_map, &source.oci) {
+            (Some(cm), _) => SourceRef::ConfigMap(ConfigMapRef {
+                namespace: cm.namespace.clone(),
+                name: cm.name.clone(),
+                key: cm.key.clone().unwrap_or_else(|| DEFAULT_KEY.into()),
+            }),
+            (None, Some(oci)) => {
+                let reference = oci.reference.parse::<ModuleRef>();
+                let keys = oci
+                    .public_keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pem)| TrustedKey::from_pem(&format!("spec publicKeys[{i}]"), pem))
+                    .collect::<Result<Vec<_>, _>>();
+                let digest = reference.as_ref().ok().and_then(|r| r.digest.clone()).or(digest);
+                SourceRef::Oci(OciSpec { reference, digest, pull_secret: oci.pull_secret.clone(), keys })
+            }
+            // The CRD's validation refuses it; a source without either names nothing.
+            (None, None) => SourceRef::Oci(OciSpec {
+                reference: Err("the source names neither a configMap nor an oci reference".into()),
+                digest: None,
+                pull_secret: None,
+                keys: Ok(Vec::new()),
+            }),
+        };
+        SourceSpec { source, pin: pin.map(normalize_pin) }
+    }
+
+    /// Whether what `self` found answers `asked`: the same source, or the same tag asked without
+    /// a digest (it was resolved once already: not again).
+    fn answers(&self, asked: &SourceSpec) -> bool {
+        match (&self.source, &asked.source) {
+            (SourceRef::Oci(found), SourceRef::Oci(wanted)) if wanted.digest.is_none() && self.pin == asked.pin => {
+                OciSpec { digest: None, ..found.clone() } == *wanted
+            }
+            _ => self == asked,
+        }
+    }
+
+    pub fn oci(&self) -> Option<&OciSpec> {
+        match &self.source {
+            SourceRef::Oci(oci) => Some(oci),
+            SourceRef::ConfigMap(_) => None,
+        }
+    }
+}
+
+/// What checking a source found. Kept until the source, its pin or its ConfigMap changes.
+#[derive(Clone)]
+pub struct Checked {
+    pub spec: SourceSpec,
+    /// The ConfigMap's resourceVersion when it was read (none if it was not there); for an
+    /// artifact, its manifest digest.
+    pub resource_version: Option<String>,
+    pub outcome: Result<Arc<RulesModule>, Problem>,
+    /// From a registry: the artifact pinned by digest (what the status shows).
+    pub pinned: Option<ModuleRef>,
+    /// When a registry was last tried, for a retry after a failure that may pass.
+    pub tried_at: std::time::Instant,
+}
+
+/// One namespace's ConfigMaps, by metadata.
+struct Namespace {
+    store: Store<PartialObjectMeta<ConfigMap>>,
+    listed: Arc<AtomicBool>,
+    /// Why they cannot be listed (RBAC, say), until they are.
+    failing: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+pub struct Sources {
+    client: Client,
+    modules: Arc<ModuleLoader>,
+    registry: Arc<Registry>,
+    namespaces: HashMap<String, Namespace>,
+}
+
+/// A ConfigMap in a rules namespace changed (its metadata, so its data may have too).
+pub type ConfigMapChanges = std::pin::Pin<Box<dyn Stream<Item = Result<PartialObjectMeta<ConfigMap>, watcher::Error>> + Send>>;
+
+impl Sources {
+    /// Watch the ConfigMaps of `namespaces` by metadata. Returns the sources and the stream of
+    /// changes, which must be polled (the rule set controller watches it).
+    pub fn watch(client: &Client, namespaces: &[String], modules: Arc<ModuleLoader>, registry: Arc<Registry>) -> (Sources, ConfigMapChanges) {
+        let mut streams = Vec::new();
+        let mut by_name = HashMap::new();
+        for ns in namespaces {
+            let (store, writer) = reflector::store();
+            let listed = Arc::new(AtomicBool::new(false));
+            let failing = Arc::new(std::sync::Mutex::new(None));
+            let (flag, error) = (listed.clone(), failing.clone());
+            // An Api of PartialObjectMeta lists and watches metadata only.
+            let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), ns);
+            let stream = reflector::reflector(writer, watch(api, watcher::Config::default()).default_backoff().modify(|cm| {
+                cm.metadata.managed_fields = None;
+                cm.metadata.annotations = None;
+            }))
+            .inspect(move |event| match event {
+                Ok(Event::InitDone) => {
+                    flag.store(true, Ordering::SeqCst);
+                    *error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                }
+                Err(e) if !flag.load(Ordering::SeqCst) => *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string()),
+                _ => {}
+            })
+            .touched_objects();
+            streams.push(stream.boxed());
+            by_name.insert(ns.clone(), Namespace { store, listed, failing });
+        }
+        let changes: ConfigMapChanges = Box::pin(futures::stream::select_all(streams));
+        (Sources { client: client.clone(), modules, registry, namespaces: by_name }, changes)
+    }
+
+    /// Refused unless `namespace` is one the operator reads rules from.
+    fn allowed(&self, namespace: &str, what: &str) -> Result<(), Problem> {
+        if self.namespaces.contains_key(namespace) {
+            return Ok(());
+        }
+        let mut allowed: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
+        allowed.sort();
+        Err(Problem::new(
+            "SourceNotAllowed",
+            format!("the operator reads rules only from {what} in {} (--rules-namespaces), not from namespace {namespace}", allowed.join(", ")),
+            false,
+        ))
+    }
+
+    /// The digest a tag points at now (with the registry down, what it pointed at when last
+    /// resolved here, if the cache kept it).
+    pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
+        let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
+        let auth = self.auth(oci).await?;
+        self.registry.resolve_once(reference, &auth).await.map_err(|e| pull_problem(&e))
+    }
+
+    /// The credentials of an artifact's pull secret (anonymous without one).
+    async fn auth(&self, oci: &OciSpec) -> Result<oci_client::secrets::RegistryAuth, Problem> {
+        let Some(secret) = &oci.pull_secret else { return Ok(oci_client::secrets::RegistryAuth::Anonymous) };
+        let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
+        self.allowed(&secret.namespace, "pull secrets")?;
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
+        let unreadable = |why: String| Problem::new("PullSecretUnreadable", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), true);
+        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it (does the operator's role allow it?): {e}")))?;
+        let Some(found) = found else { return Err(unreadable("does not exist (yet)".into())) };
+        let json = found.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).ok_or_else(|| {
+            Problem::new("PullSecretInvalid", format!("pull secret {}/{} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)", secret.namespace, secret.name), false)
+        })?;
+        crate::supply::oci::auth::from_docker_config(&json.0, &reference.registry)
+            .map_err(|why| Problem::new("PullSecretInvalid", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), false))
+    }
+
+    /// Check an artifact: pulled (or from the cache), checked against its digest and the
+    /// trusted keys, then compiled and checked as any module.
+    async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str) -> Checked {
+        let (outcome, pinned) = self.pull(oci, spec.pin.clone(), pinned_by).await;
+        // What was found is for this digest: asked again with it (the status records it), the
+        // same answer holds.
+        let mut spec = spec.clone();
+        if let (SourceRef::Oci(oci), Some(pinned)) = (&mut spec.source, &pinned) {
+            oci.digest = pinned.digest.clone();
+        }
+        Checked { resource_version: pinned.as_ref().and_then(|p| p.digest.clone()), spec, outcome, pinned, tried_at: std::time::Instant::now() }
+    }
+
+    /// The module an artifact holds, or why there is none; and the artifact pinned, once its
+    /// digest is known.
+    async fn pull(&self, oci: &OciSpec, pin: Option<String>, pinned_by: &'static str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
+        let reference = match &oci.reference {
+            Ok(r) => r,
+            Err(why) => return (Err(Problem::new("InvalidReference", why.clone(), false)), None),
+        };
+        let keys = match &oci.keys {
+            Ok(keys) => keys,
+            Err(why) => return (Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
+        };
+        // The pull secret read once, for the resolve and the pull.
+        let auth = match self.auth(oci).await {
+            Ok(auth) => auth,
+            Err(problem) => return (Err(problem), oci.digest.as_deref().map(|d| reference.pinned(d))),
+        };
+        let digest = match &oci.digest {
+            Some(digest) => digest.clone(),
+            None => match self.registry.resolve_once(reference, &auth).await {
+                Ok(digest) => digest,
+                Err(error) => return (Err(pull_problem(&error)), None),
+            },
+        };
+        let pinned = reference.pinned(&digest);
+        // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
+        let fetched = match self.registry.fetch_once(reference, &digest, &auth, keys).await {
+            Ok(fetched) => fetched,
+            Err(error) => return (Err(pull_problem(&error)), Some(pinned)),
+        };
+        tracing::info!(reference = %reference, pinned = %fetched.pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
+        (self.load(fetched.bytes, pin, pinned_by).await, Some(pinned))
+    }
+
+    /// Compile and check a module's bytes (off the async workers), once per digest.
+    async fn load(&self, bytes: Vec<u8>, pin: Option<String>, pinned_by: &'static str) -> Result<Arc<RulesModule>, Problem> {
+        let modules = self.modules.clone();
+        let digest = crate::supply::sources::digest(&bytes);
+        tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
+            check_pin(pin.as_deref(), &digest, pinned_by)?;
+            Ok(modules.load(&bytes, &digest)?)
+        })
+        .await
+        .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
+        .map_err(|rejection| Problem::new(rejection.reason(), rejection.to_string(), false))
+    }
+
+    /// Check `spec`'s module, unless `last` already did for the same ConfigMap version.
+    /// `None` while the namespace's ConfigMaps have not been listed yet, or if the ConfigMap
+    /// must be read again but `defer` says not now.
+    ///
+    /// An artifact is checked again only when its spec or digest changes, or, after a failure
+    /// that may pass (the registry down), once `retry` has passed since the last try.
+    pub async fn check(&self, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool, retry: Duration) -> Result<Option<Checked>, kube::Error> {
+        let cm = match &spec.source {
+            SourceRef::ConfigMap(cm) => cm,
+            SourceRef::Oci(oci) => {
+                if let Some(last) = last
+                    && last.spec.answers(spec)
+                    && (last.outcome.as_ref().err().is_none_or(|p| !p.pending) || last.tried_at.elapsed() < retry)
+                {
+                    return Ok(Some(last.clone()));
+                }
+                if defer {
+                    return Ok(None);
+                }
+                return Ok(Some(self.check_oci(spec, oci, pinned_by).await));
+            }
+        };
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now() };
+        let Some(namespace) = self.namespaces.get(&cm.namespace) else {
+            let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
+            return Ok(Some(checked(None, Err(problem))));
+        };
+        if !namespace.listed.load(Ordering::SeqCst) {
+            let failing = namespace.failing.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Ok(failing.map(|why| {
+                let message = format!("cannot list the ConfigMaps of namespace {} (does the operator's role allow it?): {why}", cm.namespace);
+                checked(None, Err(Problem::new("SourceUnreadable", message, true)))
+            }));
+        }
+        let version = namespace.store.get(&ObjectRef::new(&cm.name).within(&cm.namespace)).and_then(|m| m.metadata.resource_version.clone());
+        if let Some(last) = last
+            && last.spec == *spec
+            && last.resource_version == version
+        {
+            return Ok(Some(last.clone()));
+        }
+        let Some(version) = version else {
+            let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
+            return Ok(Some(checked(None, Err(problem))));
+        };
+        if defer {
+            return Ok(None);
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &cm.namespace);
+        let Some(object) = api.get_opt(&cm.name).await? else {
+            let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
+            return Ok(Some(checked(None, Err(problem))));
+        };
+        let candidate = cm.candidate(&object);
+        let outcome = match candidate.bytes {
+            Err(why) => Err(Problem::new("ModuleUnreadable", why, false)),
+            Ok(bytes) => self.load(bytes, spec.pin.clone(), pinned_by).await,
+        };
+        Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
+    }
+}
+
+/// A registry's refusal as a rule set's problem: one that may pass by itself (the registry
+/// down, a 5xx, credentials refused until the pull secret is fixed) leaves the rule set
+/// Pending rather than Rejected, and is tried again.
+pub fn pull_problem(error: &PullError) -> Problem {
+    let may_pass = error.transient() || matches!(error, PullError::Unauthorized { .. });
+    Problem::new(error.reason(), error.to_string(), may_pass)
+}
