@@ -82,13 +82,13 @@ rules-rust: setup $(COMPONENTIZE)
 
 rules-python: kit-python
 	@mkdir -p $(MODULES)
-	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p rules/$(NAME) -p tools/kits/python app -o $(MODULES)/$(NAME).wasm
-	@$(PYTHON) tools/kits/budget.py rules/$(NAME) $(MODULES)/$(NAME).wasm
+	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p rules/$(NAME) -p sdk/python app -o $(MODULES)/$(NAME).wasm
+	@$(PYTHON) sdk/budget.py rules/$(NAME) $(MODULES)/$(NAME).wasm
 	@$(call size-check,$(MODULES)/$(NAME).wasm,$(PY_MAX_BYTES)) && echo "$(MODULES)/$(NAME).wasm: $$size bytes"
 
 rules-js: kit-js
-	$(NODE) tools/kits/js/build.mjs rules/$(NAME) $(MODULES)/$(NAME).wasm
-	@$(PYTHON) tools/kits/budget.py rules/$(NAME) $(MODULES)/$(NAME).wasm
+	$(NODE) sdk/js/build.mjs rules/$(NAME) $(MODULES)/$(NAME).wasm
+	@$(PYTHON) sdk/budget.py rules/$(NAME) $(MODULES)/$(NAME).wasm
 	@$(call size-check,$(MODULES)/$(NAME).wasm,$(JS_MAX_BYTES))
 
 .PHONY: test-rules
@@ -102,7 +102,7 @@ test-rules-rust:
 test-rules-python: kit-python
 	cd rules/$(NAME) && $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider
 test-rules-js: kit-js
-	@mkdir -p rules/$(NAME)/node_modules && ln -sfn ../../../tools/kits/js/zundoko-kit rules/$(NAME)/node_modules/zundoko-kit
+	@mkdir -p rules/$(NAME)/node_modules && ln -sfn ../../../sdk/js/zundoko-kit rules/$(NAME)/node_modules/zundoko-kit
 	cd rules/$(NAME) && $(NODE) --test
 
 # `make new-rules LANG=python`: LANG is also the locale's variable, so only a LANG given on
@@ -117,9 +117,9 @@ new-rules: ## Scaffold a new rule set in rules/NAME/ with native tests (NAME=my-
 remove-rules: ## Remove a rule set: rules/NAME/, its module, and a Rust one from the workspace (NAME=).
 	@scripts/remove-rules.sh "$(NAME)"
 
-# Rules in Python and JavaScript (tools/kits/): their toolchains are pinned in files the project
+# Rules in Python and JavaScript (sdk/): their toolchains are pinned in files the project
 # owns and installed into the project, never system-wide: a virtualenv in target/kits/python
-# (tools/kits/python/requirements.txt) and node_modules in tools/kits/js (package-lock.json).
+# (sdk/python/requirements.txt) and node_modules in sdk/js (package-lock.json).
 # Each is installed once; afterwards the targets only check a stamp.
 PYTHON ?= python3
 NODE ?= node
@@ -127,7 +127,7 @@ NPM ?= npm
 PY_VENV := target/kits/python
 COMPONENTIZE_PY := $(PY_VENV)/bin/componentize-py
 PY_KIT_STAMP := $(PY_VENV)/.installed
-JS_KIT_STAMP := tools/kits/js/node_modules/.installed
+JS_KIT_STAMP := sdk/js/node_modules/.installed
 # Size budgets. A Python component carries CPython and its standard library (the classic rules:
 # about 18.9 MB); a JavaScript one carries SpiderMonkey (about 12.1 MB). Both are far over a
 # ConfigMap's 1 MiB: serve them from a file, a volume or a registry.
@@ -136,17 +136,17 @@ JS_MAX_BYTES := 16777216
 PY_FIXTURES := hostile no-callback
 JS_FIXTURES := hostile
 
-$(PY_KIT_STAMP): tools/kits/python/requirements.txt
+$(PY_KIT_STAMP): sdk/python/requirements.txt
 	@command -v $(PYTHON) > /dev/null || { echo "the Python rules kit needs python3 (3.11 or later) with venv (apt-get install python3-venv)" >&2; exit 1; }
 	@test -x $(PY_VENV)/bin/pip || $(PYTHON) -m venv $(PY_VENV) \
 	  || { rm -rf $(PY_VENV); echo "python3 -m venv failed: apt-get install python3-venv" >&2; exit 1; }
-	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r tools/kits/python/requirements.txt
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r sdk/python/requirements.txt
 	@touch $@
 
-$(JS_KIT_STAMP): tools/kits/js/package.json tools/kits/js/package-lock.json
+$(JS_KIT_STAMP): sdk/js/package.json sdk/js/package-lock.json
 	@command -v $(NODE) > /dev/null && command -v $(NPM) > /dev/null \
 	  || { echo "the JavaScript rules kit needs node (20 or later) and npm (apt-get install nodejs npm)" >&2; exit 1; }
-	cd tools/kits/js && $(NPM) ci --no-audit --no-fund --loglevel=error
+	cd sdk/js && $(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 .PHONY: kits kit-python kit-js
@@ -156,9 +156,9 @@ kits: kit-python kit-js ## Install the pinned Python and JavaScript rules toolch
 
 # The Python and JavaScript components are files made from their sources (a build takes ~12 s):
 # rebuilt only when the rule set, the kit, the WIT or the toolchain changed.
-PY_KIT_SOURCES := $(wildcard tools/kits/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP) tools/kits/budget.py
-JS_KIT_SOURCES := $(wildcard tools/kits/js/zundoko-kit/*.js tools/kits/js/zundoko-kit/package.json) \
-	tools/kits/js/build.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) tools/kits/budget.py
+PY_KIT_SOURCES := $(wildcard sdk/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP) sdk/budget.py
+JS_KIT_SOURCES := $(wildcard sdk/js/zundoko-kit/*.js sdk/js/zundoko-kit/package.json) \
+	sdk/js/build.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) sdk/budget.py
 PY_MODULES := $(PY_RULE_SETS:%=$(MODULES)/%.wasm)
 JS_MODULES := $(JS_RULE_SETS:%=$(MODULES)/%.wasm)
 PY_FIXTURE_FILES := $(PY_FIXTURES:%=$(FIXTURES)/zundoko-py-%.wasm)
@@ -173,11 +173,11 @@ $(JS_MODULES): $(MODULES)/%.wasm: $$(wildcard rules/%/*.js rules/%/package.json)
 	@$(MAKE) --no-print-directory rules-js NAME=$*
 $(PY_FIXTURE_FILES): $(FIXTURES)/zundoko-py-%.wasm: $$(wildcard guest/fixtures-py/%/*) $(PY_KIT_SOURCES)
 	@mkdir -p $(FIXTURES)
-	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p guest/fixtures-py/$* -p tools/kits/python app -o $@
-	@$(PYTHON) tools/kits/budget.py guest/fixtures-py/$* $@
+	$(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p guest/fixtures-py/$* -p sdk/python app -o $@
+	@$(PYTHON) sdk/budget.py guest/fixtures-py/$* $@
 $(JS_FIXTURE_FILES): $(FIXTURES)/zundoko-js-%.wasm: $$(wildcard guest/fixtures-js/%/*) $(JS_KIT_SOURCES)
-	$(NODE) tools/kits/js/build.mjs guest/fixtures-js/$* $@
-	@$(PYTHON) tools/kits/budget.py guest/fixtures-js/$* $@
+	$(NODE) sdk/js/build.mjs guest/fixtures-js/$* $@
+	@$(PYTHON) sdk/budget.py guest/fixtures-js/$* $@
 
 .PHONY: guest-langs
 guest-langs: kit-python kit-js $(PY_MODULES) $(JS_MODULES) ## Build every Python and JavaScript rule set in rules/ into target/modules/ (not part of make guest).

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make new-rules NAME=my-rules [LANG=rust|python|js]`: a new rule set in rules/NAME/.
-#   rust (the default): a crate from tools/rules-template/, added to the workspace's members in
+#   rust (the default): a crate from sdk/rust/template/, added to the workspace's members in
 #     Cargo.toml, so `cargo test -p NAME` and `make rules NAME=NAME` work straight away.
-#   python: pyproject.toml, rules.py, app.py and tests/ (pytest) from tools/kits/python/template/.
-#   js: package.json, rules.js, app.js and test/ (node --test) from tools/kits/js/template/.
+#   python: pyproject.toml, rules.py, app.py and tests/ (pytest) from sdk/python/template/.
+#   js: package.json, rules.js, app.js and test/ (node --test) from sdk/js/template/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:-}
@@ -32,9 +32,9 @@ case $lang in
 rust)
   mkdir -p "$dir/src" "$dir/tests"
   for f in src/lib.rs tests/song.rs; do
-    sed -e "s/__NAME__/$name/g" -e "s/__CRATE__/$ident/g" "tools/rules-template/$f" > "$dir/$f"
+    sed -e "s/__NAME__/$name/g" -e "s/__CRATE__/$ident/g" "sdk/rust/template/$f" > "$dir/$f"
   done
-  sed -e "s/__NAME__/$name/g" tools/rules-template/Cargo.toml.in > "$dir/Cargo.toml"
+  sed -e "s/__NAME__/$name/g" sdk/rust/template/Cargo.toml.in > "$dir/Cargo.toml"
   scripts/workspace-members.sh add "$name"
   cat <<MSG
 created $dir/ (a crate of the workspace, listed in Cargo.toml). Next:
@@ -57,7 +57,7 @@ python | js)
   fi
   mkdir -p "$dir/$tests"
   for f in $files; do
-    sed -e "s/__NAME__/$name/g" "tools/kits/$lang/template/$f" > "$dir/$f"
+    sed -e "s/__NAME__/$name/g" "sdk/$lang/template/$f" > "$dir/$f"
   done
   cat <<MSG
 created $dir/ ($what). Next:

@@ -237,7 +237,7 @@ async fn a_said_event_refused_until_after_the_song_is_over_is_still_sent() {
     // Event at once (one per word and the Kiyoshi's); retries are UNSAID_RETRY apart, so a
     // pause of more than half that starts the next one.
     let retry = zundoko_operator::controllers::hikawa::controller::UNSAID_RETRY;
-    assert_eq!(retry, Duration::from_millis(500), "the README says half a second");
+    assert_eq!(retry, Duration::from_millis(500), "docs/operating.md says half a second");
     let at_the_end = cluster.server.requests().len();
     let retries = || {
         let refused = cluster.server.requests().into_iter().skip(at_the_end).filter(|r| r.resource == "events" && r.verb == "create" && r.code == 500);

@@ -26,7 +26,7 @@ test('words come one interval apart', () => {
 });
 
 test("mix is SplitMix64's finaliser", () => {
-  // Values from the Rust SDK's `mix` (guest/sdk/src/song.rs).
+  // Values from the Rust SDK's `mix` (sdk/rust/src/song.rs).
   assert.equal(mix(0n), 0xe220a8397b1dcdafn);
   assert.equal(mix(1n), 0x910a2dec89025cc1n);
   assert.equal(mix((1n << 64n) - 1n), 0xe4d971771b652c20n);

@@ -37,7 +37,7 @@ def test_words_come_one_interval_apart():
 
 
 def test_mix_is_splitmix64s_finaliser():
-    # Values from the Rust SDK's `mix` (guest/sdk/src/song.rs).
+    # Values from the Rust SDK's `mix` (sdk/rust/src/song.rs).
     assert mix(0) == 0xE220A8397B1DCDAF
     assert mix(1) == 0x910A2DEC89025CC1
     assert mix((1 << 64) - 1) == 0xE4D971771B652C20

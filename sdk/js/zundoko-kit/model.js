@@ -1,4 +1,4 @@
-// The data of the WIT contract's helpers (guest/sdk/src/model.rs), on the bindings' shapes.
+// The data of the WIT contract's helpers (sdk/rust/src/model.rs), on the bindings' shapes.
 
 export const I64_MIN = -(1n << 63n);
 export const I64_MAX = (1n << 63n) - 1n;

@@ -1,6 +1,6 @@
 """The Zundoko rules kit for Python: what a rule set in Python is written against.
 
-The same contract as the Rust SDK (guest/sdk) and the WIT world (wit/zundoko-rules.wit): a
+The same contract as the Rust SDK (sdk/rust) and the WIT world (wit/zundoko-rules.wit): a
 rule set gets everything it may know in an `Observed` and answers with a `Plan`, or raises a
 `RuleError`. It has no clock, no randomness and no I/O of its own: the time is `observed.now`,
 64 random bits are `observed.entropy`. (Inside the operator `time.time()` reads the call's

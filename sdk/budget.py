@@ -2,7 +2,7 @@
 """Write a Python or JavaScript rule set's budget into its component (scripts/set-budget.py's
 `zundoko:budget` section): what the rule set asks for, else its language's default.
 
-usage: tools/kits/budget.py RULES_DIR MODULE.wasm
+usage: sdk/budget.py RULES_DIR MODULE.wasm
 
 A rule set asks in pyproject.toml:   [tool.zundoko.budget]  memory-mib = 64  fuel = 400000000  module-mib = 24
                  or in package.json: "zundoko": {"budget": {"memoryMiB": 64, "fuel": 400000000, "moduleMiB": 16}}
@@ -48,7 +48,7 @@ def main():
     fuel = DEFAULTS[lang]["fuel"] if fuel is None else fuel
     size = DEFAULTS[lang]["module_mib"] if size is None else size
     here = os.path.dirname(os.path.abspath(__file__))
-    setter = os.path.join(here, "..", "..", "scripts", "set-budget.py")
+    setter = os.path.join(here, "..", "scripts", "set-budget.py")
     subprocess.run(
         [sys.executable, setter, module, "--memory-mib", str(memory), "--fuel", str(fuel), "--module-mib", str(size)],
         check=True,

@@ -1,5 +1,5 @@
 // Build a JavaScript rule set into a component:
-//   node tools/kits/js/build.mjs RULES_DIR OUT.wasm [ENTRY]
+//   node sdk/js/build.mjs RULES_DIR OUT.wasm [ENTRY]
 // RULES_DIR/app.js (or ENTRY) and what it imports (the rule set's own modules and zundoko-kit)
 // are bundled into one ES module with rolldown, then componentize-js builds the component for
 // the world zundokokiyoshi:rules/zundoko-rules with every WASI feature it can drop dropped
@@ -12,10 +12,10 @@ import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = resolve(here, '../../..');
+const root = resolve(here, '../..');
 const [rulesDir, out, entry = 'app.js'] = process.argv.slice(2);
 if (!rulesDir || !out) {
-  console.error('usage: node tools/kits/js/build.mjs RULES_DIR OUT.wasm [ENTRY]');
+  console.error('usage: node sdk/js/build.mjs RULES_DIR OUT.wasm [ENTRY]');
   process.exit(2);
 }
 const name = JSON.parse(await readFile(join(rulesDir, 'package.json'), 'utf8')).name;

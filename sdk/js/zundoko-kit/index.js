@@ -1,6 +1,6 @@
 // The Zundoko rules kit for JavaScript: what a rule set in JavaScript is written against.
 //
-// The same contract as the Rust SDK (guest/sdk) and the WIT world (wit/zundoko-rules.wit), in
+// The same contract as the Rust SDK (sdk/rust) and the WIT world (wit/zundoko-rules.wit), in
 // the shapes the component's bindings use: records are objects with camelCase fields, u64 and
 // s64 are BigInt (`observed.now`, `observed.entropy`, `hikawa.intervalMillis`, `said.saidAt`),
 // an absent option is `undefined`, an action is `{tag: 'say' | 'set-status' | 'requeue-after',

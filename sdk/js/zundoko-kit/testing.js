@@ -1,5 +1,5 @@
 // Whole songs played natively on a virtual clock, for a rule set's own tests (`node --test`):
-// the same loop the operator's `simulate` and `test` run (guest/sdk/src/testing.rs), without wasm.
+// the same loop the operator's `simulate` and `test` run (sdk/rust/src/testing.rs), without wasm.
 
 import { U64_MASK, apply, nextCall, saturatingI64, says } from './model.js';
 import { mix } from './song.js';

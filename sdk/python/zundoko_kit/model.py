@@ -1,5 +1,5 @@
 """The data of the WIT contract (interface `types`) as plain Python, with the Rust SDK's
-helpers (guest/sdk/src/model.rs). Field meanings are documented once, in the WIT file."""
+helpers (sdk/rust/src/model.rs). Field meanings are documented once, in the WIT file."""
 
 from __future__ import annotations
 

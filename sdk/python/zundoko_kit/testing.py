@@ -1,5 +1,5 @@
 """Whole songs played natively on a virtual clock, for a rule set's own tests (pytest): the
-same loop the operator's `simulate` and `test` run (guest/sdk/src/testing.rs), without wasm."""
+same loop the operator's `simulate` and `test` run (sdk/rust/src/testing.rs), without wasm."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Child names, as the host expects them (guest/sdk/src/naming.rs)."""
+"""Child names, as the host expects them (sdk/rust/src/naming.rs)."""
 
 
 def zundoko_name(hikawa: str, index: int) -> str:

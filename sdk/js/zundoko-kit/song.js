@@ -1,4 +1,4 @@
-// A configurable song engine (guest/sdk/src/song.rs, decision for decision): when to say the
+// A configurable song engine (sdk/rust/src/song.rs, decision for decision): when to say the
 // next word, which word, and when to say Kiyoshi. The classic rules are this engine with their
 // own words; a new rule set may use it or write its own `reconcile` (the scaffold does).
 

@@ -1,4 +1,4 @@
-// Building blocks for a `reconcile` written from scratch (guest/sdk/src/steps.rs): the plans a
+// Building blocks for a `reconcile` written from scratch (sdk/rust/src/steps.rs): the plans a
 // song is made of, with the names, indexes and status the host expects.
 
 import { waitMillis } from './model.js';
