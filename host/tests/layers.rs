@@ -48,6 +48,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("text.rs", 5),
 ];
 
+/// Folders of one layer that must not import each other: the two controllers.
+const SIBLINGS: [&str; 2] = ["controllers/hikawa", "controllers/rulesets"];
+
 const LAYER_NAMES: [&str; 6] = ["binary and CLI", "the operator's wiring", "controllers", "module supply", "leader election and plumbing", "API types"];
 
 #[test]
@@ -104,6 +107,14 @@ fn check(files: &BTreeMap<String, String>) -> Vec<String> {
                 "{}:{}: `{}`: {from} (L{from_layer} {}) imports {to} (L{to_layer} {}): a lower layer imports a higher one",
                 import.file, import.line, import.written, LAYER_NAMES[from_layer as usize], LAYER_NAMES[to_layer as usize]
             ));
+        }
+    }
+    // The controllers stand side by side: neither imports the other's folder (what both
+    // write is in controllers/writes/, beneath both; the wiring in operator/ joins them).
+    for import in &imports {
+        let (Some((from, _)), Some((to, _))) = (place(&import.file), place(&import.target)) else { continue };
+        if from != to && SIBLINGS.contains(&from.as_str()) && SIBLINGS.contains(&to.as_str()) {
+            problems.push(format!("{}:{}: `{}`: {from} imports {to}: one controller reaches into the other's files", import.file, import.line, import.written));
         }
     }
     // No circle between folders.
@@ -469,8 +480,10 @@ mod checker {
         let long = "// a line\n".repeat(MAX_LINES + 1);
         let files = tree(&[
             ("lib.rs", "pub mod controllers;\npub mod supply;\npub mod text;\n"),
-            ("controllers/mod.rs", "pub mod hikawa;\n"),
+            ("controllers/mod.rs", "pub mod hikawa;\npub mod rulesets;\n"),
             ("controllers/hikawa/mod.rs", "pub struct Context;\n"),
+            // One controller reaching into the other's files.
+            ("controllers/rulesets/mod.rs", "use crate::controllers::hikawa::Context;\n"),
             ("supply/mod.rs", "pub mod sandbox;\npub mod loader;\n"),
             // Upward, in a grouped use: L3 imports L2.
             ("supply/sandbox/mod.rs", "mod host_state;\nmod wasi;\nuse crate::{text::printable, controllers::hikawa::Context};\npub struct Engine;\n"),
@@ -488,7 +501,8 @@ mod checker {
         assert!(has("import circle between folders: supply/sandbox -> supply/sandbox/wasi -> supply/sandbox"), "{problems:#?}");
         assert!(has("supply/sandbox/host_state.rs:1 `super::wasi::View`") && has("supply/sandbox/wasi/mod.rs:1 `super::host_state::HostState`"), "{problems:#?}");
         assert!(has(&format!("text.rs: {} lines, more than {MAX_LINES}", MAX_LINES + 1)), "{problems:#?}");
-        assert_eq!(problems.len(), 4, "nothing else (the comment and the string are no imports): {problems:#?}");
+        assert!(has("controllers/rulesets/mod.rs:1: `crate::controllers::hikawa::Context`: controllers/rulesets imports controllers/hikawa: one controller reaches into the other's files"), "{problems:#?}");
+        assert_eq!(problems.len(), 5, "nothing else (the comment and the string are no imports): {problems:#?}");
     }
 
     #[test]

@@ -275,7 +275,7 @@ async fn stopped_before_its_caches_were_ever_listed_it_still_stops() {
     eventually("the operator tried to list", Duration::from_secs(10), async || cluster.server.requests().iter().any(|r| r.verb == "list" && r.code == 500)).await;
     let stopping = std::time::Instant::now();
     operator.stop().await;
-    let (took, grace) = (stopping.elapsed(), zundoko_operator::controllers::hikawa::controller::SHUTDOWN_GRACE);
+    let (took, grace) = (stopping.elapsed(), zundoko_operator::operator::controllers::SHUTDOWN_GRACE);
     println!("stopped {took:?} after being asked (grace {grace:?})");
     // Within its grace, plus half as much again for a loaded machine to fire the timer and
     // drop the controllers (without the grace it would never stop: stop() gives up at 60 s).

@@ -18,7 +18,6 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::controllers::hikawa::context::Shared;
-use crate::controllers::hikawa::controller;
 use crate::process::leader::{Fence, ShardTable, Sharding, fence};
 use crate::supply::ModuleLoader;
 use crate::supply::contract::rules::{NativeRules, RulesSlot};
@@ -26,6 +25,7 @@ use crate::supply::sandbox::SandboxEngine;
 use crate::supply::sources::{SwapEvents, SwapOutcome, Swapper};
 
 mod config;
+pub mod controllers;
 pub use config::{ModuleSources, OperatorConfig};
 
 /// A started operator.
@@ -261,7 +261,7 @@ async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, conf
     let Some(leader) = &config.leader else {
         let table = ShardTable::all(config.shards, &config.controller.instance, client.clone());
         shared.metrics.set_shards(table.count, table.count as usize);
-        controller::run(client, table, shared.clone(), config.controller.clone(), stopped(stop)).await;
+        controllers::run(client, table, shared.clone(), config.controller.clone(), stopped(stop)).await;
         return Ok(());
     };
     let mut sharding = Sharding::start(raw, client.clone(), leader, config.api_timeout, shared.metrics.clone());
@@ -275,7 +275,7 @@ async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, conf
         }
     });
     // Graceful: reconciles in flight finish, then every shard is handed back.
-    controller::run(client, sharding.table.clone(), shared.clone(), config.controller.clone(), stopped(stop)).await;
+    controllers::run(client, sharding.table.clone(), shared.clone(), config.controller.clone(), stopped(stop)).await;
     sharding.resign().await;
     Ok(())
 }

@@ -21,7 +21,7 @@ use zundoko_operator::supply::contract::rules::{Rules, RulesSlot};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::controllers::hikawa::apply::{HIKAWA_LABEL, label_value};
 use zundoko_operator::controllers::hikawa::context::Shared;
-use zundoko_operator::controllers::hikawa::controller::{self, Settings};
+use zundoko_operator::controllers::hikawa::controller::Settings;
 use zundoko_operator::controllers::hikawa::pace::PaceSettings;
 use zundoko_rules::RuleSet;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_index};
@@ -72,7 +72,7 @@ impl Cluster {
         let (stop, stopped) = oneshot::channel::<()>();
         // One process: every shard is its own.
         let shards = zundoko_operator::process::leader::ShardTable::all(32, "in-process", self.client.clone());
-        let task = tokio::spawn(controller::run(self.client.clone(), shards, shared.clone(), settings, async move {
+        let task = tokio::spawn(zundoko_operator::operator::controllers::run(self.client.clone(), shards, shared.clone(), settings, async move {
             let _ = stopped.await;
         }));
         Operator { task, stop, slot, shared }

@@ -1,7 +1,7 @@
 //! A configurable song engine: when to say the next word, which word, and when to say
 //! Kiyoshi. Both shipped rule sets (`rules/zundoko-classic`, `rules/zundoko-strict-ja`) are
 //! this engine with their own words and strictness; a new rule set may use it or write its
-//! own `reconcile` from scratch (the scaffold does, see `tools/rules-template`).
+//! own `reconcile` from scratch (the scaffold does, see `sdk/rust/template`).
 
 use crate::model::{Action, ChildKind, ModuleInfo, Observed, Plan, RuleError, Say, StatusUpdate};
 use crate::naming::{kiyoshi_name, zundoko_name};

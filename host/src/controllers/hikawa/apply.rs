@@ -74,7 +74,7 @@ impl Owed {
     /// impossible (the API server answers that they exist); one whose sender died before
     /// sending it is published now.
     pub fn take(ctx: &Context, hikawa: &Hikawa, uid: &str, said_elsewhere: Option<&Owned>, now: i64) -> Owed {
-        let mut owed = ctx.pace.take_unsaid(uid);
+        let mut owed = ctx.pace.unsaid.take(uid);
         if let Some(children) = said_elsewhere {
             let ns = hikawa.namespace().unwrap_or_default();
             let reference = |kind: &str, name: &str| ObjectReference {
@@ -164,7 +164,7 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
 /// A word's Said Event; if no connection carries it, it waits for the Hikawa's next reconcile.
 async fn say(ctx: &Context, w: &Writer, hikawa: &Hikawa, uid: &str, word: String, child: ObjectReference) {
     if !w.events.publish(hikawa, EventType::Normal, "Said", &word, "Say", Some(child.clone())).await {
-        ctx.pace.unsaid(uid, word, child);
+        ctx.pace.unsaid.push(uid, word, child);
     }
 }
 

@@ -13,8 +13,9 @@ pub mod entropy;
 pub mod lean;
 pub mod observe;
 pub mod pace;
+mod reconcile;
 pub mod status;
-mod warnings;
+mod wakes;
 
 /// Which module decides for a Hikawa, an unavailable choice told as the reconcile error.
 pub type Choice = crate::supply::serving::Choice<crate::controllers::error::Error>;

@@ -46,7 +46,7 @@ impl Default for SandboxLimits {
             max_log_line_bytes: 1024,
             max_concurrent_calls: 128,
             inline_fuel: 2_000_000,
-            // Room for an interpreter (see the README's figures per language): a CPython
+            // Room for an interpreter (see docs/benchmarks.md's figures per language): a CPython
             // call at 100 children stays well under both.
             max_fuel: 2_000_000_000,
             max_memory_bytes: 256 << 20,

@@ -1,4 +1,6 @@
-//! Pacing: what this process remembers of each Hikawa between reconciles. Never an input to a
+//! Pacing: what this process remembers of each Hikawa between reconciles, one part per job
+//! (this file: whether and when to decide; `own_writes.rs`: the answers to its own writes;
+//! `unsaid.rs`: Said Events owed; `warnings.rs`: the last Warning Event). Never an input to a
 //! decision (decisions come from the cluster alone, SPEC 2); only what decides *whether and
 //! when* to decide, so that no module and no input can make the operator loop or flood:
 //!
@@ -20,7 +22,7 @@
 //! - Own writes are read back from their answers: after a decision is applied, the Hikawa as
 //!   the API server answered its status write (resourceVersion and status; a status write
 //!   changes nothing else, and its precondition was the Hikawa decided from) and the children
-//!   it created stand in for what the caches do not show yet ([`Pace::read_own`]), so the next
+//!   it created stand in for what the caches do not show yet ([`OwnWrites::read`]), so the next
 //!   decision waits for no watch. They are what the cluster answered, not memory of a decision:
 //!   the Hikawa's stands in only for an object it supersedes, and a child only until the caches
 //!   show it (or for `cache_wait` at most).
@@ -30,13 +32,20 @@
 //! status and one Event.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use zundoko_rules::{NextCall, Said};
+use zundoko_rules::NextCall;
 
-use crate::crd::{Hikawa, HikawaStatus};
-use crate::controllers::hikawa::children::Owned;
+use crate::crd::HikawaStatus;
+
+mod own_writes;
+mod unsaid;
+mod warnings;
+
+pub use own_writes::OwnWrites;
+pub use unsaid::Unsaid;
+pub use warnings::{WarningSeries, Warnings};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PaceSettings {
@@ -100,15 +109,6 @@ pub enum Gate {
     Throttled { retry_in: Duration, report: bool },
 }
 
-/// A Warning Event already published for a Hikawa, so a repeat becomes a count on it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WarningSeries {
-    pub reason: String,
-    pub note: String,
-    pub name: String,
-    pub count: i32,
-}
-
 struct Entry {
     left: Option<Footprint>,
     decided_at: Instant,
@@ -117,41 +117,26 @@ struct Entry {
     refilled: Instant,
     failures: u32,
     throttle_reported: Option<Instant>,
-    warning: Option<WarningSeries>,
-    /// Words said whose Said Event could not be published yet: (word, child).
-    unsaid: Vec<(String, k8s_openapi::api::core::v1::ObjectReference)>,
-    /// What this process's own writes left, as the API server answered them.
-    own: Own,
 }
 
-/// The answers to this process's own last writes for a Hikawa, until the caches show them.
-#[derive(Default)]
-struct Own {
-    /// The Hikawa as the last status write left it...
-    hikawa: Option<Arc<Hikawa>>,
-    /// ...and the resourceVersions it supersedes (the objects the writes were decided from).
-    superseded: Vec<String>,
-    /// Children created (or found there, controlled by the Hikawa) since the caches last showed
-    /// all of them: Zundokos by index, and the Kiyoshi.
-    zundokos: Vec<Said>,
-    kiyoshi: Option<Said>,
-    /// When the last of them was written.
-    at: Option<Instant>,
-}
-
-/// A bound on the resourceVersions remembered as superseded (the caches show the Hikawa's
-/// writes within a few at most; past this the caches are waited for).
-const SUPERSEDED_MAX: usize = 64;
-
-/// Per-Hikawa pacing state, keyed by uid. Forgotten when the Hikawa is deleted.
+/// Per-Hikawa pacing state, keyed by uid, one part per job. Forgotten when the Hikawa is
+/// deleted.
 pub struct Pace {
     settings: PaceSettings,
+    /// Whether and when to decide: expectations, the idle budget, backoff.
     entries: Mutex<HashMap<String, Entry>>,
+    /// The answers to this process's own writes, standing in for the caches.
+    pub own: OwnWrites,
+    /// Said Events owed.
+    pub unsaid: Unsaid,
+    /// The last Warning Event of each Hikawa, for counting repeats on it.
+    pub warnings: Warnings,
 }
 
 impl Pace {
     pub fn new(settings: PaceSettings) -> Self {
-        Pace { settings, entries: Mutex::default() }
+        let own = OwnWrites::new(settings.cache_wait);
+        Pace { settings, entries: Mutex::default(), own, unsaid: Unsaid::default(), warnings: Warnings::default() }
     }
 
     pub fn settings(&self) -> &PaceSettings {
@@ -168,9 +153,6 @@ impl Pace {
             refilled: now,
             failures: 0,
             throttle_reported: None,
-            warning: None,
-            unsaid: Vec::new(),
-            own: Own::default(),
         });
         f(entry, &self.settings)
     }
@@ -254,27 +236,14 @@ impl Pace {
     /// Keep only the Hikawas for which `alive` holds (after a relist: the others are gone).
     pub fn retain(&self, alive: impl Fn(&str) -> bool) {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).retain(|uid, _| alive(uid));
+        self.own.retain(&alive);
+        self.unsaid.retain(&alive);
+        self.warnings.retain(&alive);
     }
 
     /// Failures in a row so far.
     pub fn failures(&self, uid: &str) -> u32 {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(uid).map_or(0, |e| e.failures)
-    }
-
-    /// The Warning Event last published for this Hikawa, if it had this reason and note.
-    pub fn repeated_warning(&self, uid: &str, reason: &str, note: &str) -> Option<WarningSeries> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(uid)?.warning.clone().filter(|w| w.reason == reason && w.note == note)
-    }
-
-    pub fn warned(&self, uid: &str, series: WarningSeries) {
-        self.with(uid, Instant::now(), |e, _| e.warning = Some(series));
-    }
-
-    /// A word's Said Event could not be published (its connection failed twice): it is
-    /// published at the Hikawa's next reconcile (its name makes a second copy impossible).
-    pub fn unsaid(&self, uid: &str, word: String, child: k8s_openapi::api::core::v1::ObjectReference) {
-        self.with(uid, Instant::now(), |e, _| e.unsaid.push((word, child)));
     }
 
     /// Whether the caches show children this process's last decision did not leave: it
@@ -285,103 +254,12 @@ impl Pace {
         entries.get(uid).and_then(|e| e.left.as_ref()).is_none_or(|left| seen.zundokos > left.zundokos || (seen.kiyoshi && !left.kiyoshi))
     }
 
-    pub fn has_unsaid(&self, uid: &str) -> bool {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(uid).is_some_and(|e| !e.unsaid.is_empty())
-    }
-
-    /// The Said Events still to publish for a Hikawa, taken.
-    pub fn take_unsaid(&self, uid: &str) -> Vec<(String, k8s_openapi::api::core::v1::ObjectReference)> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get_mut(uid).map(|e| std::mem::take(&mut e.unsaid)).unwrap_or_default()
-    }
-
-    /// The newest of what the caches show (`cached`, its children in `children`) and what this
-    /// process's own writes answered. Returns the Hikawa to decide from: the one the last status
-    /// write answered, if `cached` is an object it supersedes, else `cached`. Children the
-    /// caches do not show yet are added to `children` (in index order); those they show, and
-    /// all after `cache_wait`, are forgotten.
-    pub fn read_own(&self, uid: &str, cached: &Arc<Hikawa>, now: Instant) -> Option<Arc<Hikawa>> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let own = &mut entries.get_mut(uid)?.own;
-        if own.at.is_some_and(|at| now >= at + self.settings.cache_wait) {
-            *own = Own::default();
-            return None;
-        }
-        let version = cached.metadata.resource_version.as_deref()?;
-        match &own.hikawa {
-            Some(newer) if own.superseded.iter().any(|v| v == version) => Some(newer.clone()),
-            _ => {
-                // The caches show that write, or a later one: they are as new.
-                own.hikawa = None;
-                own.superseded.clear();
-                None
-            }
-        }
-    }
-
-    /// Whether own children are waiting for the caches (then [`merge_own_children`] is worth
-    /// the children's list).
-    ///
-    /// [`merge_own_children`]: Self::merge_own_children
-    pub fn has_own_children(&self, uid: &str) -> bool {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(uid).is_some_and(|e| !e.own.zundokos.is_empty() || e.own.kiyoshi.is_some())
-    }
-
-    /// Add to `children` (from the caches) the children this process's writes created that the
-    /// caches do not show yet; forget those they show.
-    pub fn merge_own_children(&self, uid: &str, children: &mut Owned) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(entry) = entries.get_mut(uid) else { return };
-        let own = &mut entry.own;
-        own.zundokos.retain(|z| !children.zundokos.iter().any(|c| c.index == z.index));
-        for z in &own.zundokos {
-            let at = children.zundokos.partition_point(|c| c.index < z.index);
-            children.zundokos.insert(at, z.clone());
-        }
-        if children.kiyoshi.is_some() {
-            own.kiyoshi = None;
-        }
-        if let Some(k) = &own.kiyoshi {
-            children.kiyoshi = Some(Said { index: children.zundokos.len() as u32 + 1, ..k.clone() });
-        }
-    }
-
-    /// A decision was applied: `from` is the Hikawa it was decided from, `written` the Hikawa
-    /// as its status write left it (if it wrote one), and `zundokos` and `kiyoshi` the children
-    /// it said.
-    pub fn wrote_own(&self, uid: &str, from: &Hikawa, written: Option<Hikawa>, zundokos: Vec<Said>, kiyoshi: Option<Said>, now: Instant) {
-        self.with(uid, now, |e, _| {
-            let own = &mut e.own;
-            if let Some(written) = written {
-                if let Some(version) = from.metadata.resource_version.clone()
-                    && own.superseded.len() < SUPERSEDED_MAX
-                {
-                    own.superseded.push(version);
-                    own.hikawa = Some(Arc::new(written));
-                } else {
-                    own.hikawa = None;
-                    own.superseded.clear();
-                }
-            }
-            if !zundokos.is_empty() || kiyoshi.is_some() {
-                own.zundokos.extend(zundokos);
-                own.kiyoshi = kiyoshi.or(own.kiyoshi.take());
-                own.at = Some(now);
-            }
-        })
-    }
-
-    /// Forget the answers to own writes (after a failure: decide from the caches again).
-    pub fn forget_own(&self, uid: &str) {
-        if let Some(e) = self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(uid) {
-            e.own = Own::default();
-        }
-    }
-
     /// The Hikawa is gone: forget it.
     pub fn forget(&self, uid: &str) {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+        self.own.forget(uid);
+        self.unsaid.forget(uid);
+        self.warnings.forget(uid);
     }
 
     /// Hikawas remembered (for tests).
@@ -492,55 +370,6 @@ mod tests {
         assert!(pace.said_elsewhere("u", &fp(5, "a")), "a create that failed here and landed after all");
         pace.forget("u");
         assert!(pace.said_elsewhere("u", &fp(4, "a")));
-    }
-
-    #[test]
-    fn own_writes_stand_in_for_what_the_caches_do_not_show_yet_and_no_longer() {
-        let pace = Pace::new(settings());
-        let t0 = Instant::now();
-        let hikawa = |version: &str, said: u32| {
-            let mut h = Hikawa::new("h", crate::crd::HikawaSpec::default());
-            h.metadata.resource_version = Some(version.into());
-            h.status = Some(HikawaStatus { num_zundokos_said: said, ..HikawaStatus::default() });
-            Arc::new(h)
-        };
-        let said = |index: u32| Said { name: format!("h-zundoko-{index:03}"), index, word: "Zun".into(), said_at: Some(1) };
-        let zundokos = |owned: &Owned| owned.zundokos.iter().map(|z| z.index).collect::<Vec<_>>();
-        // Nothing written yet: the caches alone.
-        assert!(pace.read_own("u", &hikawa("1", 0), t0).is_none());
-        assert!(!pace.has_own_children("u"));
-        // Word 1 decided from version 1, its status written as version 2.
-        pace.wrote_own("u", &hikawa("1", 0), Some(Hikawa::clone(&hikawa("2", 1))), vec![said(1)], None, t0);
-        let read = pace.read_own("u", &hikawa("1", 0), t0).expect("the answer supersedes the cached version 1");
-        assert_eq!(read.metadata.resource_version.as_deref(), Some("2"));
-        let mut owned = Owned::default();
-        pace.merge_own_children("u", &mut owned);
-        assert_eq!(zundokos(&owned), [1], "the child created stands in");
-        // Word 2 decided from the answer (version 2), written as 3: the caches still at 1 or 2.
-        pace.wrote_own("u", &read, Some(Hikawa::clone(&hikawa("3", 2))), vec![said(2)], None, t0);
-        for cached in ["1", "2"] {
-            assert_eq!(pace.read_own("u", &hikawa(cached, 0), t0).unwrap().metadata.resource_version.as_deref(), Some("3"));
-        }
-        // The child index shows word 1: only word 2 stands in, in index order.
-        let mut owned = Owned { zundokos: vec![said(1)], kiyoshi: None };
-        pace.merge_own_children("u", &mut owned);
-        assert_eq!(zundokos(&owned), [1, 2]);
-        // The caches show version 3, or anything the answers do not supersede (someone else's
-        // write): they are the newest, and what was written is forgotten.
-        assert!(pace.read_own("u", &hikawa("3", 2), t0).is_none());
-        assert!(pace.read_own("u", &hikawa("1", 0), t0).is_none(), "version 1 again: not trusted any more than the caches");
-        // A child the caches never show stands in no longer than cache_wait.
-        pace.wrote_own("u", &hikawa("3", 2), None, vec![said(3)], None, t0);
-        assert!(pace.has_own_children("u"));
-        assert!(pace.read_own("u", &hikawa("3", 2), t0 + Duration::from_secs(16)).is_none());
-        assert!(!pace.has_own_children("u"));
-        // A Kiyoshi stands in after the Zundokos; a failure forgets everything.
-        pace.wrote_own("u", &hikawa("3", 2), None, Vec::new(), Some(Said { name: "h-kiyoshi".into(), index: 0, word: "Kiyoshi".into(), said_at: Some(1) }), t0);
-        let mut owned = Owned { zundokos: vec![said(1), said(2)], kiyoshi: None };
-        pace.merge_own_children("u", &mut owned);
-        assert_eq!(owned.kiyoshi.as_ref().map(|k| k.index), Some(3));
-        pace.forget_own("u");
-        assert!(!pace.has_own_children("u"));
     }
 
     #[test]
