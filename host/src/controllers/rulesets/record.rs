@@ -115,3 +115,26 @@ async fn count_own(ctx: &Context, zr: &ZundokoRules, uid: &str, me: &str, rollou
     ctx.with_memo(uid, |m| m.counted = Some((own.clone(), Instant::now())));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::ReplicaCount;
+
+    fn rollout(digest: &str, replicas: &[(&str, u64)]) -> RolloutStatus {
+        let count = |d| ReplicaCount { digest: digest.into(), decisions: d, failures: 0, failed_too_often: None };
+        RolloutStatus { digest: digest.into(), state: "Progressing".into(), started_at: "1970-01-01T00:00:01.000Z".into(), replicas: replicas.iter().map(|(r, d)| (r.to_string(), count(*d))).collect(), ..RolloutStatus::default() }
+    }
+
+    #[test]
+    fn the_status_patch_writes_only_this_replicas_entry_and_clears_a_stale_rollouts() {
+        let before = ZundokoRulesStatus { rollout: Some(rollout("sha256:c", &[("me", 1), ("b", 2)])), ..ZundokoRulesStatus::default() };
+        let desired = ZundokoRulesStatus { rollout: Some(rollout("sha256:c", &[("me", 3), ("b", 2)])), hikawas: 2, ..ZundokoRulesStatus::default() };
+        let patch = status_patch(Some(&before), &desired, Some(&before), "me");
+        assert_eq!(patch["status"]["rollout"]["replicas"], serde_json::json!({ "me": { "digest": "sha256:c", "decisions": 3, "failures": 0 } }));
+        // Another candidate: the old rollout's entries removed.
+        let next = ZundokoRulesStatus { rollout: Some(rollout("sha256:d", &[])), ..ZundokoRulesStatus::default() };
+        let patch = status_patch(Some(&before), &next, None, "me");
+        assert_eq!(patch["status"]["rollout"]["replicas"], serde_json::json!({ "me": null, "b": null }));
+    }
+}
