@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::mpsc;
 
 use crate::supply::contract::rules::Rules;
-use rollout::{Tally, Thresholds};
+use rollout::{CandidateTally, Tally, Thresholds, Verdict, counting};
 
 /// Why a rule set serves nothing: its phase, and the reason and message its status gives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,55 +79,6 @@ pub enum Choice<E = RulesUnavailable> {
     /// The rule sets have not been listed yet: not known whether these rules exist.
     CatchingUp,
     Unavailable(E),
-}
-
-#[derive(Debug)]
-struct CandidateTally {
-    digest: String,
-    /// This replica's own decisions.
-    tally: Tally,
-    /// The other replicas' decisions, as their entries in the status say.
-    others: Tally,
-    rolled_back: bool,
-    /// The count the rollback was decided on, here or by another replica (what is counted
-    /// after it does not change why).
-    ended_with: Option<Tally>,
-    /// Whether that judgement was this replica's own (it writes it into its entry).
-    judged_here: bool,
-}
-
-impl CandidateTally {
-    fn new(digest: &str, tally: Tally, rolled_back: bool) -> Self {
-        CandidateTally { digest: digest.into(), tally, others: Tally::default(), rolled_back, ended_with: None, judged_here: false }
-    }
-
-    /// Every replica's decisions.
-    fn total(&self) -> Tally {
-        self.ended_with.unwrap_or(Tally { decisions: self.tally.decisions + self.others.decisions, failures: self.tally.failures + self.others.failures })
-    }
-
-    /// Judge the sum: past the failure threshold the candidate is rolled back on it (the
-    /// caller stops it). Whether it was.
-    fn judge(&mut self, thresholds: &Thresholds) -> bool {
-        let total = self.total();
-        if self.rolled_back || !thresholds.failed_too_often(total) {
-            return false;
-        }
-        self.rolled_back = true;
-        self.ended_with = Some(total);
-        self.judged_here = true;
-        true
-    }
-}
-
-/// The count of rule set `name`'s candidate `digest`: a new one if another candidate's was
-/// counted.
-fn counting<'a>(tallies: &'a mut HashMap<String, CandidateTally>, name: &str, digest: &str) -> &'a mut CandidateTally {
-    let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
-    if entry.digest != digest {
-        *entry = CandidateTally::new(digest, Tally::default(), false);
-    }
-    entry
 }
 
 /// What the rule set controller and the Hikawa controller hear from [`RuleSets`].
@@ -225,20 +176,14 @@ impl RuleSets {
             return; // decided by a candidate that has since been replaced
         }
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = counting(&mut tallies, &decision.rules, &decision.digest);
-        if entry.rolled_back {
-            return;
-        }
-        entry.tally.decisions += 1;
-        entry.tally.failures += u64::from(!ok);
-        // Judged on every replica's decisions, as the status will be.
-        let thresholds = candidate.thresholds;
-        let total = entry.total();
-        if entry.judge(&thresholds) {
-            drop(tallies);
-            self.stop_candidate(&decision.rules, &decision.digest);
-        } else if !ok || thresholds.promote_after_decisions.is_some_and(|n| total.decisions >= n) {
-            let _ = self.wake.send(decision.rules.clone());
+        let verdict = counting(&mut tallies, &decision.rules, &decision.digest).count(ok, &candidate.thresholds);
+        drop(tallies);
+        match verdict {
+            Verdict::Stop => self.stop_candidate(&decision.rules, &decision.digest),
+            Verdict::Wake => {
+                let _ = self.wake.send(decision.rules.clone());
+            }
+            Verdict::Quiet | Verdict::Ignored => {}
         }
     }
 
@@ -274,14 +219,11 @@ impl RuleSets {
     /// stops here too, at once, and the rollback is recorded on that sum.
     pub fn roll_back(&self, name: &str, digest: &str, on: Tally) {
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = counting(&mut tallies, name, digest);
-        if entry.ended_with.is_some() {
-            return; // judged already: the first judgement stands
-        }
-        entry.rolled_back = true;
-        entry.ended_with = Some(on);
+        let stops = counting(&mut tallies, name, digest).roll_back(on);
         drop(tallies);
-        self.stop_candidate(name, digest);
+        if stops {
+            self.stop_candidate(name, digest);
+        }
     }
 
     /// This replica's own share of [`tally`](Self::tally).
@@ -296,12 +238,9 @@ impl RuleSets {
         let thresholds = self.serving(name).and_then(|s| s.candidate.clone()).filter(|c| c.rules.identity().digest == digest).map(|c| c.thresholds);
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
         let entry = tallies.entry(name.into()).or_insert_with(|| CandidateTally::new(digest, Tally::default(), false));
-        if entry.digest != digest {
-            return;
-        }
-        entry.others = others;
-        if thresholds.is_some_and(|t| entry.judge(&t)) {
-            drop(tallies);
+        let stops = entry.others_counted(digest, others, thresholds.as_ref());
+        drop(tallies);
+        if stops {
             self.stop_candidate(name, digest);
         }
     }

@@ -1,7 +1,15 @@
-//! The ZundokoRules controller: each rule set's module resolved, checked and rolled out
-//! (`controller`), its status computed (`status`). What it publishes (which module serves
-//! which rule set) lives below, in [`crate::supply::serving`], where the Hikawa controller
-//! reads it.
+//! The ZundokoRules controller: each rule set's module resolved, checked and rolled out, its
+//! status computed and written. `controller` runs it; a reconcile reads as its steps, a file
+//! each: `resolve` -> `check` -> `roll_out` -> `publish` -> `record`. The rollout's rules are
+//! pure, in `tally` (with `status`, what the status says). What it publishes (which module
+//! serves which rule set) lives below, in [`crate::supply::serving`], where the Hikawa
+//! controller reads it.
 
+mod check;
 pub mod controller;
+mod publish;
+mod record;
+mod resolve;
+mod roll_out;
 mod status;
+mod tally;

@@ -2,13 +2,10 @@
 //! computed every time, written only when it differs; Events come from comparing the status
 //! written before with the one to write, so a restarted operator repeats none.
 
-use std::time::Duration;
-
-use crate::supply::serving::rollout::{Tally, Thresholds};
 use crate::supply::sources::rulesets::Problem;
 use crate::crd::{ModuleStatus, RolloutStatus, ZundokoRulesStatus};
 use crate::supply::sandbox::ModuleIdentity;
-use crate::controllers::writes::status::{rfc3339_millis, set_condition};
+use crate::controllers::writes::status::set_condition;
 use zundoko_rules::TimestampMs;
 
 pub const PENDING: &str = "Pending";
@@ -19,55 +16,6 @@ pub const ROLLED_BACK: &str = "RolledBack";
 
 pub const PROGRESSING: &str = "Progressing";
 pub const PROMOTED: &str = "Promoted";
-
-/// A candidate's rollout, advanced to now: from what the status recorded (a restart resumes
-/// it) and what this process counted since.
-pub fn advance(previous: Option<&RolloutStatus>, digest: &str, tally: Tally, rolled_back: bool, thresholds: &Thresholds, now: TimestampMs) -> RolloutStatus {
-    let previous = previous.filter(|r| r.digest == digest);
-    let started_at = previous.map_or_else(|| rfc3339_millis(now), |r| r.started_at.clone());
-    let started_ms = started_at.parse::<jiff::Timestamp>().map_or(now, |t| t.as_millisecond());
-    let serving_for = Duration::from_millis(now.saturating_sub(started_ms).max(0) as u64);
-    let was = previous.map(|r| r.state.as_str());
-    let state = if was == Some(PROMOTED) {
-        PROMOTED
-    } else if was == Some(ROLLED_BACK) || rolled_back || thresholds.failed_too_often(tally) {
-        ROLLED_BACK
-    } else if thresholds.due_for_promotion(tally, serving_for) {
-        PROMOTED
-    } else {
-        PROGRESSING
-    };
-    // An ended rollout keeps the count it ended with: decisions other replicas made before
-    // they heard of the end are in their own entries, not in the record of why it ended.
-    let tally = match previous.filter(|_| matches!(was, Some(PROMOTED | ROLLED_BACK))) {
-        Some(ended) => Tally { decisions: ended.decisions, failures: ended.failures },
-        None => tally,
-    };
-    let ended_at = match (state, previous.and_then(|r| r.ended_at.clone())) {
-        (PROGRESSING, _) => None,
-        (_, Some(at)) if was == Some(state) => Some(at),
-        _ => Some(rfc3339_millis(now)),
-    };
-    RolloutStatus {
-        digest: digest.into(),
-        state: state.into(),
-        started_at,
-        ended_at,
-        decisions: tally.decisions,
-        failures: tally.failures,
-        replicas: previous.map(|r| r.replicas.clone()).unwrap_or_default(),
-    }
-}
-
-/// What the other replicas' entries of `rollout` say of the candidate `digest`: the sum of
-/// their counts, and the first sum on which one of them found it failing too often.
-pub fn others(rollout: &RolloutStatus, me: &str, digest: &str) -> (Tally, Option<Tally>) {
-    let others = rollout.replicas.iter().filter(|(replica, c)| replica.as_str() != me && c.digest == digest);
-    others.fold((Tally::default(), None), |(sum, judged), (_, c)| {
-        let sum = Tally { decisions: sum.decisions + c.decisions, failures: sum.failures + c.failures };
-        (sum, judged.or(c.failed_too_often))
-    })
-}
 
 pub fn module_status(identity: &ModuleIdentity) -> ModuleStatus {
     ModuleStatus { name: identity.info.name.clone(), version: identity.info.version.clone(), digest: identity.digest.clone(), reference: None, resolved_from: None }
@@ -206,7 +154,9 @@ pub fn events(before: Option<&ZundokoRulesStatus>, after: &ZundokoRulesStatus) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use super::super::tally::{advance, others};
     use crate::crd::{ReplicaCount, RolloutSpec};
+    use crate::supply::serving::rollout::{Tally, Thresholds};
     use zundoko_rules::ModuleInfo;
 
     fn identity(name: &str, digest: &str) -> ModuleIdentity {
