@@ -166,6 +166,8 @@ fn run(args: &[&str]) -> Run {
         });
     }
     let started = Instant::now();
+    // Reaped by wait4 below (std's wait gives no rusage).
+    #[allow(clippy::zombie_processes)]
     let mut child = command.spawn().unwrap();
     let pid = child.id() as libc::pid_t;
     let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
@@ -394,7 +396,7 @@ async fn a_pull_permit_is_taken_inside_the_deadline() {
         let reference: ModuleRef = format!("{}/tarpit/{name}@{digest}", server.addr).parse().unwrap();
         async move {
             let started = Instant::now();
-            let error = registry.fetch_once(&reference, &digest, &auth, &[]).await.err().expect("a tarpit gives no module");
+            let error = registry.fetch_once(&reference, &digest, &auth, &[]).await.expect_err("a tarpit gives no module");
             (started.elapsed(), error.reason())
         }
     };
