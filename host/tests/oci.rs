@@ -529,3 +529,14 @@ async fn a_registry_over_tls_serves_with_its_ca_trusted_and_only_then() {
     assert_eq!(status.module.unwrap().digest, digest(&classic));
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_set_naming_a_registry_not_allowed_is_rejected_before_anything_is_asked() {
+    // Nothing listens on port 1: asked, it would be RegistryUnreachable (and Pending).
+    let settings = RegistrySettings { allowed: vec!["registry.example.com".into(), "*.example.org:*".into()], timeout: Duration::from_secs(3), ..RegistrySettings::default() };
+    let (cluster, operator) = start(settings).await;
+    create_rules(&cluster, "elsewhere", oci("127.0.0.1:1/rules/elsewhere:v1")).await;
+    let status = wait_reason(&cluster, "elsewhere", "RegistryNotAllowed").await;
+    assert_eq!(status.phase.as_deref(), Some("Rejected"), "{status:?}");
+    operator.stop().await;
+}

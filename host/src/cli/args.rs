@@ -108,6 +108,12 @@ pub struct RegistryArgs {
     /// .dockerconfigjson), for --module-oci, push and check.
     #[arg(long, env = "ZUNDOKO_REGISTRY_AUTH", value_name = "FILE")]
     pub registry_auth: Option<PathBuf>,
+    /// Registries modules may come from, as HOST[:PORT] (comma-separated or repeated; `*` in
+    /// the host matches any run of characters, `HOST:*` any port, a HOST without a port only
+    /// the default one): a reference naming any other is refused (RegistryNotAllowed) before
+    /// anything is asked of it. None given: any registry a ZundokoRules names.
+    #[arg(long = "allowed-registries", env = "ZUNDOKO_ALLOWED_REGISTRIES", value_delimiter = ',', value_name = "HOST[:PORT]")]
+    pub allowed_registries: Vec<String>,
 }
 
 impl RegistryArgs {
@@ -135,6 +141,7 @@ impl RegistryArgs {
             cache_dir: self.cache_dir.clone(),
             trusted_keys,
             extra_ca_pem,
+            allowed: self.allowed_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             ..crate::supply::oci::RegistrySettings::default()
         })
     }

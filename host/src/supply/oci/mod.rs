@@ -1,6 +1,7 @@
 //! Modules from OCI registries: references (`reference`), the Wasm artifact layout
 //! (`artifact`), pulls and pushes bounded in size, time and concurrency (`registry`), blobs kept
-//! by digest (`cache`), cosign-compatible signatures (`signature`) and pull secrets (`auth`).
+//! by digest (`cache`), cosign-compatible signatures (`signature`), pull secrets (`auth`) and
+//! the requests of a pull, every body capped and every redirect checked (`wire`).
 //! A source like the file and the ConfigMap: it yields bytes, checked against their digest and
 //! signature, that the loader then compiles and checks as any module.
 
@@ -10,7 +11,8 @@ mod cache;
 pub mod reference;
 pub mod registry;
 pub mod signature;
+mod wire;
 
 pub use reference::ModuleRef;
-pub use registry::{Fetched, PullError, Registry, RegistrySettings};
+pub use registry::{Fetched, PullError, Registry, RegistrySettings, registry_allowed};
 pub use signature::{SignKey, TrustedKey};

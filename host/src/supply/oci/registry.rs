@@ -7,16 +7,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::artifact;
 use super::cache::BlobCache;
+use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
 
@@ -40,6 +40,11 @@ pub struct RegistrySettings {
     /// PEM certificates of certificate authorities trusted beside the system's (a registry
     /// with a certificate from an internal CA).
     pub extra_ca_pem: Vec<Vec<u8>>,
+    /// `HOST[:PORT]` patterns (`*` matches any run of characters in the host; a pattern
+    /// without a port matches only a reference without one, `HOST:*` any port): with any, a
+    /// reference naming another registry is refused before anything is asked or read. None:
+    /// every registry.
+    pub allowed: Vec<String>,
 }
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
@@ -58,6 +63,7 @@ impl Default for RegistrySettings {
             cache_dir: None,
             trusted_keys: Vec::new(),
             extra_ca_pem: Vec::new(),
+            allowed: Vec::new(),
         }
     }
 }
@@ -81,6 +87,10 @@ pub enum PullError {
     NotVerified { reference: String, detail: String },
     #[error("{reference}: the registry answered: {detail}")]
     Registry { reference: String, detail: String },
+    #[error("{reference}: {detail}")]
+    RedirectRefused { reference: String, detail: String },
+    #[error("{reference} names registry {registry}, which --allowed-registries does not allow")]
+    NotAllowed { reference: String, registry: String },
 }
 
 impl PullError {
@@ -91,10 +101,13 @@ impl PullError {
             PullError::NotFound { .. } => "ModuleNotFound",
             PullError::Unauthorized { .. } => "RegistryUnauthorized",
             PullError::NotAWasmArtifact { .. } => "NotAWasmArtifact",
-            PullError::TooLarge { .. } => "ModuleTooLarge",
+            PullError::TooLarge { what: "the module layer", .. } => "ModuleTooLarge",
+            PullError::TooLarge { .. } => "RegistryAnswerTooLarge",
             PullError::DigestMismatch { .. } => "DigestMismatch",
             PullError::NotVerified { .. } => "SignatureNotVerified",
             PullError::Registry { .. } => "RegistryError",
+            PullError::RedirectRefused { .. } => "RedirectRefused",
+            PullError::NotAllowed { .. } => "RegistryNotAllowed",
         }
     }
 
@@ -121,6 +134,33 @@ pub struct Registry {
     settings: RegistrySettings,
     permits: Semaphore,
     cache: Option<BlobCache>,
+    /// What pulls speak through (oci-client only pushes).
+    wire: Wire,
+}
+
+/// Whether `registry` (`HOST[:PORT]`) is one `pattern` allows (see `RegistrySettings::allowed`).
+pub fn registry_allowed(pattern: &str, registry: &str) -> bool {
+    fn split(s: &str) -> (&str, Option<&str>) {
+        // An IPv6 literal keeps its colons inside brackets.
+        match s.rfind(':') {
+            Some(i) if !s[i..].contains(']') => (&s[..i], Some(&s[i + 1..])),
+            _ => (s, None),
+        }
+    }
+    fn glob(pattern: &[u8], text: &[u8]) -> bool {
+        match pattern.split_first() {
+            None => text.is_empty(),
+            Some((b'*', rest)) => (0..=text.len()).any(|i| glob(rest, &text[i..])),
+            Some((c, rest)) => text.first().is_some_and(|t| t.eq_ignore_ascii_case(c)) && glob(rest, &text[1..]),
+        }
+    }
+    let (pattern, registry) = (pattern.trim(), registry.trim());
+    let ((p_host, p_port), (host, port)) = (split(pattern), split(registry));
+    let port_ok = match (p_port, port) {
+        (Some("*"), _) => true,
+        (p, r) => p == r,
+    };
+    port_ok && glob(p_host.as_bytes(), host.as_bytes())
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -138,14 +178,23 @@ impl Registry {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let cache = settings.cache_dir.as_deref().map(BlobCache::open).transpose()?;
         let permits = Semaphore::new(settings.concurrent_pulls.max(1));
-        Ok(Arc::new(Registry { settings, permits, cache }))
+        let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
+        Ok(Arc::new(Registry { settings, permits, cache, wire }))
     }
 
     pub fn settings(&self) -> &RegistrySettings {
         &self.settings
     }
 
-    /// A client per operation: oci-client keeps the first credentials given for a registry,
+    /// Refused unless `--allowed-registries` (if given) allows the reference's registry.
+    fn allowed(&self, reference: &ModuleRef) -> Result<(), PullError> {
+        if self.settings.allowed.is_empty() || self.settings.allowed.iter().any(|p| registry_allowed(p, &reference.registry)) {
+            return Ok(());
+        }
+        Err(PullError::NotAllowed { reference: reference.to_string(), registry: reference.registry.clone() })
+    }
+
+    /// A client per push: oci-client keeps the first credentials given for a registry,
     /// and two rule sets may use two pull secrets for one registry.
     fn client(&self) -> oci_client::Client {
         oci_client::Client::new(ClientConfig {
@@ -177,6 +226,7 @@ impl Registry {
     }
 
     async fn resolve_tries(&self, tries: u32, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.allowed(reference)?;
         if let Some(digest) = &reference.digest {
             return Ok(digest.clone());
         }
@@ -184,9 +234,10 @@ impl Registry {
         let cached = self.cache.as_ref().and_then(|c| c.tag(reference));
         let tries = if cached.is_some() { 1 } else { tries };
         let resolved = self.tries_up_to(tries, reference, || async {
-            let client = self.client();
-            let digest = client.fetch_manifest_digest(&reference.to_oci(), auth).await.map_err(|e| classify(reference, e))?;
-            Ok(digest)
+            // The manifest read under its cap and hashed: the digest of the bytes a pull checks.
+            let tag = reference.tag.as_deref().unwrap_or("latest");
+            let manifest = self.wire.session(reference, auth).manifest(tag, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
+            Ok(sha256(&manifest))
         });
         match resolved.await {
             Ok(digest) => {
@@ -219,12 +270,12 @@ impl Registry {
     }
 
     async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
+        self.allowed(reference)?;
         let pinned = reference.pinned(manifest_digest);
         let keysets: Vec<&[TrustedKey]> = [self.settings.trusted_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
         if let Some(fetched) = self.cached(&pinned, manifest_digest, &keysets) {
             return Ok(fetched);
         }
-        let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
         self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
     }
 
@@ -246,7 +297,8 @@ impl Registry {
     }
 
     /// Run `op` up to `tries` times while it fails for a reason that may pass, each try bounded
-    /// by the timeout, with a doubling pause between tries.
+    /// by the timeout (waiting for a pull permit, every request and every body included), with
+    /// a doubling pause between tries.
     async fn tries_up_to<T, F, Fut>(&self, tries: u32, reference: &ModuleRef, op: F) -> Result<T, PullError>
     where
         F: Fn() -> Fut,
@@ -256,7 +308,12 @@ impl Registry {
         let mut tried = 0;
         loop {
             tried += 1;
-            let outcome = match tokio::time::timeout(self.settings.timeout, op()).await {
+            let one_try = async {
+                // Inside the deadline: a tarpit holding every permit delays others by no more.
+                let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+                op().await
+            };
+            let outcome = match tokio::time::timeout(self.settings.timeout, one_try).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(PullError::Unreachable {
                     registry: reference.registry.clone(),
@@ -275,12 +332,8 @@ impl Registry {
     }
 
     async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, keysets: &[&[TrustedKey]]) -> Result<Fetched, PullError> {
-        let client = self.client();
-        let oci = pinned.to_oci();
-        let (manifest, _) = client.pull_manifest_raw(&oci, auth, artifact::ACCEPTED_MANIFESTS).await.map_err(|e| classify(pinned, e))?;
-        if manifest.len() > MAX_MANIFEST_BYTES {
-            return Err(PullError::TooLarge { what: "the manifest", reference: pinned.to_string(), size: manifest.len() as u64, limit: MAX_MANIFEST_BYTES as u64 });
-        }
+        let mut session = self.wire.session(pinned, auth);
+        let manifest = session.manifest(manifest_digest, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
         let actual = sha256(&manifest);
         if actual != manifest_digest {
             return Err(PullError::DigestMismatch { what: "the manifest", reference: pinned.to_string(), expected: manifest_digest.into(), actual });
@@ -294,8 +347,7 @@ impl Registry {
         let bytes = match self.cache.as_ref().and_then(|c| c.get(&layer_digest)) {
             Some(bytes) => bytes,
             None => {
-                let descriptor = OciDescriptor { media_type: artifact::LAYER_MEDIA_TYPE.into(), digest: layer_digest.clone(), size: size as i64, ..OciDescriptor::default() };
-                let bytes = read_blob(&client, pinned, &descriptor, limit, "the module layer").await?;
+                let bytes = session.blob(&layer_digest, limit, "the module layer").await?;
                 let actual = sha256(&bytes);
                 if actual != layer_digest {
                     return Err(PullError::DigestMismatch { what: "the module layer", reference: pinned.to_string(), expected: layer_digest, actual });
@@ -305,7 +357,7 @@ impl Registry {
         };
         let mut signers = Vec::new();
         if !keysets.is_empty() {
-            let found = self.signatures(&client, pinned, manifest_digest, auth).await?;
+            let found = self.signatures(pinned, manifest_digest, auth).await?;
             for keys in keysets {
                 let signer = signature::verify(manifest_digest, &found, keys).map_err(|detail| PullError::NotVerified { reference: pinned.to_string(), detail })?;
                 signers.push((signer, *keys));
@@ -323,22 +375,30 @@ impl Registry {
     }
 
     /// The signatures stored next to an artifact, cosign's way (none if there is no `.sig` tag).
-    async fn signatures(&self, client: &oci_client::Client, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth) -> Result<Vec<Found>, PullError> {
-        let sig_ref = pinned.with_tag(&signature::signature_tag(manifest_digest));
-        let manifest = match client.pull_manifest_raw(&sig_ref.to_oci(), auth, &[OCI_IMAGE_MEDIA_TYPE]).await.map_err(|e| classify(&sig_ref, e)) {
-            Ok((manifest, _)) => manifest,
+    /// A payload is read from the registry by its digest: a descriptor's `urls` are never
+    /// fetched; one the registry does not have is no signature.
+    async fn signatures(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth) -> Result<Vec<Found>, PullError> {
+        let tag = signature::signature_tag(manifest_digest);
+        let sig_ref = pinned.with_tag(&tag);
+        let mut session = self.wire.session(&sig_ref, auth);
+        let manifest = match session.manifest(&tag, &[OCI_IMAGE_MEDIA_TYPE], MAX_MANIFEST_BYTES, "the signature manifest").await {
+            Ok(manifest) => manifest,
             Err(PullError::NotFound { .. }) => return Ok(Vec::new()),
             Err(error) => return Err(error),
         };
-        if manifest.len() > MAX_MANIFEST_BYTES {
-            return Err(PullError::TooLarge { what: "the signature manifest", reference: sig_ref.to_string(), size: manifest.len() as u64, limit: MAX_MANIFEST_BYTES as u64 });
-        }
         let manifest: OciImageManifest = serde_json::from_slice(&manifest)
             .map_err(|e| PullError::NotVerified { reference: pinned.to_string(), detail: format!("the signature manifest {sig_ref} is not an OCI image manifest: {e}") })?;
         let mut found = Vec::new();
         for layer in manifest.layers.iter().filter(|l| l.media_type == signature::PAYLOAD_MEDIA_TYPE).take(MAX_SIGNATURES) {
             let Some(sig) = layer.annotations.as_ref().and_then(|a| a.get(signature::SIGNATURE_ANNOTATION)) else { continue };
-            let payload = read_blob(client, &sig_ref, layer, MAX_PAYLOAD_BYTES, "a signature payload").await?;
+            if layer.size as u64 > MAX_PAYLOAD_BYTES {
+                continue;
+            }
+            let payload = match session.blob(&layer.digest, MAX_PAYLOAD_BYTES, "a signature payload").await {
+                Ok(payload) => payload,
+                Err(PullError::NotFound { .. } | PullError::TooLarge { .. }) => continue,
+                Err(error) => return Err(error),
+            };
             if sha256(&payload) != layer.digest {
                 continue;
             }
@@ -380,35 +440,8 @@ impl Registry {
     }
 }
 
-/// Read a blob whole, refusing it as soon as it passes `limit` (a registry may lie about sizes).
-async fn read_blob(client: &oci_client::Client, reference: &ModuleRef, descriptor: &OciDescriptor, limit: u64, what: &'static str) -> Result<Vec<u8>, PullError> {
-    if descriptor.size as u64 > limit {
-        return Err(PullError::TooLarge { what, reference: reference.to_string(), size: descriptor.size as u64, limit });
-    }
-    let mut stream = client.pull_blob_stream(&reference.to_oci(), descriptor).await.map_err(|e| classify(reference, e))?;
-    if let Some(length) = stream.content_length
-        && length > limit
-    {
-        return Err(PullError::TooLarge { what, reference: reference.to_string(), size: length, limit });
-    }
-    let mut bytes = Vec::with_capacity(descriptor.size.clamp(0, limit as i64) as usize);
-    while let Some(chunk) = stream.stream.next().await {
-        let chunk = chunk.map_err(|e| match e.get_ref().and_then(|inner| inner.downcast_ref::<oci_client::errors::DigestError>()) {
-            // oci-client hashes the stream as it reads: bytes that do not match are no network fault.
-            Some(oci_client::errors::DigestError::VerificationError { expected, actual }) => {
-                PullError::DigestMismatch { what, reference: reference.to_string(), expected: expected.clone(), actual: actual.clone() }
-            }
-            _ => PullError::Unreachable { registry: reference.registry.clone(), detail: format!("reading {what}: {e}") },
-        })?;
-        if (bytes.len() + chunk.len()) as u64 > limit {
-            return Err(PullError::TooLarge { what, reference: reference.to_string(), size: (bytes.len() + chunk.len()) as u64, limit });
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
-}
-
-/// oci-client's errors as the operator tells them.
+/// oci-client's errors (of a push) as the operator tells them: what a registry wrote is cut
+/// short and escaped.
 fn classify(reference: &ModuleRef, error: OciDistributionError) -> PullError {
     let registry = reference.registry.clone();
     let reference_s = reference.to_string();
@@ -423,7 +456,7 @@ fn classify(reference: &ModuleRef, error: OciDistributionError) -> PullError {
         }
         cause = c.source();
     }
-    let detail = crate::text::printable(&detail, 600);
+    let detail = crate::text::printable(&detail, 300);
     match &error {
         OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => PullError::Unreachable { registry, detail },
         OciDistributionError::UnauthorizedError { .. } | OciDistributionError::AuthenticationFailure(_) => {

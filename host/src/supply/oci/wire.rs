@@ -1,0 +1,428 @@
+//! The requests of a pull, made here rather than by oci-client, so that a registry cannot make
+//! the operator read more than it means to (threat model: "A registry"):
+//! - every body is read as a stream, refused (or, for an error, cut) as soon as it passes its
+//!   cap: manifests and indexes (256 KiB), signature payloads (64 KiB), module layers
+//!   (`--max-module-mib`), token answers (64 KiB), error bodies (the first 4 KiB, parsed as the
+//!   OCI error JSON where they are one);
+//! - a redirect is followed only to https, or to an origin `--insecure-registry` names (never to
+//!   another plain-http origin), at most five times; credentials never follow one to another
+//!   origin (reqwest drops `Authorization` when the host or port changes);
+//! - descriptors' `urls` are never fetched: a blob comes from the registry named, by digest;
+//! - a bearer realm on plain http gets the credentials only if `--insecure-registry` names it;
+//! - nothing a registry says reaches an error beyond its status, the OCI error code and a short
+//!   escaped message.
+//!
+//! The time of a try (every request and body in it) is bounded by the caller
+//! (`Registry::tries_up_to`, `--registry-timeout-secs`).
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::StreamExt;
+use oci_client::secrets::RegistryAuth;
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
+
+use super::reference::ModuleRef;
+use super::registry::PullError;
+
+/// What is kept of an error body.
+pub(super) const MAX_ERROR_BYTES: usize = 4 << 10;
+/// A token answer: a JWT of a few KiB.
+pub(super) const MAX_TOKEN_BYTES: usize = 64 << 10;
+/// Redirects followed by one request.
+const MAX_REDIRECTS: usize = 5;
+/// What is kept of a message a registry writes (an OCI error's `message`), escaped.
+const MAX_MESSAGE_BYTES: usize = 120;
+const MAX_CODE_BYTES: usize = 40;
+
+/// The refusal of a redirect, found again in reqwest's error.
+#[derive(Debug)]
+struct RedirectRefused(String);
+
+impl std::fmt::Display for RedirectRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RedirectRefused {}
+
+/// `HOST[:PORT]` of a URL (the port only when it is not the scheme's default).
+fn origin(url: &reqwest::Url) -> String {
+    let host = url.host_str().unwrap_or("");
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    }
+}
+
+/// Whether `url` may be spoken to: https, or plain http to an origin `insecure` names.
+fn secure_or_named(url: &reqwest::Url, insecure: &[String]) -> bool {
+    match url.scheme() {
+        "https" => true,
+        "http" => insecure.iter().any(|o| o.eq_ignore_ascii_case(&origin(url))),
+        _ => false,
+    }
+}
+
+/// The HTTP client of every pull: one per `Registry`, its connections reused.
+pub(super) struct Wire {
+    client: reqwest::Client,
+    insecure: Vec<String>,
+}
+
+impl Wire {
+    pub fn new(insecure: &[String], timeout: Duration, extra_ca_pem: &[Vec<u8>]) -> Result<Wire, String> {
+        let named = insecure.to_vec();
+        let policy = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > MAX_REDIRECTS {
+                return attempt.error(RedirectRefused(format!("more than {MAX_REDIRECTS} redirects")));
+            }
+            if secure_or_named(attempt.url(), &named) {
+                return attempt.follow();
+            }
+            let url = attempt.url();
+            let why = format!(
+                "a redirect to {}://{} refused: plain http to an origin --insecure-registry does not name",
+                crate::text::printable(url.scheme(), 16),
+                crate::text::printable(&origin(url), 100)
+            );
+            attempt.error(RedirectRefused(why))
+        });
+        let mut builder = reqwest::Client::builder()
+            .redirect(policy)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .read_timeout(timeout);
+        if !extra_ca_pem.is_empty() {
+            let certs = extra_ca_pem
+                .iter()
+                .map(|pem| reqwest::Certificate::from_pem(pem))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("a --registry-ca certificate is not usable: {e}"))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        let client = builder.build().map_err(|e| format!("cannot build the registry client: {e}"))?;
+        Ok(Wire { client, insecure: insecure.to_vec() })
+    }
+
+    /// A session with `reference`'s repository: its credentials, and the token a challenge
+    /// asked for once it has been fetched.
+    pub fn session<'a>(&'a self, reference: &'a ModuleRef, auth: &'a RegistryAuth) -> Session<'a> {
+        Session { wire: self, reference, auth, authorization: None }
+    }
+}
+
+pub(super) struct Session<'a> {
+    wire: &'a Wire,
+    reference: &'a ModuleRef,
+    auth: &'a RegistryAuth,
+    authorization: Option<HeaderValue>,
+}
+
+/// A body read whole under a cap, or how far it went before the cap stopped it.
+enum Capped {
+    Whole(Vec<u8>),
+    Over(u64),
+}
+
+impl<'a> Session<'a> {
+    fn base(&self) -> String {
+        let registry = self.reference.registry.as_str();
+        // As oci-client (and docker) speak to Docker Hub.
+        let host = match registry {
+            "docker.io" | "index.docker.io" => "registry-1.docker.io",
+            other => other,
+        };
+        let scheme = if self.wire.insecure.iter().any(|o| o == registry) { "http" } else { "https" };
+        format!("{scheme}://{host}")
+    }
+
+    /// A manifest (or index) by tag or digest, read under `limit`.
+    pub async fn manifest(&mut self, name: &str, accept: &[&str], limit: usize, what: &'static str) -> Result<Vec<u8>, PullError> {
+        let response = self.get(&format!("manifests/{name}"), accept).await?;
+        self.read(response, limit as u64, what).await
+    }
+
+    /// A blob by digest from the registry itself (a descriptor's `urls` are never fetched),
+    /// read under `limit`. The caller checks its digest.
+    pub async fn blob(&mut self, digest: &str, limit: u64, what: &'static str) -> Result<Vec<u8>, PullError> {
+        let response = self.get(&format!("blobs/{digest}"), &[]).await?;
+        self.read(response, limit, what).await
+    }
+
+    async fn read(&self, response: reqwest::Response, limit: u64, what: &'static str) -> Result<Vec<u8>, PullError> {
+        match read_capped(response, limit).await {
+            Ok(Capped::Whole(bytes)) => Ok(bytes),
+            Ok(Capped::Over(size)) => Err(PullError::TooLarge { what, reference: self.reference.to_string(), size, limit }),
+            Err(e) => Err(self.transport(&format!("reading {what}"), e)),
+        }
+    }
+
+    /// GET `/v2/<repository>/<path>`: a success, or the error the answer means. A 401 with a
+    /// challenge is answered once (a bearer token, or basic credentials).
+    async fn get(&mut self, path: &str, accept: &[&str]) -> Result<reqwest::Response, PullError> {
+        let url = format!("{}/v2/{}/{path}", self.base(), self.reference.repository);
+        let mut challenged = false;
+        loop {
+            let mut request = self.wire.client.get(&url);
+            if !accept.is_empty() {
+                request = request.header(ACCEPT, accept.join(", "));
+            }
+            if let Some(authorization) = &self.authorization {
+                request = request.header(AUTHORIZATION, authorization.clone());
+            }
+            let response = request.send().await.map_err(|e| self.transport("sending the request", e))?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED && !challenged {
+                let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                if let Some(challenge) = challenge
+                    && let Some(authorization) = self.answer(&challenge).await?
+                {
+                    challenged = true;
+                    self.authorization = Some(authorization);
+                    continue;
+                }
+            }
+            return Err(self.refusal(response).await);
+        }
+    }
+
+    /// What answers a `WWW-Authenticate` challenge: a bearer token from its realm, or basic
+    /// credentials; `None` if there is nothing to answer with.
+    async fn answer(&self, challenge: &str) -> Result<Option<HeaderValue>, PullError> {
+        let (scheme, params) = parse_challenge(challenge);
+        let unauthorized = |detail: String| PullError::Unauthorized { registry: self.reference.registry.clone(), reference: self.reference.to_string(), detail };
+        match scheme.to_ascii_lowercase().as_str() {
+            "basic" => Ok(match self.auth {
+                RegistryAuth::Basic(user, password) => {
+                    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+                    Some(HeaderValue::from_str(&format!("Basic {encoded}")).map_err(|_| unauthorized("the credentials do not fit a header".into()))?)
+                }
+                _ => None,
+            }),
+            "bearer" => {
+                let realm = params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v.as_str()).unwrap_or("");
+                let mut url = reqwest::Url::parse(realm).map_err(|_| unauthorized("the bearer challenge names no realm URL".into()))?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(unauthorized("the bearer realm is neither http nor https".into()));
+                }
+                let scope = params
+                    .iter()
+                    .find(|(k, _)| k == "scope")
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_else(|| format!("repository:{}:pull", self.reference.repository));
+                {
+                    let mut query = url.query_pairs_mut();
+                    if let Some((_, service)) = params.iter().find(|(k, _)| k == "service") {
+                        query.append_pair("service", service);
+                    }
+                    query.append_pair("scope", &scope);
+                }
+                let mut request = self.wire.client.get(url.clone());
+                // Credentials go to a realm over TLS, or over plain http only to an origin
+                // --insecure-registry names.
+                if let (RegistryAuth::Basic(user, password), true) = (self.auth, secure_or_named(&url, &self.wire.insecure)) {
+                    request = request.basic_auth(user, Some(password));
+                }
+                let response = request.send().await.map_err(|e| self.transport("asking the token realm", e))?;
+                if !response.status().is_success() {
+                    return Err(match self.refusal(response).await {
+                        PullError::Unreachable { registry, detail } => PullError::Unreachable { registry, detail: format!("the token realm: {detail}") },
+                        PullError::NotFound { .. } | PullError::Registry { .. } => unauthorized("the token realm refused".into()),
+                        other => other,
+                    });
+                }
+                let body = match read_capped(response, MAX_TOKEN_BYTES as u64).await {
+                    Ok(Capped::Whole(body)) => body,
+                    Ok(Capped::Over(size)) => {
+                        return Err(PullError::TooLarge { what: "the token answer", reference: self.reference.to_string(), size, limit: MAX_TOKEN_BYTES as u64 });
+                    }
+                    Err(e) => return Err(self.transport("reading the token answer", e)),
+                };
+                #[derive(serde::Deserialize)]
+                struct TokenAnswer {
+                    token: Option<String>,
+                    access_token: Option<String>,
+                }
+                let answer: TokenAnswer = serde_json::from_slice(&body).map_err(|_| unauthorized("the token realm's answer is not a token".into()))?;
+                let token = answer.token.or(answer.access_token).filter(|t| !t.is_empty()).ok_or_else(|| unauthorized("the token realm gave no token".into()))?;
+                let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| unauthorized("the token realm's token does not fit a header".into()))?;
+                Ok(Some(value))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A transport error (or a refused redirect) as the operator tells it: reqwest's causes
+    /// (they tell a refused connection or an unknown certificate issuer), without any URL.
+    fn transport(&self, doing: &str, error: reqwest::Error) -> PullError {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(c) = cause {
+            if let Some(refused) = c.downcast_ref::<RedirectRefused>() {
+                return PullError::RedirectRefused { reference: self.reference.to_string(), detail: refused.0.clone() };
+            }
+            cause = c.source();
+        }
+        let error = error.without_url();
+        let mut detail = format!("{doing}: {error}");
+        let mut cause = std::error::Error::source(&error);
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !detail.contains(&text) {
+                detail = format!("{detail}: {text}");
+            }
+            cause = c.source();
+        }
+        PullError::Unreachable { registry: self.reference.registry.clone(), detail: crate::text::printable(&detail, 400) }
+    }
+
+    /// An answer that is no success, told by its status and the OCI error code in the first
+    /// few KiB of its body (the rest is never read).
+    async fn refusal(&self, response: reqwest::Response) -> PullError {
+        let status = response.status();
+        let prefix = read_prefix(response, MAX_ERROR_BYTES).await;
+        let (code, detail) = oci_error(status, &prefix);
+        let (registry, reference) = (self.reference.registry.clone(), self.reference.to_string());
+        let code = code.as_deref().unwrap_or("");
+        match (status.as_u16(), code) {
+            (_, "MANIFEST_UNKNOWN" | "NAME_UNKNOWN" | "BLOB_UNKNOWN" | "NOT_FOUND") | (404, _) => PullError::NotFound { reference },
+            (_, "UNAUTHORIZED" | "DENIED") | (401 | 403, _) => PullError::Unauthorized { registry, reference, detail },
+            (_, "TOOMANYREQUESTS") | (429 | 500..=599, _) => PullError::Unreachable { registry, detail },
+            (300..=399, _) => PullError::Registry { reference, detail: format!("{detail} (a redirect without a usable Location)") },
+            _ => PullError::Registry { reference, detail },
+        }
+    }
+}
+
+/// The status and, where the body is the OCI error JSON, its first error's code and a short,
+/// escaped message. Nothing else of the body.
+pub(super) fn oci_error(status: reqwest::StatusCode, body: &[u8]) -> (Option<String>, String) {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        errors: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        code: String,
+        #[serde(default)]
+        message: Option<String>,
+    }
+    let mut detail = format!("HTTP {}", status.as_u16());
+    let first = serde_json::from_slice::<Envelope>(body).ok().and_then(|e| e.errors.into_iter().next());
+    let code = first.as_ref().map(|e| crate::text::printable(&e.code, MAX_CODE_BYTES));
+    if let Some(entry) = first {
+        detail = format!("{detail} {}", crate::text::printable(&entry.code, MAX_CODE_BYTES));
+        if let Some(message) = entry.message.filter(|m| !m.is_empty()) {
+            detail = format!("{detail}: {}", crate::text::printable(&message, MAX_MESSAGE_BYTES));
+        }
+    }
+    (code, detail)
+}
+
+/// A body read chunk by chunk, refused as soon as it passes `limit` (before more is buffered;
+/// a `Content-Length` over it refuses it before a byte is read).
+async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Capped, reqwest::Error> {
+    if let Some(length) = response.content_length()
+        && length > limit
+    {
+        return Ok(Capped::Over(length));
+    }
+    let mut bytes = Vec::with_capacity(response.content_length().unwrap_or(0).min(limit).min(1 << 20) as usize);
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let size = (bytes.len() + chunk.len()) as u64;
+        if size > limit {
+            return Ok(Capped::Over(size));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Capped::Whole(bytes))
+}
+
+/// The first `limit` bytes of a body at most (what is there when it fails), the rest unread.
+async fn read_prefix(response: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut stream = response.bytes_stream();
+    while bytes.len() < limit {
+        match stream.next().await {
+            Some(Ok(chunk)) => bytes.extend_from_slice(&chunk[..chunk.len().min(limit - bytes.len())]),
+            _ => break,
+        }
+    }
+    bytes
+}
+
+/// `Bearer realm="...",service="...",scope="a,b"`: the scheme and its parameters (quoted
+/// values may hold commas).
+fn parse_challenge(header: &str) -> (String, Vec<(String, String)>) {
+    let header = header.trim();
+    let (scheme, rest) = header.split_once(char::is_whitespace).unwrap_or((header, ""));
+    let mut params = Vec::new();
+    let mut chars = rest.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| *c == ',' || c.is_whitespace()) {
+            chars.next();
+        }
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect::<String>().trim().to_ascii_lowercase();
+        if key.is_empty() {
+            break;
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => value.extend(chars.next()),
+                    '"' => break,
+                    c => value.push(c),
+                }
+            }
+        } else {
+            value = chars.by_ref().take_while(|c| *c != ',').collect::<String>().trim().to_string();
+        }
+        params.push((key, value));
+    }
+    (scheme.to_string(), params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_challenge_is_parsed_with_commas_in_quotes() {
+        let (scheme, params) = parse_challenge(r#"Bearer realm="https://auth.io/token",service="registry.io",scope="repository:a/b:pull,push""#);
+        assert_eq!(scheme, "Bearer");
+        assert_eq!(
+            params,
+            vec![
+                ("realm".into(), "https://auth.io/token".into()),
+                ("service".into(), "registry.io".into()),
+                ("scope".into(), "repository:a/b:pull,push".into())
+            ]
+        );
+        assert_eq!(parse_challenge(r#"Basic realm="Registry Realm""#), ("Basic".into(), vec![("realm".into(), "Registry Realm".into())]));
+    }
+
+    #[test]
+    fn an_error_body_gives_its_code_and_a_short_escaped_message_only() {
+        let body = format!(r#"{{"errors":[{{"code":"DENIED","message":"no\u001b[31m {}","detail":"SECRET"}}]}}"#, "x".repeat(500));
+        let (code, detail) = oci_error(reqwest::StatusCode::FORBIDDEN, body.as_bytes());
+        assert_eq!(code.as_deref(), Some("DENIED"));
+        assert!(detail.starts_with("HTTP 403 DENIED: no\\u{1b}[31m x") && detail.len() <= 160 && !detail.contains("SECRET"), "{detail}");
+        let (code, detail) = oci_error(reqwest::StatusCode::INTERNAL_SERVER_ERROR, b"INTERNAL-SECRET the internal service");
+        assert_eq!((code, detail.as_str()), (None, "HTTP 500"));
+    }
+
+    #[test]
+    fn only_https_or_named_origins_are_spoken_to() {
+        let named = vec!["127.0.0.1:5000".to_string()];
+        let ok = |u: &str| secure_or_named(&reqwest::Url::parse(u).unwrap(), &named);
+        assert!(ok("https://elsewhere.io/x") && ok("http://127.0.0.1:5000/v2/"));
+        assert!(!ok("http://127.0.0.1:5001/internal") && !ok("http://169.254.169.254/") && !ok("ftp://127.0.0.1:5000/"));
+    }
+}
