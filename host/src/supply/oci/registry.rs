@@ -12,7 +12,6 @@ use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::artifact;
@@ -123,9 +122,7 @@ pub struct Registry {
     cache: Option<BlobCache>,
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+use crate::supply::digest::digest as sha256;
 
 #[cfg(test)]
 pub(super) fn sha256_of(bytes: &[u8]) -> String {

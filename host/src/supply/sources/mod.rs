@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -80,15 +79,7 @@ impl Candidate {
     }
 }
 
-pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
-/// A pin as given (`<hex>` or `sha256:<hex>`, any case) in the form digests take.
-pub fn normalize_pin(pin: &str) -> String {
-    let pin = pin.trim().to_ascii_lowercase();
-    if pin.starts_with("sha256:") { pin } else { format!("sha256:{pin}") }
-}
+pub use crate::supply::digest::{digest, normalize_pin};
 
 /// Refuse a module whose digest is not the (normalized) pin, if there is one. `by` names
 /// what set the pin, for the message.
