@@ -2,11 +2,11 @@
 //! and the fetch `check` uses for a module file or a registry reference.
 
 use anyhow::{Context, Result};
+use oci_client::secrets::RegistryAuth;
 
 use crate::cli::args::{KeygenArgs, PushArgs, RegistryArgs};
 use crate::cli::rejected;
 use crate::supply::fetch::{Checks, Source, fetch_module};
-use oci_client::secrets::RegistryAuth;
 use crate::supply::sandbox::SandboxEngine;
 
 /// A module from a file or a registry (`fetch_module`: a registry's checked against its digest
