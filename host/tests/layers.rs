@@ -32,6 +32,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("controllers/error.rs", 2),
     // L3: the module supply.
     ("supply/", 3),
+    ("supply/digest.rs", 3),
+    ("supply/fetch.rs", 3),
     ("supply/sources/", 3),
     ("supply/oci/", 3),
     ("supply/loader.rs", 3),

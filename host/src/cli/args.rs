@@ -59,19 +59,8 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
     /// module on stdin into DIR/compiled/, within --max-compile-mib of memory.
-    #[command(hide = true)]
-    CompileModule(CompileModuleArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct CompileModuleArgs {
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: PathBuf,
-    #[arg(long)]
-    pub max_compile_mib: usize,
-    /// The engine's limits, as the operator has them (the code must fit its engine).
-    #[arg(long)]
-    pub limits_json: String,
+    #[command(hide = true, name = crate::supply::sandbox::compiler_process::VERB)]
+    CompileModule(crate::cli::compile::CompileModuleArgs),
 }
 
 /// How the operator reaches OCI registries (modules from `--module-oci` and `ZundokoRules`).

@@ -6,21 +6,20 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::cli::args::CheckArgs;
-use crate::cli::oci::pull;
-use crate::cli::{load_module, rejected};
+use crate::cli::oci::fetch;
+use crate::cli::rejected;
+use crate::supply::fetch::Source;
 use crate::supply::sandbox::WORLD;
 
 pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let engine = args.sandbox.cli_engine(args.registry.cache_dir.as_deref())?;
-    let (name, module, lines) = match (&args.module, &args.reference) {
-        (Some(path), _) => (path.display().to_string(), load_module(&engine, path)?, Vec::new()),
-        (None, Some(reference)) => {
-            let (bytes, lines) = pull(reference, &args.registry).await?;
-            let module = engine.load(&bytes).map_err(|e| rejected(Path::new(&reference.to_string()), e))?;
-            (reference.to_string(), module, lines)
-        }
+    let (name, source) = match (&args.module, &args.reference) {
+        (Some(path), _) => (path.display().to_string(), Source::File(path)),
+        (None, Some(reference)) => (reference.to_string(), Source::Oci { reference, digest: None, retry: true }),
         (None, None) => anyhow::bail!("give a module: --module FILE or a registry REF"),
     };
+    let (bytes, lines) = fetch(source, &args.registry).await?;
+    let module = engine.load(&bytes).map_err(|e| rejected(Path::new(&name), e))?;
     let id = module.identity();
     // Within bounds since `load` checked them; escaped all the same, as all module text is.
     let safe = |s: &str| crate::text::printable(s, 512);

@@ -1,21 +1,27 @@
-//! `compile-module` (internal): the compiler process's whole life, the child `run` starts to
-//! compile a big module within --max-compile-mib (`supply/sandbox/compiler_process.rs` is its
-//! other end).
+//! `compile-module` (internal): the clap plumbing of the compiler child, the process `run`
+//! starts to compile a big module within --max-compile-mib. Both its ends, and the verb and
+//! flags spelled here, are in `supply/sandbox/compiler_process.rs`.
 
-use anyhow::{Context, Result};
+use std::path::PathBuf;
 
-use crate::cli::args::CompileModuleArgs;
-use crate::supply::sandbox::{SandboxEngine, SandboxLimits};
+use anyhow::Result;
+use clap::Args;
+
+use crate::supply::sandbox::compiler_process::{self, CACHE_DIR, LIMITS_JSON, MAX_COMPILE_MIB};
+
+/// The child's arguments, as the parent writes them (`CompilerProcess::compile`).
+#[derive(Args, Debug)]
+pub struct CompileModuleArgs {
+    #[arg(long = CACHE_DIR, value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    #[arg(long = MAX_COMPILE_MIB)]
+    pub max_compile_mib: usize,
+    /// The engine's limits, as the operator has them (the code must fit its engine).
+    #[arg(long = LIMITS_JSON)]
+    pub limits_json: String,
+}
 
 /// `compile-module`: the compiler process's whole life.
 pub fn compile_module(args: &CompileModuleArgs) -> Result<()> {
-    use std::io::Read as _;
-    crate::supply::sandbox::compiler_process::limit_own_memory(args.max_compile_mib << 20)
-        .context("cannot set the compiler process's memory limit")?;
-    let limits: SandboxLimits = serde_json::from_str(&args.limits_json).context("--limits-json")?;
-    let mut bytes = Vec::new();
-    std::io::stdin().read_to_end(&mut bytes).context("reading the module from stdin")?;
-    let engine = SandboxEngine::new(limits)?.with_compiled_cache(&args.cache_dir)?;
-    let cache = engine.compiled_cache().expect("just set");
-    cache.compile_into(engine.engine(), &bytes).map_err(|e| anyhow::anyhow!("{e:#}"))
+    compiler_process::run_child(&args.cache_dir, args.max_compile_mib, &args.limits_json)
 }

@@ -1,22 +1,30 @@
 //! The registry verbs: `push` (check, sign if asked, publish), `keygen` (a signing key pair),
-//! and the pull `check` uses for a registry reference.
+//! and the fetch `check` uses for a module file or a registry reference.
 
 use anyhow::{Context, Result};
+use oci_client::secrets::RegistryAuth;
 
 use crate::cli::args::{KeygenArgs, PushArgs, RegistryArgs};
 use crate::cli::rejected;
+use crate::supply::fetch::{Checks, Source, fetch_module};
 use crate::supply::sandbox::SandboxEngine;
 
-/// A module from a registry, pulled and checked against its digest and signature: its bytes,
-/// and the lines that say where it came from.
-pub(crate) async fn pull(reference: &crate::supply::oci::ModuleRef, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
+/// A module from a file or a registry (`fetch_module`: a registry's checked against its digest
+/// and signature): its bytes, and the lines that say where it came from.
+pub(crate) async fn fetch(source: Source<'_>, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
+    let Source::Oci { reference, .. } = source else {
+        // A file: no registry asked, so its flags are not read either.
+        let fetched = fetch_module(source, &RegistryAuth::Anonymous, &[], None, &Checks::default()).await.map_err(|p| anyhow::anyhow!(p.message))?;
+        return Ok((fetched.bytes, Vec::new()));
+    };
     let settings = registry.settings()?;
     let auth = registry.auth(reference)?;
     let client = crate::supply::oci::Registry::new(settings).map_err(anyhow::Error::msg)?;
-    let fail = |e: crate::supply::oci::PullError| anyhow::anyhow!("{reference} refused ({}): {e}", e.reason());
-    let digest = client.resolve(reference, &auth).await.map_err(fail)?;
-    let fetched = client.fetch(reference, &digest, &auth, &[]).await.map_err(fail)?;
-    let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {}", fetched.pinned)];
+    let fetched = fetch_module(source, &auth, &[], Some(&client), &Checks::default())
+        .await
+        .map_err(|p| anyhow::anyhow!("{reference} refused ({}): {}", p.reason, p.message))?;
+    let pinned = fetched.pinned.as_ref().expect("a registry's module is pinned");
+    let mut lines = vec![format!("reference:   {reference}"), format!("pinned:      {pinned}")];
     // With trusted keys a module is fetched only if one verified: no signer means no keys.
     lines.push(match &fetched.signed_by {
         Some(signer) => format!("signed by:   {signer}"),

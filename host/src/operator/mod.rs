@@ -112,7 +112,7 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     let mut problems = Vec::new();
     let mut file_offered = None;
     if let Some(file) = &sources.file {
-        match file.read() {
+        match file.read().await {
             Some(candidate) => {
                 file_offered = Some(candidate.key().to_owned());
                 if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {

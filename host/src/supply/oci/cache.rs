@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::supply::digest::{digest as digest_of, from_hex};
+
 use super::reference::ModuleRef;
 use super::signature::TrustedKey;
 
@@ -16,7 +18,7 @@ pub struct BlobCache {
 }
 
 fn hex_of(digest: &str) -> Option<&str> {
-    digest.strip_prefix("sha256:").filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    crate::supply::digest::hex_of(digest).filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 impl BlobCache {
@@ -33,7 +35,7 @@ impl BlobCache {
     pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
         let path = self.root.join("blobs").join(hex_of(digest)?);
         let bytes = std::fs::read(&path).ok()?;
-        if format!("sha256:{}", hex::encode(Sha256::digest(&bytes))) != digest {
+        if digest_of(&bytes) != digest {
             tracing::warn!(path = %path.display(), %digest, "a cached blob does not match its digest; dropped");
             let _ = std::fs::remove_file(&path);
             return None;
@@ -51,7 +53,7 @@ impl BlobCache {
     /// The digest `reference`'s tag resolved to last time.
     pub fn tag(&self, reference: &ModuleRef) -> Option<String> {
         let digest = std::fs::read_to_string(self.tag_path(reference)).ok()?;
-        hex_of(digest.trim()).map(|h| format!("sha256:{h}"))
+        hex_of(digest.trim()).map(from_hex)
     }
 
     pub fn put_tag(&self, reference: &ModuleRef, digest: &str) {
@@ -101,7 +103,7 @@ mod tests {
     fn blobs_are_served_only_while_they_match_their_digest() {
         let dir = std::env::temp_dir().join(format!("zundoko-cache-test-{}", std::process::id()));
         let cache = BlobCache::open(&dir).unwrap();
-        let digest = format!("sha256:{}", hex::encode(Sha256::digest(b"module")));
+        let digest = crate::supply::digest::digest(b"module");
         assert_eq!(cache.get(&digest), None);
         cache.put(&digest, b"module");
         assert_eq!(cache.get(&digest).as_deref(), Some(&b"module"[..]));

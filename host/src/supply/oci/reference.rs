@@ -34,11 +34,11 @@ impl FromStr for ModuleRef {
         let parsed = Reference::try_from(s).map_err(|e| bad(&e.to_string()))?;
         let digest = match parsed.digest() {
             Some(d) => {
-                let hex = d.strip_prefix("sha256:").ok_or_else(|| bad("only sha256 digests are accepted"))?;
+                let hex = crate::supply::digest::hex_of(d).ok_or_else(|| bad("only sha256 digests are accepted"))?;
                 if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(bad("a sha256 digest has 64 hex digits"));
                 }
-                Some(format!("sha256:{}", hex.to_ascii_lowercase()))
+                Some(crate::supply::digest::from_hex(hex))
             }
             None => None,
         };

@@ -11,7 +11,6 @@ use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::artifact;
@@ -163,9 +162,7 @@ pub fn registry_allowed(pattern: &str, registry: &str) -> bool {
     port_ok && glob(p_host.as_bytes(), host.as_bytes())
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+use crate::supply::digest::digest as sha256;
 
 #[cfg(test)]
 pub(super) fn sha256_of(bytes: &[u8]) -> String {

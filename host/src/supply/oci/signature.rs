@@ -19,7 +19,6 @@ use p256::ecdsa::signature::{Signer, Verifier};
 use p256::ecdsa::{DerSignature, Signature, SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// The media type of a simple-signing payload layer.
 pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -95,7 +94,7 @@ impl TrustedKey {
 /// `sha256:` and the first 16 hex digits of the DER public key's SHA-256.
 fn fingerprint(key: &VerifyingKey) -> String {
     let der = key.to_public_key_der().map(|d| d.as_bytes().to_vec()).unwrap_or_default();
-    format!("sha256:{}", &hex::encode(Sha256::digest(der))[..16])
+    crate::supply::digest::fingerprint(&der)
 }
 
 /// A key that signs (`push --sign KEY`): a PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`) or SEC1

@@ -8,6 +8,12 @@
 //! limit, instead of the kernel OOM-killing the operator), one at a time, off the async
 //! workers, and every byte it used is given back when the child exits. The child writes the
 //! compiled code into the compiled-module cache, which the operator then maps.
+//!
+//! Both ends are here: the parent ([`CompilerProcess::compile`]) and the child's whole life
+//! ([`run_child`]). The child is the operator's own binary run as
+//! `zundoko-operator compile-module --cache-dir DIR --max-compile-mib N --limits-json JSON`
+//! with the module on stdin; the verb and its flags are the constants below, which the parent
+//! spells its command line with and `cli/compile.rs` (the clap plumbing) parses it with.
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -22,13 +28,27 @@ use super::limits::SandboxLimits;
 /// memory, tens of milliseconds (every Rust module; the shipped ones are 36 KB).
 pub const IN_PROCESS_MAX_BYTES: usize = 1 << 20;
 
+/// The child's verb (a hidden command of the operator's binary).
+pub const VERB: &str = "compile-module";
+/// `--cache-dir DIR`: the compiled-module cache the child writes the code into.
+pub const CACHE_DIR: &str = "cache-dir";
+/// `--max-compile-mib N`: the child's RLIMIT_DATA, in MiB.
+pub const MAX_COMPILE_MIB: &str = "max-compile-mib";
+/// `--limits-json JSON`: the engine's [`SandboxLimits`], so the code fits the parent's engine.
+pub const LIMITS_JSON: &str = "limits-json";
+
+/// A flag as written on the command line.
+fn flag(name: &str) -> String {
+    format!("--{name}")
+}
+
 /// One compile at a time: two children at once would need twice the memory the Pod allows.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// How to run the compiler process.
 #[derive(Clone, Debug)]
 pub struct CompilerProcess {
-    /// The operator's own binary (its hidden `compile-module` command).
+    /// The operator's own binary (its hidden [`VERB`] command).
     pub exe: PathBuf,
     /// The child's RLIMIT_DATA.
     pub max_memory_bytes: usize,
@@ -44,12 +64,12 @@ impl CompilerProcess {
         let failed = |why: String| GuestError::CompileFailed(why);
         let limits_json = serde_json::to_string(limits).map_err(|e| failed(e.to_string()))?;
         let mut child = Command::new(&self.exe)
-            .arg("compile-module")
-            .arg("--cache-dir")
+            .arg(VERB)
+            .arg(flag(CACHE_DIR))
             .arg(cache_dir)
-            .arg("--max-compile-mib")
+            .arg(flag(MAX_COMPILE_MIB))
             .arg((self.max_memory_bytes >> 20).to_string())
-            .arg("--limits-json")
+            .arg(flag(LIMITS_JSON))
             .arg(limits_json)
             // The operator's allocator (mimalloc) reserves 1 GiB at a time, writable where the
             // kernel overcommits, and RLIMIT_DATA counts a writable mapping in full: in 16 MiB
@@ -98,7 +118,7 @@ impl CompilerProcess {
         // reservation (reading the module in) fails as an io error "out of memory".
         if ["memory allocation", "Cannot allocate memory", "out of memory"].iter().any(|said| stderr.contains(said)) {
             return Err(failed(format!(
-                "compiling it needed more than {} MiB (--max-compile-mib): {said}",
+                "compiling it needed more than {} MiB (--{MAX_COMPILE_MIB}): {said}",
                 self.max_memory_bytes >> 20
             )));
         }
@@ -106,8 +126,22 @@ impl CompilerProcess {
     }
 }
 
+/// The child's whole life: bound its own memory to `max_compile_mib`, read the module from
+/// stdin, and compile it with an engine made from `limits_json` into the compiled-module cache
+/// under `cache_dir`. An error ends the child with its message on stderr, which the parent reads.
+pub fn run_child(cache_dir: &Path, max_compile_mib: usize, limits_json: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    limit_own_memory(max_compile_mib << 20).context("cannot set the compiler process's memory limit")?;
+    let limits: SandboxLimits = serde_json::from_str(limits_json).with_context(|| flag(LIMITS_JSON))?;
+    let mut bytes = Vec::new();
+    std::io::stdin().read_to_end(&mut bytes).context("reading the module from stdin")?;
+    let engine = super::SandboxEngine::new(limits)?.with_compiled_cache(cache_dir)?;
+    let cache = engine.compiled_cache().expect("just set");
+    cache.compile_into(engine.engine(), &bytes).map_err(|e| anyhow::anyhow!("{e:#}"))
+}
+
 /// In the child, first thing: bound its data segment and heap.
-pub fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
+fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
     let limit = libc::rlimit { rlim_cur: max_bytes as libc::rlim_t, rlim_max: max_bytes as libc::rlim_t };
     // SAFETY: setrlimit with a valid pointer to an initialised struct.
     if unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) } != 0 {

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 use zundoko_rules::{ModuleInfo, Observed, Plan};
@@ -182,7 +181,7 @@ impl SandboxEngine {
             limits,
             identity: Arc::new(ModuleIdentity {
                 info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
-                digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+                digest: crate::supply::digest::digest(bytes),
                 size: bytes.len(),
             }),
         };

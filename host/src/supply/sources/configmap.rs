@@ -11,7 +11,8 @@ use kube::{Api, Client};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use super::{Candidate, Origin};
+use super::Candidate;
+use crate::supply::fetch::{Checks, Source, fetch_module};
 
 /// `NAMESPACE/NAME[:KEY]`, the key defaulting to `rules.wasm`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,27 +49,22 @@ impl fmt::Display for ConfigMapRef {
 }
 
 impl ConfigMapRef {
-    fn origin(&self) -> Origin {
-        Origin::ConfigMap { namespace: self.namespace.clone(), name: self.name.clone(), key: self.key.clone() }
+    /// This ConfigMap as a source of `fetch_module`, as read in `object`.
+    pub fn source<'a>(&'a self, object: &'a ConfigMap) -> Source<'a> {
+        Source::ConfigMap { namespace: &self.namespace, name: &self.name, key: &self.key, object }
     }
 
-    /// The module a ConfigMap holds under the key, or why there is none.
-    pub fn candidate(&self, cm: &ConfigMap) -> Candidate {
-        let bytes = match cm.binary_data.as_ref().and_then(|d| d.get(&self.key)) {
-            Some(bytes) => Ok(bytes.0.clone()),
-            None if cm.data.as_ref().is_some_and(|d| d.contains_key(&self.key)) => Err(format!(
-                "ConfigMap {}/{} has `{}` under data, not binaryData: a wasm module must be binary (kubectl create configmap --from-file does that)",
-                self.namespace, self.name, self.key
-            )),
-            None => Err(format!("ConfigMap {}/{} has no key `{}` in binaryData", self.namespace, self.name, self.key)),
-        };
-        Candidate::new(self.origin(), bytes)
+    /// The module a ConfigMap holds under the key (`fetch_module`; the swapper holds the pin),
+    /// or why there is none.
+    pub async fn candidate(&self, cm: &ConfigMap) -> Candidate {
+        let source = self.source(cm);
+        Candidate::fetched(source.origin(), fetch_module(source, &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &Checks::default()).await)
     }
 
     /// Fetch the ConfigMap once (at startup).
     pub async fn fetch(&self, client: &Client) -> Result<Candidate, kube::Error> {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
-        Ok(self.candidate(&api.get(&self.name).await?))
+        Ok(self.candidate(&api.get(&self.name).await?).await)
     }
 
     /// Offer the ConfigMap's module each time it changes, until the receiver is dropped.
@@ -92,7 +88,7 @@ impl ConfigMapRef {
                         }
                         last_version = cm.metadata.resource_version.clone();
                         debug!(configmap = %self, resource_version = ?last_version, "the module ConfigMap changed");
-                        if candidates.send(self.candidate(&cm)).await.is_err() {
+                        if candidates.send(self.candidate(&cm).await).await.is_err() {
                             return;
                         }
                     }
@@ -120,11 +116,14 @@ mod tests {
     #[test]
     fn a_module_under_data_or_missing_is_named_as_the_problem() {
         let r: ConfigMapRef = "ns/cm".parse().unwrap();
+        let candidate = |cm: &ConfigMap| futures::executor::block_on(r.candidate(cm));
         let mut cm = ConfigMap::default();
-        assert!(r.candidate(&cm).bytes.unwrap_err().contains("no key `rules.wasm`"));
+        assert!(candidate(&cm).bytes.unwrap_err().contains("no key `rules.wasm`"));
         cm.data = Some([("rules.wasm".to_string(), "text".to_string())].into());
-        assert!(r.candidate(&cm).bytes.unwrap_err().contains("under data, not binaryData"));
+        assert!(candidate(&cm).bytes.unwrap_err().contains("under data, not binaryData"));
         cm.binary_data = Some([("rules.wasm".to_string(), k8s_openapi::ByteString(b"\0asm".to_vec()))].into());
-        assert_eq!(r.candidate(&cm).bytes.unwrap(), b"\0asm");
+        let found = candidate(&cm);
+        assert_eq!(found.digest(), Some(crate::supply::digest(b"\0asm").as_str()));
+        assert_eq!(found.bytes.unwrap(), b"\0asm");
     }
 }

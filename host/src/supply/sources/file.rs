@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{Candidate, Origin};
+use crate::supply::fetch::{self, Checks, Source};
 
 #[derive(Clone, Debug)]
 pub struct FileSource {
@@ -31,13 +32,14 @@ pub struct FileSource {
 }
 
 impl FileSource {
-    /// Read the module file once. `None` if it does not exist (yet).
-    pub fn read(&self) -> Option<Candidate> {
-        let origin = Origin::File(self.path.clone());
-        match std::fs::read(&self.path) {
-            Ok(bytes) => Some(Candidate::new(origin, Ok(bytes))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(Candidate::new(origin, Err(format!("cannot read {}: {e}", self.path.display())))),
+    /// Read the module file once (`fetch_module`). `None` if it does not exist (yet).
+    pub async fn read(&self) -> Option<Candidate> {
+        // No pin here (the swapper holds it, for every source) and no bound: a file is as big as
+        // whoever wrote it made it, and the sandbox's checks bound what it may ask for.
+        let fetched = fetch::fetch_module(Source::File(&self.path), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &Checks::default()).await;
+        match fetched {
+            Err(problem) if problem.reason == fetch::NOT_FOUND => None,
+            fetched => Some(Candidate::fetched(Origin::File(self.path.clone()), fetched)),
         }
     }
 
@@ -76,7 +78,7 @@ impl FileSource {
                     }
                 }
             }
-            let Some(candidate) = self.read() else {
+            let Some(candidate) = self.read().await else {
                 if !missing_reported {
                     info!(path = %self.path.display(), "the module file is gone; the current module keeps serving until it is back");
                     missing_reported = true;

@@ -1,72 +1,55 @@
 //! The module sources and the default module's hot swap. Sources (a watched file
 //! (`file`), a watched ConfigMap (`configmap`), an OCI reference (`oci`)) offer candidate
-//! bytes; the [`Swapper`] checks each one (pin, compile, world, smoke test) and only
-//! then puts it in the [`RulesSlot`]. A candidate that fails is rejected, reported once, and
-//! the module serving keeps serving.
+//! bytes, each read or pulled by `supply::fetch::fetch_module`; the [`Swapper`] checks each
+//! one (pin, compile, world, smoke test) and only then puts it in the [`RulesSlot`]. A
+//! candidate that fails is rejected, reported once, and the module serving keeps serving.
 
 pub mod configmap;
 pub mod file;
 pub mod oci;
 pub mod rulesets;
 
-use std::fmt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::supply::ModuleLoader;
+use crate::supply::fetch::{Checks, Fetched, Problem, Refusal};
 use crate::supply::contract::rules::RulesSlot;
 use crate::supply::sandbox::{GuestError, RulesModule};
 use crate::process::metrics::Metrics;
 
-/// Where a candidate came from, for logs and Events.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
-    File(PathBuf),
-    ConfigMap { namespace: String, name: String, key: String },
-    /// An OCI artifact, pinned by digest once pulled.
-    Oci(String),
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Origin::File(path) => write!(f, "file {}", path.display()),
-            Origin::ConfigMap { namespace, name, key } => write!(f, "ConfigMap {namespace}/{name} key {key}"),
-            Origin::Oci(reference) => write!(f, "registry {reference}"),
-        }
-    }
-}
+pub use crate::supply::digest::{digest, normalize_pin};
+pub use crate::supply::fetch::Origin;
 
 /// Bytes a source found, or why it found none it could offer.
 #[derive(Debug)]
 pub struct Candidate {
     pub origin: Origin,
     pub bytes: Result<Vec<u8>, String>,
-    /// Why there are no bytes, as a reason (`ModuleUnreadable` unless the source knows better).
-    reason: &'static str,
+    /// Why there are no bytes, as a reason (`ModuleUnreadable`, `RegistryUnreachable`, ...).
+    reason: String,
     /// The bytes' digest, or what made them unreadable: computed once, it tells a source
     /// whether it offered this already and the swapper whether it rejected it already.
     key: String,
 }
 
 impl Candidate {
-    pub fn new(origin: Origin, bytes: Result<Vec<u8>, String>) -> Self {
-        let key = match &bytes {
-            Ok(bytes) => digest(bytes),
-            Err(why) => format!("unreadable: {why}"),
-        };
-        Candidate { origin, bytes, reason: "ModuleUnreadable", key }
+    /// What `fetch_module` found for a source at `origin`: the bytes and the digest it formed,
+    /// or why there are none.
+    pub fn fetched(origin: Origin, fetched: Result<Fetched, Problem>) -> Self {
+        match fetched {
+            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), key: f.digest },
+            Err(problem) => Candidate::failed(origin, problem),
+        }
     }
 
-    /// A source that could not get bytes, for a reason it names (`RegistryUnreachable`, ...).
-    pub fn failed(origin: Origin, reason: &'static str, why: String) -> Self {
-        Candidate { reason, ..Candidate::new(origin, Err(why)) }
+    /// A source that could not get bytes, for the reason its problem names.
+    pub fn failed(origin: Origin, problem: Problem) -> Self {
+        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason }
     }
 
     /// `sha256:<hex>` of the bytes, if there are any.
@@ -80,44 +63,26 @@ impl Candidate {
     }
 }
 
-pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
-/// A pin as given (`<hex>` or `sha256:<hex>`, any case) in the form digests take.
-pub fn normalize_pin(pin: &str) -> String {
-    let pin = pin.trim().to_ascii_lowercase();
-    if pin.starts_with("sha256:") { pin } else { format!("sha256:{pin}") }
-}
-
-/// Refuse a module whose digest is not the (normalized) pin, if there is one. `by` names
-/// what set the pin, for the message.
-pub fn check_pin(pin: Option<&str>, actual: &str, by: &'static str) -> Result<(), Rejection> {
-    match pin {
-        Some(pinned) if pinned != actual => Err(Rejection::PinMismatch { pinned: pinned.into(), actual: actual.into(), by }),
-        _ => Ok(()),
-    }
-}
-
 /// Why a candidate may not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejection {
     #[error("{0}")]
     Guest(#[from] GuestError),
-    #[error("the module's digest {actual} is not the pinned {pinned} ({by})")]
-    PinMismatch { pinned: String, actual: String, by: &'static str },
+    /// The pin refused it (`--module-sha256`).
+    #[error("{0}")]
+    Refused(#[from] Refusal),
     #[error("{0}")]
     Unreadable(String),
     /// The source could not get the module (a registry's refusal, say), for this reason.
     #[error("{message}")]
-    Source { reason: &'static str, message: String },
+    Source { reason: String, message: String },
 }
 
 impl Rejection {
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             Rejection::Guest(e) => e.reason(),
-            Rejection::PinMismatch { .. } => "ModulePinMismatch",
+            Rejection::Refused(refusal) => refusal.reason(),
             Rejection::Unreadable(_) => "ModuleUnreadable",
             Rejection::Source { reason, .. } => reason,
         }
@@ -181,7 +146,8 @@ impl Swapper {
 
     /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
     fn validate(&self, bytes: &[u8], actual: String) -> Result<Arc<RulesModule>, Rejection> {
-        check_pin(self.pin.as_deref(), &actual, "--module-sha256")?;
+        // The pin holds whichever source offered the bytes: checked as fetch_module checks it.
+        crate::supply::fetch::check(bytes.len() as u64, &actual, &Checks { pin: self.pin.as_deref(), pinned_by: "--module-sha256", max_bytes: None })?;
         Ok(self.modules.load(bytes, &actual)?)
     }
 

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::{Candidate, Origin};
+use crate::supply::fetch::{Checks, Problem, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, PullError, Registry, auth};
 
 #[derive(Clone, Debug)]
@@ -40,15 +41,16 @@ impl OciSource {
         Ok((auth, digest))
     }
 
-    /// The module of artifact `digest` as a candidate, or why there is none.
+    /// The module of artifact `digest` as a candidate (`fetch_module`: pulled or from the
+    /// cache, checked against its digests and the registry's trusted keys; the swapper holds the
+    /// pin), or why there is none.
     async fn candidate(&self, registry: &Registry, auth: &RegistryAuth, digest: &str) -> Candidate {
-        match registry.fetch(&self.reference, digest, auth, &[]).await {
-            Ok(f) => {
-                info!(reference = %self.reference, pinned = %f.pinned, signed_by = f.signed_by.as_deref().unwrap_or("-"), from_cache = f.from_cache, "module pulled");
-                Candidate::new(Origin::Oci(f.pinned.to_string()), Ok(f.bytes))
-            }
-            Err(error) => Candidate::failed(Origin::Oci(self.reference.pinned(digest).to_string()), error.reason(), error.to_string()),
+        let source = Source::Oci { reference: &self.reference, digest: Some(digest), retry: true };
+        let fetched = fetch_module(source, auth, &[], Some(registry), &Checks::default()).await;
+        if let Ok(f) = &fetched {
+            info!(reference = %self.reference, pinned = %self.reference.pinned(digest), signed_by = f.signed_by.as_deref().unwrap_or("-"), from_cache = f.from_cache, "module pulled");
         }
+        Candidate::fetched(source.origin(), fetched)
     }
 
     /// The digest the reference names now, if its module could be had, and that module as a
@@ -59,7 +61,7 @@ impl OciSource {
                 let candidate = self.candidate(registry, &auth, &digest).await;
                 (candidate.bytes.is_ok().then_some(digest), candidate)
             }
-            Err(error) => (None, Candidate::failed(Origin::Oci(self.reference.to_string()), error.reason(), error.to_string())),
+            Err(error) => (None, Candidate::failed(Origin::Oci(self.reference.to_string()), Problem::from(&error))),
         }
     }
 

@@ -20,27 +20,14 @@ use kube::{Api, Client};
 
 use crate::crd::{ModuleSource, SecretReference};
 use crate::supply::ModuleLoader;
-use crate::supply::oci::{ModuleRef, PullError, Registry, TrustedKey};
+use crate::supply::digest::normalize_pin;
+use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
+use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::RulesModule;
+use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
-use crate::supply::sources::{Rejection, check_pin, normalize_pin};
 
-/// Why a source gives no module.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    /// CamelCase, for conditions and Events (`SourceNotFound`, `ModulePinMismatch`, ...).
-    pub reason: String,
-    pub message: String,
-    /// It may resolve by itself (the ConfigMap does not exist yet): the rule set is Pending,
-    /// not Rejected.
-    pub pending: bool,
-}
-
-impl Problem {
-    fn new(reason: &str, message: String, pending: bool) -> Self {
-        Problem { reason: reason.into(), message: crate::text::printable(&message, 1024), pending }
-    }
-}
+pub use crate::supply::fetch::Problem;
 
 /// An artifact in a registry, as a rule set names it.
 #[derive(Clone, Debug, PartialEq)]
@@ -204,7 +191,7 @@ impl Sources {
     pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
         let auth = self.auth(oci).await?;
-        self.registry.resolve_once(reference, &auth).await.map_err(|e| pull_problem(&e))
+        self.registry.resolve_once(reference, &auth).await.map_err(|e| Problem::from(&e))
     }
 
     /// The credentials of an artifact's pull secret (anonymous without one).
@@ -256,27 +243,25 @@ impl Sources {
             Some(digest) => digest.clone(),
             None => match self.registry.resolve_once(reference, &auth).await {
                 Ok(digest) => digest,
-                Err(error) => return (Err(pull_problem(&error)), None),
+                Err(error) => return (Err(Problem::from(&error)), None),
             },
         };
         let pinned = reference.pinned(&digest);
         // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
-        let fetched = match self.registry.fetch_once(reference, &digest, &auth, keys).await {
+        let source = Source::Oci { reference, digest: Some(&digest), retry: false };
+        let checks = Checks { pin: pin.as_deref(), pinned_by, max_bytes: None };
+        let fetched = match fetch_module(source, &auth, keys, Some(&self.registry), &checks).await {
             Ok(fetched) => fetched,
-            Err(error) => return (Err(pull_problem(&error)), Some(pinned)),
+            Err(problem) => return (Err(problem), Some(pinned)),
         };
-        tracing::info!(reference = %reference, pinned = %fetched.pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
-        (self.load(fetched.bytes, pin, pinned_by).await, Some(pinned))
+        tracing::info!(reference = %reference, %pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
+        (self.load(fetched).await, Some(pinned))
     }
 
-    /// Compile and check a module's bytes (off the async workers), once per digest.
-    async fn load(&self, bytes: Vec<u8>, pin: Option<String>, pinned_by: &'static str) -> Result<Arc<RulesModule>, Problem> {
+    /// Compile and check a module's fetched bytes (off the async workers), once per digest.
+    async fn load(&self, fetched: Fetched) -> Result<Arc<RulesModule>, Problem> {
         let modules = self.modules.clone();
-        let digest = crate::supply::sources::digest(&bytes);
-        tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
-            check_pin(pin.as_deref(), &digest, pinned_by)?;
-            Ok(modules.load(&bytes, &digest)?)
-        })
+        tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> { Ok(modules.load(&fetched.bytes, &fetched.digest)?) })
         .await
         .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
         .map_err(|rejection| Problem::new(rejection.reason(), rejection.to_string(), false))
@@ -335,19 +320,11 @@ impl Sources {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
             return Ok(Some(checked(None, Err(problem))));
         };
-        let candidate = cm.candidate(&object);
-        let outcome = match candidate.bytes {
-            Err(why) => Err(Problem::new("ModuleUnreadable", why, false)),
-            Ok(bytes) => self.load(bytes, spec.pin.clone(), pinned_by).await,
+        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
+        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &checks).await {
+            Ok(fetched) => self.load(fetched).await,
+            Err(problem) => Err(problem),
         };
         Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
     }
-}
-
-/// A registry's refusal as a rule set's problem: one that may pass by itself (the registry
-/// down, a 5xx, credentials refused until the pull secret is fixed) leaves the rule set
-/// Pending rather than Rejected, and is tried again.
-pub fn pull_problem(error: &PullError) -> Problem {
-    let may_pass = error.transient() || matches!(error, PullError::Unauthorized { .. });
-    Problem::new(error.reason(), error.to_string(), may_pass)
 }
