@@ -64,7 +64,7 @@ pub struct SandboxEngine {
     limits: SandboxLimits,
     /// Compiled modules kept on disk, if a cache directory was given.
     compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
-    /// Where modules over `IN_PROCESS_MAX_BYTES` compile, if not here.
+    /// Where modules compile (all of them: `IN_PROCESS_MAX_BYTES` is 0), if not here.
     compiler: Option<super::compiler_process::CompilerProcess>,
 }
 
