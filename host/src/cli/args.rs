@@ -229,11 +229,11 @@ pub struct RunArgs {
     /// checked as any new module (0: never; the digest resolved at start serves).
     #[arg(long, env = "ZUNDOKO_MODULE_OCI_POLL_SECS", default_value_t = 0)]
     pub module_oci_poll_secs: u64,
-    /// Memory a module's compile may use, in MiB. Modules over 1 MiB (an interpreter's:
-    /// measured peaks 345 MiB for CPython's component, 452 MiB for SpiderMonkey's) compile one
-    /// at a time in a child process with this limit, so a compile past it fails naming the
-    /// limit instead of getting the operator OOM-killed; size the Pod's memory limit for it
-    /// (deploy/ allows 768Mi). With Rust modules only, nothing compiles there.
+    /// Memory a module's compile may use, in MiB. Every module (an interpreter's: measured
+    /// peaks 345 MiB for CPython's component, 452 MiB for SpiderMonkey's; a Rust one's a few
+    /// MiB) compiles one at a time in a child process with this limit and
+    /// --compile-timeout-secs, so a compile past it fails naming the limit instead of getting
+    /// the operator OOM-killed; size the Pod's memory limit for it (deploy/ allows 768Mi).
     #[arg(long, env = "ZUNDOKO_MAX_COMPILE_MIB", default_value_t = 640)]
     pub max_compile_mib: usize,
     /// The longest one compile in the child process may take (seconds) before it is stopped.

@@ -35,6 +35,8 @@ pub enum GuestError {
     OutOfCpuBudget { budget: u64 },
     #[error("the guest tried to grow its memory to {requested} bytes, past the cap of {limit} bytes")]
     MemoryCap { limit: usize, requested: usize },
+    #[error("the guest made the host hold too much: {what} (the limit is {limit})")]
+    HostLimit { what: String, limit: usize },
     #[error("the guest overflowed its stack (runaway recursion?)")]
     StackOverflow,
     #[error("the guest trapped: {trap}{}", guest_message.as_ref().map(|m| format!(" (the guest said: {m})")).unwrap_or_default())]
@@ -64,6 +66,7 @@ impl GuestError {
             GuestError::SmokeTestFailed(_) => "SmokeTestFailed",
             GuestError::OutOfCpuBudget { .. } => "OutOfCpuBudget",
             GuestError::MemoryCap { .. } => "MemoryCapExceeded",
+            GuestError::HostLimit { .. } => "HostResourceLimit",
             GuestError::StackOverflow => "StackOverflow",
             GuestError::Trap { .. } => "GuestTrapped",
             GuestError::Rules(e) => e.reason(),

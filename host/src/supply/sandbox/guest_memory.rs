@@ -3,7 +3,7 @@
 //! sixteen hostile calls growing to their caps would hold 768 MiB, past the Pod's limit. So
 //! calls of WASI modules (off the async workers, on threads of their own) reserve their memory
 //! budget first, and wait while the calls in flight already hold the ceiling
-//! (`--max-memory-mib`): at most 5 CPython calls at once with the defaults, and always at
+//! (`--max-memory-mib`): at most 4 CPython calls at once with the defaults (each reserves its budget plus the virtual WASI's bound), and always at
 //! least one. Rust modules' calls (microseconds, 32 MiB caps, mostly made inline) do not wait.
 
 use std::sync::{Condvar, Mutex};

@@ -63,7 +63,7 @@ pub struct SandboxEngine {
     limits: SandboxLimits,
     /// Compiled modules kept on disk, if a cache directory was given.
     compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
-    /// Where modules over `IN_PROCESS_MAX_BYTES` compile, if not here.
+    /// Where modules compile (all of them: `IN_PROCESS_MAX_BYTES` is 0), if not here.
     compiler: Option<super::compiler_process::CompilerProcess>,
 }
 
@@ -217,6 +217,28 @@ impl SandboxEngine {
     }
 }
 
+/// Whether `error` is one of the bounds on what the host holds for a call: the virtual WASI's
+/// own, its resource table full, or wasmtime's handle and hostcall limits (errors without a
+/// type of their own: told by their message).
+fn host_limit(error: &wasmtime::Error) -> Option<GuestError> {
+    use wasmtime::component::ResourceTableError;
+    let reached = |what: &str, limit| Some(GuestError::HostLimit { what: what.into(), limit });
+    if let Some(reached) = error.downcast_ref::<wasi::HostLimitReached>() {
+        return Some(GuestError::HostLimit { what: reached.what.into(), limit: reached.limit });
+    }
+    if let Some(ResourceTableError::Full) = error.downcast_ref::<ResourceTableError>() {
+        return reached("WASI resources held at once (pollables, streams)", wasi::MAX_RESOURCES);
+    }
+    let message = format!("{error:#}");
+    if message.contains("store handle limit exceeded") {
+        return reached("resource handles held at once", wasi::MAX_HANDLES);
+    }
+    if message.contains("fuel allocated for hostcalls") {
+        return reached("bytes copied from the guest in one host call", wasi::MAX_HOSTCALL_BYTES);
+    }
+    None
+}
+
 /// Cheap checks with better messages than the compiler's for the common mistakes.
 fn precheck_bytes(bytes: &[u8]) -> Result<(), GuestError> {
     if bytes.is_empty() {
@@ -344,7 +366,8 @@ impl RulesModule {
             return self.call_here(fuel, input, f);
         }
         // Its memory budget first: interpreter calls in flight hold at most the ceiling.
-        let _memory = super::guest_memory::IN_FLIGHT.reserve(self.limits.memory_bytes, self.limits.max_memory_bytes);
+        // What the host may hold for it beside (the virtual WASI's bounds) is counted too.
+        let _memory = super::guest_memory::IN_FLIGHT.reserve(self.host_bytes_per_call(), self.limits.max_memory_bytes);
         // wasmtime-wasi's synchronous host functions block on a tokio runtime: inside an
         // async worker that would nest runtimes (a panic), so the call gets a thread outside
         // any runtime, where they use wasmtime-wasi's own. Tens of microseconds, against
@@ -360,6 +383,18 @@ impl RulesModule {
         })
     }
 
+    /// What one call of this module may make the process hold: its memory budget and, for a
+    /// WASI module, what the virtual WASI's bounds let the host hold for it (the resource
+    /// table, one host call's lifted data, the captured output).
+    pub fn host_bytes_per_call(&self) -> usize {
+        let wasi = if self.uses_wasi {
+            wasi::HOST_BYTES_PER_CALL + self.limits.max_log_lines * self.limits.max_log_line_bytes
+        } else {
+            0
+        };
+        self.limits.memory_bytes + wasi
+    }
+
     /// The call, on this thread.
     fn call_here<R>(
         &self,
@@ -369,6 +404,10 @@ impl RulesModule {
     ) -> (Result<GuestOutcome<R>, GuestError>, u64) {
         let mut store = Store::new(self.pre.engine(), HostState::new(&self.limits, input));
         store.limiter(|state| &mut state.memory);
+        if self.uses_wasi {
+            store.set_max_component_handles(wasi::MAX_HANDLES);
+            store.set_hostcall_fuel(wasi::MAX_HOSTCALL_BYTES);
+        }
         if let Err(e) = store.set_fuel(fuel) {
             return (Err(GuestError::Host(format!("{e:#}"))), 0);
         }
@@ -399,6 +438,9 @@ impl RulesModule {
             // An interpreter's uncaught exception: the last line it wrote to stderr.
             state.stderr_last_line.as_deref().map(|line| crate::text::printable(line, 256))
         });
+        if let Some(reached) = host_limit(&error) {
+            return reached;
+        }
         if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
             return GuestError::Trap { trap: format!("the guest called exit({})", exit.0), guest_message };
         }

@@ -7,7 +7,10 @@
 //! - random: bytes drawn from the call's `entropy` ([`random`]);
 //! - stdout and stderr: into the call's bounded guest log ([`stdio`]); stdin is empty;
 //! - environment and arguments: empty; no directory preopened (so no file can be opened);
-//! - sockets and name lookup: always access-denied.
+//! - sockets and name lookup: always access-denied;
+//! - what the host holds for a call is bounded: [`MAX_RESOURCES`] table entries,
+//!   [`MAX_HANDLES`] handles, poll lists of [`MAX_POLL_LIST`], [`MAX_HOSTCALL_BYTES`] lifted
+//!   per host call; a call reserves [`HOST_BYTES_PER_CALL`] beside its memory budget.
 //!
 //! wasmtime-wasi serves the interfaces; its synchronous bindings block on a tokio runtime,
 //! so calls of such a module run on a thread of their own (`RulesModule::call_metered`).
@@ -23,7 +26,8 @@ mod stdio;
 
 use std::sync::Arc;
 
-use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::p2::bindings::{
     self, cli, clocks as wasi_clocks, filesystem, random as wasi_random, sockets,
 };
@@ -38,6 +42,33 @@ use self::stdio::{Capture, Which};
 /// The most random bytes one `get-random-bytes` call may ask for (more traps): a guest's
 /// randomness is a few words, and the host builds each answer in memory first.
 const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
+/// The most entries one call's resource table may hold (wasmtime-wasi's default is a
+/// million): a pollable is two (the clock's wait and the pollable over it), a stream one. A
+/// CPython or JavaScript call holds a few dozen; past this the call fails with
+/// `HostResourceLimit` instead of making the host hold ~150 bytes an entry outside every cap.
+pub const MAX_RESOURCES: usize = 4096;
+/// The most component-model handles one call's store may hold at once (wasmtime's default is
+/// 100,000), borrows lent to a host call (each entry of a poll list) included.
+pub const MAX_HANDLES: usize = 4096;
+/// The longest list `wasi:io/poll.poll` accepts: wasi-libc polls a handful at once.
+pub const MAX_POLL_LIST: usize = 1024;
+/// The most bytes one host call may lift out of the guest (wasmtime's hostcall fuel, 128 MiB
+/// by default): strings, lists, the poll list's handles at 16 bytes each.
+pub const MAX_HOSTCALL_BYTES: usize = 4 << 20;
+/// What the host may hold for one WASI call beyond the guest's linear memory, at most: the
+/// resource table full (~256 bytes an entry, the box behind it included), one host call's
+/// lifted data and the captured output ([`VirtualWasi::new`]'s bound is added by the caller).
+pub const HOST_BYTES_PER_CALL: usize = MAX_RESOURCES * 256 + MAX_HOSTCALL_BYTES;
+
+/// A bound of the virtual WASI reached: the call traps with this, and fails as
+/// `HostResourceLimit`.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: the limit is {limit}")]
+pub struct HostLimitReached {
+    pub what: &'static str,
+    pub limit: usize,
+}
 
 /// What a call's virtual WASI is made from: the call's own input.
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,9 +108,11 @@ impl VirtualWasi {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         VirtualWasi {
             ctx,
-            table: ResourceTable::new(),
+            table,
             time,
             capture,
         }
@@ -123,12 +156,43 @@ impl HasData for Io {
     type Data<'a> = &'a mut ResourceTable;
 }
 
+/// `wasi:io/poll` over the call's table, refusing a list longer than [`MAX_POLL_LIST`]
+/// before anything is built for it (wasmtime-wasi builds a map and a future per entry).
+struct BoundedPoll;
+
+impl HasData for BoundedPoll {
+    type Data<'a> = PollTable<'a>;
+}
+
+pub struct PollTable<'a>(&'a mut ResourceTable);
+
+impl bindings::sync::io::poll::Host for PollTable<'_> {
+    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        if pollables.len() > MAX_POLL_LIST {
+            return Err(HostLimitReached { what: "a poll list of more pollables than the sandbox polls at once", limit: MAX_POLL_LIST }.into());
+        }
+        bindings::sync::io::poll::Host::poll(self.0, pollables)
+    }
+}
+
+impl bindings::sync::io::poll::HostPollable for PollTable<'_> {
+    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+        bindings::sync::io::poll::HostPollable::ready(self.0, pollable)
+    }
+    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        bindings::sync::io::poll::HostPollable::block(self.0, pollable)
+    }
+    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        bindings::sync::io::poll::HostPollable::drop(self.0, pollable)
+    }
+}
+
 /// Add every interface of [`imports`] to `linker`: wasmtime-wasi's synchronous bindings, but
 /// the monotonic clock from [`clocks`] (wasmtime-wasi's waits for real time).
 pub fn add_to_linker<T: VirtualWasiView>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let l = linker;
     bindings::io::error::add_to_linker::<T, Io>(l, |t| &mut t.virtual_wasi().table)?;
-    bindings::sync::io::poll::add_to_linker::<T, Io>(l, |t| &mut t.virtual_wasi().table)?;
+    bindings::sync::io::poll::add_to_linker::<T, BoundedPoll>(l, |t| PollTable(&mut t.virtual_wasi().table))?;
     bindings::sync::io::streams::add_to_linker::<T, Io>(l, |t| &mut t.virtual_wasi().table)?;
     wasi_clocks::wall_clock::add_to_linker::<T, wasmtime_wasi::clocks::WasiClocks>(l, |t| {
         wasmtime_wasi::clocks::WasiClocksView::clocks(t)
