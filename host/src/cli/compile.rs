@@ -15,7 +15,9 @@ pub fn compile_module(args: &CompileModuleArgs) -> Result<()> {
     let limits: SandboxLimits = serde_json::from_str(&args.limits_json).context("--limits-json")?;
     let mut bytes = Vec::new();
     std::io::stdin().read_to_end(&mut bytes).context("reading the module from stdin")?;
-    let engine = SandboxEngine::new(limits)?.with_compiled_cache(&args.cache_dir)?;
-    let cache = engine.compiled_cache().expect("just set");
-    cache.compile_into(engine.engine(), &bytes).map_err(|e| anyhow::anyhow!("{e:#}"))
+    let engine = SandboxEngine::new(limits)?;
+    let code = engine.engine().precompile_component(&bytes).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    // The code goes back to the operator on stdout: the child never sees the cache (nor its key).
+    let mut stdout = std::io::stdout().lock();
+    std::io::Write::write_all(&mut stdout, &code).and_then(|()| std::io::Write::flush(&mut stdout)).context("handing the code back on stdout")
 }

@@ -7,6 +7,7 @@
 
 mod loader;
 pub mod contract;
+pub mod disk_cache;
 pub mod oci;
 pub mod sandbox;
 pub mod serving;

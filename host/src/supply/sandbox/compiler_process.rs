@@ -6,11 +6,12 @@
 //! limit used to be.
 //! In a child, the compile is bounded (RLIMIT_DATA: a compile past it fails, naming the
 //! limit, instead of the kernel OOM-killing the operator), one at a time, off the async
-//! workers, and every byte it used is given back when the child exits. The child writes the
-//! compiled code into the compiled-module cache, which the operator then maps.
+//! workers, and every byte it used is given back when the child exits. The child hands the
+//! compiled code back on its stdout (read up to the child's own memory limit); the operator
+//! keeps it in the compiled-module cache, authenticated with a key the child never sees.
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -38,15 +39,13 @@ pub struct CompilerProcess {
 
 impl CompilerProcess {
     /// Run the child: it compiles `bytes` with an engine made from `limits` (so its code fits
-    /// this engine) into the compiled-module cache under `cache_dir`. Blocking.
-    pub fn compile(&self, bytes: &[u8], cache_dir: &Path, limits: &SandboxLimits) -> Result<(), GuestError> {
+    /// this engine) and hands back the compiled code. Blocking.
+    pub fn compile(&self, bytes: &[u8], limits: &SandboxLimits) -> Result<Vec<u8>, GuestError> {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let failed = |why: String| GuestError::CompileFailed(why);
         let limits_json = serde_json::to_string(limits).map_err(|e| failed(e.to_string()))?;
         let mut child = Command::new(&self.exe)
             .arg("compile-module")
-            .arg("--cache-dir")
-            .arg(cache_dir)
             .arg("--max-compile-mib")
             .arg((self.max_memory_bytes >> 20).to_string())
             .arg("--limits-json")
@@ -57,15 +56,22 @@ impl CompilerProcess {
             // fails as an allocation (lazily committed reservations would fault instead).
             .env("MIMALLOC_ARENA_RESERVE", "16MiB")
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| failed(format!("cannot start the compiler process {}: {e}", self.exe.display())))?;
         let mut stdin = child.stdin.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
-        // The module goes in while the child reads it; its stderr (one line) comes back.
+        let mut stdout = child.stdout.take().expect("piped");
+        // No more code than the child's memory could hold.
+        let max_code = self.max_memory_bytes as u64;
+        // The module goes in while the child reads it; its code and its stderr (one line) come back.
         let status = std::thread::scope(|scope| {
             let writer = scope.spawn(move || stdin.write_all(bytes));
+            let code = scope.spawn(move || {
+                let mut code = Vec::new();
+                (&mut stdout).take(max_code + 1).read_to_end(&mut code).map(|_| code)
+            });
             let reader = scope.spawn(move || {
                 let mut text = String::new();
                 let _ = (&mut stderr).take(64 << 10).read_to_string(&mut text);
@@ -85,12 +91,17 @@ impl CompilerProcess {
                 }
             };
             let _ = writer.join();
-            (status, reader.join().unwrap_or_default())
+            (status, reader.join().unwrap_or_default(), code.join())
         });
-        let (status, stderr) = status;
+        let (status, stderr, code) = status;
         let status = status?;
         if status.success() {
-            return Ok(());
+            return match code {
+                Ok(Ok(code)) if !code.is_empty() && code.len() as u64 <= max_code => Ok(code),
+                Ok(Ok(code)) => Err(failed(format!("the compiler process handed back {} bytes of code", code.len()))),
+                Ok(Err(e)) => Err(failed(format!("reading the compiler process's code: {e}"))),
+                Err(_) => Err(failed("reading the compiler process's code failed".into())),
+            };
         }
         let said = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         let said = crate::text::printable(said.strip_prefix("error: ").unwrap_or(said), 512);
