@@ -162,3 +162,33 @@ fn without_a_cache_dir_the_compiler_process_cache_is_private_and_freshly_named()
     }
     let _ = (std::fs::remove_dir_all(&a), std::fs::remove_dir_all(&b));
 }
+
+#[test]
+fn a_big_modules_code_comes_back_from_the_compiler_process_and_the_operator_keeps_it_authenticated() {
+    let dir = scratch("child");
+    // Over IN_PROCESS_MAX_BYTES: compiled in the child, which is not told where the cache is.
+    let padding = vec![0u8; (zundoko_operator::supply::sandbox::compiler_process::IN_PROCESS_MAX_BYTES) + 4096];
+    let big = zundoko_operator::supply::sandbox::budget::append_custom_section(module_bytes("zundoko-classic"), "zundoko-test-padding", &padding);
+    let compiler = zundoko_operator::supply::sandbox::compiler_process::CompilerProcess {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_zundoko-operator")),
+        max_memory_bytes: 640 << 20,
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let engine = restart(&dir).with_compiler_process(compiler.clone()).unwrap();
+    assert_eq!(engine.load(&big).unwrap().info().unwrap().name, "zundoko-classic");
+    let [file] = compiled_files(&dir, &hex(&big)).try_into().unwrap();
+    // Kept by the operator with its MAC: a restart loads it without the compiler process.
+    let engine = restart(&dir);
+    let cache = engine.compiled_cache().unwrap();
+    assert!(cache.lookup(engine.engine(), &big).is_some(), "the code the child handed back, kept and authenticated");
+    // The child's code with a forged MAC is compiled again, by the child.
+    let mut forged = std::fs::read(&file).unwrap();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    std::fs::write(&file, forged).unwrap();
+    let engine = restart(&dir).with_compiler_process(compiler).unwrap();
+    assert!(engine.compiled_cache().unwrap().lookup(engine.engine(), &big).is_none(), "a forged MAC is not believed");
+    assert_eq!(engine.load(&big).unwrap().info().unwrap().name, "zundoko-classic");
+    assert!(restart(&dir).compiled_cache().unwrap().lookup(engine.engine(), &big).is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
