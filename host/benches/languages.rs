@@ -41,16 +41,17 @@ fn us(d: Duration) -> String {
 
 /// Compile in the operator's compiler process (`compile-module`), as `run` does for big
 /// modules: its wall time and peak RSS.
-fn compile_in_child(bytes: &[u8], dir: &Path, limits: &SandboxLimits) -> (Duration, u64, bool) {
+fn compile_in_child(bytes: &[u8], limits: &SandboxLimits) -> (Duration, u64, bool) {
     use std::io::Write as _;
     let started = Instant::now();
     #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
     let mut child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
-        .args(["compile-module", "--max-compile-mib", "2048", "--cache-dir"])
-        .arg(dir)
+        .args(["compile-module", "--max-compile-mib", "2048"])
         .arg("--limits-json")
         .arg(serde_json::to_string(limits).unwrap())
         .stdin(Stdio::piped())
+        // The code comes back on stdout (the operator keeps it; here only the cost counts).
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("the operator binary");
@@ -99,7 +100,7 @@ fn main() {
         let compile = started.elapsed();
         // In the compiler process, into a cache; then warm starts from it.
         let dir = scratch.join(language.name);
-        let (child, child_rss_mib, ok) = compile_in_child(&bytes, &dir, &limits);
+        let (child, child_rss_mib, ok) = compile_in_child(&bytes, &limits);
         assert!(ok, "{}: the compiler process failed", language.name);
         let warm: Vec<Duration> = (0..5)
             .map(|_| {

@@ -419,6 +419,31 @@ fn probes_hit_healthz_and_readyz_on_the_declared_port_the_operator_listens_on() 
     }
 }
 
+/// A quantity in MiB ("256Mi", "1Gi").
+fn mib(quantity: &str) -> u64 {
+    match quantity.trim() {
+        q if q.ends_with("Mi") => q.trim_end_matches("Mi").parse().unwrap(),
+        q if q.ends_with("Gi") => q.trim_end_matches("Gi").parse::<u64>().unwrap() << 10,
+        q => panic!("{q}: write the cache's sizeLimit in Mi or Gi"),
+    }
+}
+
+#[test]
+fn the_cache_is_bounded_well_under_its_volumes_size_limit() {
+    let (pod, c) = (pod(), operator_container());
+    let dir = setting(&c, "--cache-dir", "ZUNDOKO_CACHE_DIR").expect("--cache-dir or ZUNDOKO_CACHE_DIR");
+    let mount = c.volume_mounts.iter().flatten().find(|m| m.mount_path.trim_end_matches('/') == dir.trim_end_matches('/')).expect("a volume mounted at --cache-dir");
+    assert_ne!(mount.read_only, Some(true), "the cache is written");
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == mount.name).expect("the cache's volume");
+    let limit = volume.empty_dir.as_ref().and_then(|e| e.size_limit.as_ref()).expect("the cache is an emptyDir with a sizeLimit");
+    let limit = mib(&limit.0);
+    let max = setting(&c, "--cache-max-mib", "ZUNDOKO_CACHE_MAX_MIB").expect("--cache-max-mib or ZUNDOKO_CACHE_MAX_MIB: unset, the default is not tied to this volume");
+    let max: u64 = max.parse().unwrap();
+    // Collection runs after a write: the volume holds the bound plus what is being written (a
+    // big module's compiled code, tens of MiB). A third of the volume is kept for that.
+    assert!(max >= 1 && max * 3 <= limit * 2, "--cache-max-mib {max} is not well under the cache volume's sizeLimit of {limit} MiB");
+}
+
 #[test]
 fn the_module_configmap_is_mounted_as_a_directory_where_the_operator_reads_it() {
     let pod = pod();

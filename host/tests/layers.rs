@@ -37,6 +37,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("supply/sources/", 3),
     ("supply/oci/", 3),
     ("supply/loader.rs", 3),
+    ("supply/disk_cache.rs", 3),
     ("supply/sandbox/", 3),
     ("supply/sandbox/wasi/", 3),
     ("supply/contract/", 3),

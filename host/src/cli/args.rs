@@ -58,7 +58,7 @@ pub enum Command {
     /// OUT.pub (public: give it to the operator as a trusted key).
     Keygen(KeygenArgs),
     /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
-    /// module on stdin into DIR/compiled/, within --max-compile-mib of memory.
+    /// module on stdin, within --max-compile-mib of memory, and write its code to stdout.
     #[command(hide = true, name = crate::supply::sandbox::compiler_process::VERB)]
     CompileModule(crate::cli::compile::CompileModuleArgs),
 }
@@ -74,6 +74,12 @@ pub struct RegistryArgs {
     /// still serves the last module verified. An emptyDir in a Pod.
     #[arg(long, env = "ZUNDOKO_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The most the cache (--cache-dir, or the private one made without it) may hold, in MiB:
+    /// pulled modules and compiled code together. Past it, the least recently used are removed,
+    /// never a module that serves now. Keep it well under the volume's size (an emptyDir's
+    /// sizeLimit): a compile writes its code beside what is kept before collecting.
+    #[arg(long, env = "ZUNDOKO_CACHE_MAX_MIB", default_value_t = crate::supply::disk_cache::DEFAULT_MAX_MIB, value_name = "MIB")]
+    pub cache_max_mib: u64,
     /// Trusted public keys (PEM, as cosign.pub): a file, or a directory of *.pub / *.pem files
     /// (a mounted Secret). With any, a module from a registry serves only if a cosign-style
     /// signature by one of them verifies.
@@ -116,6 +122,7 @@ impl RegistryArgs {
             trusted_keys.extend(crate::supply::oci::TrustedKey::load(path).map_err(anyhow::Error::msg)?);
         }
         anyhow::ensure!(self.max_module_mib >= 1, "--max-module-mib must be at least 1");
+        anyhow::ensure!((1..=1 << 20).contains(&self.cache_max_mib), "--cache-max-mib must be between 1 and 1048576");
         let mut extra_ca_pem = Vec::new();
         for path in &self.registry_ca {
             let pem = std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))?;
@@ -128,6 +135,7 @@ impl RegistryArgs {
             max_module_bytes: self.max_module_mib << 20,
             concurrent_pulls: self.concurrent_pulls.max(1),
             cache_dir: self.cache_dir.clone(),
+            cache_max_bytes: self.cache_max_mib << 20,
             trusted_keys,
             extra_ca_pem,
             allowed: self.allowed_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),

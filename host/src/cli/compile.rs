@@ -2,18 +2,14 @@
 //! starts to compile a big module within --max-compile-mib. Both its ends, and the verb and
 //! flags spelled here, are in `supply/sandbox/compiler_process.rs`.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::Args;
 
-use crate::supply::sandbox::compiler_process::{self, CACHE_DIR, LIMITS_JSON, MAX_COMPILE_MIB};
+use crate::supply::sandbox::compiler_process::{self, LIMITS_JSON, MAX_COMPILE_MIB};
 
 /// The child's arguments, as the parent writes them (`CompilerProcess::compile`).
 #[derive(Args, Debug)]
 pub struct CompileModuleArgs {
-    #[arg(long = CACHE_DIR, value_name = "DIR")]
-    pub cache_dir: PathBuf,
     #[arg(long = MAX_COMPILE_MIB)]
     pub max_compile_mib: usize,
     /// The engine's limits, as the operator has them (the code must fit its engine).
@@ -23,5 +19,5 @@ pub struct CompileModuleArgs {
 
 /// `compile-module`: the compiler process's whole life.
 pub fn compile_module(args: &CompileModuleArgs) -> Result<()> {
-    compiler_process::run_child(&args.cache_dir, args.max_compile_mib, &args.limits_json)
+    compiler_process::run_child(args.max_compile_mib, &args.limits_json)
 }

@@ -60,7 +60,14 @@ pub async fn start(
         Some(compiler) => engine.with_compiler_process(compiler.clone())?,
         None => engine,
     };
+    let disk = engine.compiled_cache().map(|cache| cache.disk().clone());
     let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
+    // The cache (blobs and compiled code) is bounded by --cache-max-mib; what serves is spared.
+    if let Some(disk) = disk {
+        disk.set_max_bytes(config.registry.cache_max_bytes);
+        let loader = Arc::downgrade(&modules);
+        disk.set_in_use(Arc::new(move |digest| loader.upgrade().is_some_and(|l| l.serves(digest))));
+    }
     let mut shared = Shared::new(slot.clone(), modules);
     shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
     // Not ready until the API server has answered once (before the first try too).

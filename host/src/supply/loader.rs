@@ -38,6 +38,18 @@ impl ModuleLoader {
         Some(module)
     }
 
+    /// Whether the module compiled from bytes with this digest serves now (held by a rule set,
+    /// the default module, a call in flight), not only kept warm here: what the cache's
+    /// collection spares.
+    pub fn serves(&self, digest: &str) -> bool {
+        let Some(module) = self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(digest).and_then(Weak::upgrade) else {
+            return false;
+        };
+        let warm = self.recent.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| Arc::ptr_eq(m, &module));
+        // Beside `module` itself and the warm list's own reference, someone holds it.
+        Arc::strong_count(&module) > 1 + usize::from(warm)
+    }
+
     /// The module for these bytes (`digest` is their `sha256:<hex>`): compiled, checked
     /// against the world and smoke-tested, or the one already alive. Blocking (compiling
     /// takes tens of milliseconds): call it off the async runtime.

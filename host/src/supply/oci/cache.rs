@@ -2,9 +2,12 @@
 //! down still serves the last module verified. Content-addressed: every read is hashed again and
 //! a blob whose bytes no longer match its name is dropped, never served. Beside the blobs: the
 //! digest each tag was last resolved to, and which artifacts were verified with which keys.
+//! Blobs count towards the cache's bound with compiled code (`supply/disk_cache.rs`): a read
+//! marks a blob used, a write collects the least recently used.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -12,8 +15,10 @@ use crate::supply::digest::{digest as digest_of, from_hex};
 
 use super::reference::ModuleRef;
 use super::signature::TrustedKey;
+use crate::supply::disk_cache::DiskCache;
 
 pub struct BlobCache {
+    disk: Arc<DiskCache>,
     root: PathBuf,
 }
 
@@ -24,29 +29,40 @@ fn hex_of(digest: &str) -> Option<&str> {
 impl BlobCache {
     /// The cache under `dir/oci`, created if missing.
     pub fn open(dir: &Path) -> Result<Self, String> {
-        let root = dir.join("oci");
+        let disk = DiskCache::open(dir)?;
+        let root = disk.root().join("oci");
         for sub in ["blobs", "tags", "verified"] {
-            std::fs::create_dir_all(root.join(sub)).map_err(|e| format!("cannot create the module cache {}: {e}", root.join(sub).display()))?;
+            crate::supply::disk_cache::create_private_dir(&root.join(sub)).map_err(|e| format!("cannot create the module cache {}: {e}", root.join(sub).display()))?;
         }
-        Ok(BlobCache { root })
+        Ok(BlobCache { disk, root })
+    }
+
+    /// The directory (its bound, its key, what serves).
+    pub fn disk(&self) -> &Arc<DiskCache> {
+        &self.disk
     }
 
     /// The blob with this digest, if kept and intact.
     pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
         let path = self.root.join("blobs").join(hex_of(digest)?);
-        let bytes = std::fs::read(&path).ok()?;
+        let mut file = std::fs::File::open(&path).ok()?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).ok()?;
         if digest_of(&bytes) != digest {
             tracing::warn!(path = %path.display(), %digest, "a cached blob does not match its digest; dropped");
             let _ = std::fs::remove_file(&path);
             return None;
         }
+        crate::supply::disk_cache::touch(&file);
         Some(bytes)
     }
 
     /// Keep a blob whose digest the caller checked. Best effort: a full disk costs a pull later.
     pub fn put(&self, digest: &str, bytes: &[u8]) {
         if let Some(hex) = hex_of(digest) {
-            self.write(&self.root.join("blobs").join(hex), bytes);
+            let path = self.root.join("blobs").join(hex);
+            self.write(&path, bytes);
+            self.disk.collect(&path);
         }
     }
 
@@ -101,7 +117,7 @@ mod tests {
 
     #[test]
     fn blobs_are_served_only_while_they_match_their_digest() {
-        let dir = std::env::temp_dir().join(format!("zundoko-cache-test-{}", std::process::id()));
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-cache-test-").unwrap();
         let cache = BlobCache::open(&dir).unwrap();
         let digest = crate::supply::digest::digest(b"module");
         assert_eq!(cache.get(&digest), None);

@@ -7,7 +7,7 @@
 
 pub mod auth;
 pub mod artifact;
-mod cache;
+pub mod cache;
 pub mod reference;
 pub mod registry;
 pub mod signature;

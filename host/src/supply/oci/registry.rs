@@ -34,6 +34,9 @@ pub struct RegistrySettings {
     pub concurrent_pulls: usize,
     /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
     pub cache_dir: Option<PathBuf>,
+    /// The most the cache may hold (blobs and compiled code), `--cache-max-mib`: the least
+    /// recently used is collected, never what serves.
+    pub cache_max_bytes: u64,
     /// With any, a module serves only if a signature by one of them verifies.
     pub trusted_keys: Vec<TrustedKey>,
     /// PEM certificates of certificate authorities trusted beside the system's (a registry
@@ -60,6 +63,7 @@ impl Default for RegistrySettings {
             max_module_bytes: 64 << 20,
             concurrent_pulls: 2,
             cache_dir: None,
+            cache_max_bytes: crate::supply::disk_cache::DEFAULT_MAX_MIB << 20,
             trusted_keys: Vec::new(),
             extra_ca_pem: Vec::new(),
             allowed: Vec::new(),
@@ -174,6 +178,9 @@ impl Registry {
         // oci-client's reqwest is built without a TLS provider: the process's is ring, as kube's.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let cache = settings.cache_dir.as_deref().map(BlobCache::open).transpose()?;
+        if let Some(cache) = &cache {
+            cache.disk().set_max_bytes(settings.cache_max_bytes);
+        }
         let permits = Semaphore::new(settings.concurrent_pulls.max(1));
         let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
         Ok(Arc::new(Registry { settings, permits, cache, wire }))

@@ -1,21 +1,33 @@
 //! Compiled modules kept on disk (`--cache-dir DIR`, in `DIR/compiled/`): a restarted operator
 //! loads the machine code it compiled before instead of compiling the module again. Keyed by
 //! the module's digest and the engine's compatibility hash (wasmtime's own: its version and
-//! every setting that changes compiled code); wasmtime checks that again when it loads a file,
-//! and a file whose checksum does not match what was written is dropped and compiled anew. The
-//! directory is the operator's own (an emptyDir): what it holds is loaded as code.
+//! every setting that changes compiled code); wasmtime checks that again when it loads a file.
+//!
+//! The code is loaded as code, so it is believed only if the operator wrote it: each file ends
+//! with an HMAC-SHA256, under the cache's key (`supply/disk_cache.rs`, which the compiler
+//! process never sees), of the file's name and the code. A file is opened once, read whole,
+//! its MAC checked over those bytes, and those same bytes deserialized: what was checked is
+//! what runs. A file whose MAC does not verify (damaged, another module's code under this
+//! name, written by anyone but the operator) is dropped, with a warning, and compiled anew.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::supply::disk_cache::{DiskCache, MAC_BYTES};
+
+/// A compiled file bigger than this is no file the operator wrote (a CPython component's code
+/// is 35 MiB): dropped unread.
+const MAX_FILE_BYTES: u64 = 1 << 30;
+
 pub struct CompiledCache {
-    /// The directory `--cache-dir` named (the compiler process is handed this one).
-    root: PathBuf,
+    disk: Arc<DiskCache>,
     dir: PathBuf,
 }
 
@@ -25,13 +37,15 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 impl CompiledCache {
     pub fn open(root: &Path) -> Result<Self, String> {
-        let dir = root.join("compiled");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the compiled module cache {}: {e}", dir.display()))?;
-        Ok(CompiledCache { root: root.to_path_buf(), dir })
+        let disk = DiskCache::open(root)?;
+        let dir = disk.root().join("compiled");
+        crate::supply::disk_cache::create_private_dir(&dir).map_err(|e| format!("cannot create the compiled module cache {}: {e}", dir.display()))?;
+        Ok(CompiledCache { disk, dir })
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The directory (its bound, its key, what serves).
+    pub fn disk(&self) -> &Arc<DiskCache> {
+        &self.disk
     }
 
     fn path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
@@ -40,20 +54,18 @@ impl CompiledCache {
         self.dir.join(format!("{}-{:016x}.cwasm", sha256_hex(bytes), compat.finish()))
     }
 
-    /// The module's compiled code, if a compatible, intact copy is kept.
+    /// The module's compiled code, if a compatible copy the operator wrote is kept.
     pub fn lookup(&self, engine: &Engine, bytes: &[u8]) -> Option<Component> {
         self.read(engine, &self.path(engine, bytes))
     }
 
-    /// Compile the module and keep its code (what the compiler process does).
-    pub fn compile_into(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<()> {
-        let compiled = engine.precompile_component(bytes)?;
-        self.write(&self.path(engine, bytes), &compiled);
-        Ok(())
+    /// Keep `code`, the module compiled by this engine's settings (by the compiler process).
+    pub fn keep(&self, engine: &Engine, bytes: &[u8], code: &[u8]) {
+        self.write(&self.path(engine, bytes), code);
     }
 
-    /// The module compiled: from the cache if a compatible, intact copy is there, else
-    /// compiled now and kept.
+    /// The module compiled: from the cache if a compatible copy the operator wrote is there,
+    /// else compiled now and kept.
     pub fn component(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
         let path = self.path(engine, bytes);
         if let Some(component) = self.read(engine, &path) {
@@ -66,21 +78,37 @@ impl CompiledCache {
         Ok((component, false))
     }
 
+    /// What the MAC binds the code to: its name, which holds the module's digest and the
+    /// engine's compatibility hash (another module's code under this name does not verify).
+    fn context(path: &Path) -> Vec<u8> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("zundoko-operator compiled module v1\0{name}").into_bytes()
+    }
+
     fn read(&self, engine: &Engine, path: &Path) -> Option<Component> {
-        // Hashed as it streams by, then mapped rather than read into memory: a big module's
-        // code (35 MiB for a CPython component) is page cache, not the operator's heap.
-        let mut hasher = Sha256::new();
-        std::io::copy(&mut std::fs::File::open(path).ok()?, &mut hasher).ok()?;
-        let written = std::fs::read_to_string(path.with_extension("sha256")).unwrap_or_default();
-        if written.trim() != hex::encode(hasher.finalize()) {
-            tracing::warn!(path = %path.display(), "a compiled module in the cache does not match its checksum; compiling again");
+        // One open file: its bytes are read once, checked, and deserialized as read (not
+        // mapped by path again, which another writer could swap in between).
+        let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
+        let len = file.metadata().ok()?.len();
+        let mut bytes = Vec::new();
+        let read = (&mut file).take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes);
+        let authentic = read.is_ok() && len <= MAX_FILE_BYTES && bytes.len() as u64 <= MAX_FILE_BYTES && bytes.len() > MAC_BYTES && {
+            let (code, tag) = bytes.split_at(bytes.len() - MAC_BYTES);
+            self.disk.verify(&Self::context(path), code, tag)
+        };
+        if !authentic {
+            tracing::warn!(path = %path.display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
             self.drop_entry(path);
             return None;
         }
-        // SAFETY: written by this process or an earlier one from `precompile_component` into
-        // the operator's own directory, intact (checksum); wasmtime refuses it if it was made by
-        // another version or with other settings.
-        match unsafe { Component::deserialize_file(engine, path) } {
+        crate::supply::disk_cache::touch(&file);
+        drop(file);
+        let code = &bytes[..bytes.len() - MAC_BYTES];
+        // SAFETY: these bytes carry the MAC, under the operator's own key, that the operator
+        // writes only over what this engine's `precompile_component` (here or in the
+        // compiler process) returned for this module; wasmtime refuses them if they were
+        // made by another version or with other settings.
+        match unsafe { Component::deserialize(engine, code) } {
             Ok(component) => Some(component),
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "a compiled module in the cache does not fit this engine; compiling again");
@@ -90,24 +118,27 @@ impl CompiledCache {
         }
     }
 
-    /// Through a temporary file and a rename, the checksum last: a reader finds a whole file
-    /// and its checksum, or a file without one (dropped).
+    /// Through a temporary file and a rename, the code and its MAC in one file: a reader finds
+    /// the whole file or none. Then the cache is brought back under its bound.
     fn write(&self, path: &Path, code: &[u8]) {
-        let put = |target: &Path, bytes: &[u8]| -> std::io::Result<()> {
-            let tmp = target.with_extension(format!("tmp-{}", std::process::id()));
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(bytes)?;
+        let tag = self.disk.tag(&Self::context(path), code);
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        let put = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
+            file.write_all(code)?;
+            file.write_all(&tag)?;
             file.sync_all()?;
-            std::fs::rename(&tmp, target)
+            std::fs::rename(&tmp, path)
         };
-        if let Err(error) = put(path, code).and_then(|()| put(&path.with_extension("sha256"), sha256_hex(code).as_bytes())) {
+        if let Err(error) = put() {
+            let _ = std::fs::remove_file(&tmp);
             tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
         }
+        self.disk.collect(path);
     }
 
     fn drop_entry(&self, path: &Path) {
         let _ = std::fs::remove_file(path);
-        let _ = std::fs::remove_file(path.with_extension("sha256"));
     }
 }
 
@@ -123,13 +154,13 @@ mod tests {
 
     #[test]
     fn a_module_compiled_once_is_loaded_from_disk_and_a_damaged_copy_is_compiled_again() {
-        let dir = std::env::temp_dir().join(format!("zundoko-compiled-{}", std::process::id()));
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-compiled-").unwrap();
         let engine = Engine::default();
         let bytes = component_bytes();
         let cache = CompiledCache::open(&dir).unwrap();
         assert!(!cache.component(&engine, &bytes).unwrap().1, "compiled the first time");
         let files = || std::fs::read_dir(dir.join("compiled")).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
-        assert_eq!(files().len(), 2, "the code and its checksum: {:?}", files());
+        assert_eq!(files().len(), 1, "the code and its MAC, in one file: {:?}", files());
         assert!(CompiledCache::open(&dir).unwrap().component(&engine, &bytes).unwrap().1, "loaded the second time");
         // Damaged on disk: not loaded, compiled again and kept again.
         let code = files().into_iter().find(|p| p.extension().is_some_and(|e| e == "cwasm")).unwrap();
@@ -144,7 +175,7 @@ mod tests {
         config.consume_fuel(true);
         let other = Engine::new(&config).unwrap();
         assert!(!cache.component(&other, &bytes).unwrap().1, "compiled for the other settings");
-        assert_eq!(files().len(), 4);
+        assert_eq!(files().len(), 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,17 +6,18 @@
 //! limit used to be.
 //! In a child, the compile is bounded (RLIMIT_DATA: a compile past it fails, naming the
 //! limit, instead of the kernel OOM-killing the operator), one at a time, off the async
-//! workers, and every byte it used is given back when the child exits. The child writes the
-//! compiled code into the compiled-module cache, which the operator then maps.
+//! workers, and every byte it used is given back when the child exits. The child hands the
+//! compiled code back on its stdout (read up to the child's own memory limit); the operator
+//! keeps it in the compiled-module cache, authenticated with a key the child never sees.
 //!
 //! Both ends are here: the parent ([`CompilerProcess::compile`]) and the child's whole life
 //! ([`run_child`]). The child is the operator's own binary run as
-//! `zundoko-operator compile-module --cache-dir DIR --max-compile-mib N --limits-json JSON`
-//! with the module on stdin; the verb and its flags are the constants below, which the parent
-//! spells its command line with and `cli/compile.rs` (the clap plumbing) parses it with.
+//! `zundoko-operator compile-module --max-compile-mib N --limits-json JSON` with the module on
+//! stdin and its code on stdout; the verb and its flags are the constants below, which the
+//! parent spells its command line with and `cli/compile.rs` (the clap plumbing) parses it with.
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -31,8 +32,6 @@ pub const IN_PROCESS_MAX_BYTES: usize = 0;
 
 /// The child's verb (a hidden command of the operator's binary).
 pub const VERB: &str = "compile-module";
-/// `--cache-dir DIR`: the compiled-module cache the child writes the code into.
-pub const CACHE_DIR: &str = "cache-dir";
 /// `--max-compile-mib N`: the child's RLIMIT_DATA, in MiB.
 pub const MAX_COMPILE_MIB: &str = "max-compile-mib";
 /// `--limits-json JSON`: the engine's [`SandboxLimits`], so the code fits the parent's engine.
@@ -59,15 +58,13 @@ pub struct CompilerProcess {
 
 impl CompilerProcess {
     /// Run the child: it compiles `bytes` with an engine made from `limits` (so its code fits
-    /// this engine) into the compiled-module cache under `cache_dir`. Blocking.
-    pub fn compile(&self, bytes: &[u8], cache_dir: &Path, limits: &SandboxLimits) -> Result<(), GuestError> {
+    /// this engine) and hands back the compiled code. Blocking.
+    pub fn compile(&self, bytes: &[u8], limits: &SandboxLimits) -> Result<Vec<u8>, GuestError> {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let failed = |why: String| GuestError::CompileFailed(why);
         let limits_json = serde_json::to_string(limits).map_err(|e| failed(e.to_string()))?;
         let mut child = Command::new(&self.exe)
             .arg(VERB)
-            .arg(flag(CACHE_DIR))
-            .arg(cache_dir)
             .arg(flag(MAX_COMPILE_MIB))
             .arg((self.max_memory_bytes >> 20).to_string())
             .arg(flag(LIMITS_JSON))
@@ -78,15 +75,22 @@ impl CompilerProcess {
             // fails as an allocation (lazily committed reservations would fault instead).
             .env("MIMALLOC_ARENA_RESERVE", "16MiB")
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| failed(format!("cannot start the compiler process {}: {e}", self.exe.display())))?;
         let mut stdin = child.stdin.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
-        // The module goes in while the child reads it; its stderr (one line) comes back.
+        let mut stdout = child.stdout.take().expect("piped");
+        // No more code than the child's memory could hold.
+        let max_code = self.max_memory_bytes as u64;
+        // The module goes in while the child reads it; its code and its stderr (one line) come back.
         let status = std::thread::scope(|scope| {
             let writer = scope.spawn(move || stdin.write_all(bytes));
+            let code = scope.spawn(move || {
+                let mut code = Vec::new();
+                (&mut stdout).take(max_code + 1).read_to_end(&mut code).map(|_| code)
+            });
             let reader = scope.spawn(move || {
                 let mut text = String::new();
                 let _ = (&mut stderr).take(64 << 10).read_to_string(&mut text);
@@ -106,12 +110,17 @@ impl CompilerProcess {
                 }
             };
             let _ = writer.join();
-            (status, reader.join().unwrap_or_default())
+            (status, reader.join().unwrap_or_default(), code.join())
         });
-        let (status, stderr) = status;
+        let (status, stderr, code) = status;
         let status = status?;
         if status.success() {
-            return Ok(());
+            return match code {
+                Ok(Ok(code)) if !code.is_empty() && code.len() as u64 <= max_code => Ok(code),
+                Ok(Ok(code)) => Err(failed(format!("the compiler process handed back {} bytes of code", code.len()))),
+                Ok(Err(e)) => Err(failed(format!("reading the compiler process's code: {e}"))),
+                Err(_) => Err(failed("reading the compiler process's code failed".into())),
+            };
         }
         let said = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         let said = crate::text::printable(said.strip_prefix("error: ").unwrap_or(said), 512);
@@ -130,19 +139,21 @@ impl CompilerProcess {
 /// The child's whole life: bound its own memory to `max_compile_mib`, read the module from
 /// stdin, and compile it with an engine made from `limits_json` into the compiled-module cache
 /// under `cache_dir`. An error ends the child with its message on stderr, which the parent reads.
-pub fn run_child(cache_dir: &Path, max_compile_mib: usize, limits_json: &str) -> anyhow::Result<()> {
+pub fn run_child(max_compile_mib: usize, limits_json: &str) -> anyhow::Result<()> {
     use anyhow::Context as _;
     limit_own_memory(max_compile_mib << 20).context("cannot set the compiler process's memory limit")?;
     let limits: SandboxLimits = serde_json::from_str(limits_json).with_context(|| flag(LIMITS_JSON))?;
     let mut bytes = Vec::new();
     std::io::stdin().read_to_end(&mut bytes).context("reading the module from stdin")?;
-    let engine = super::SandboxEngine::new(limits)?.with_compiled_cache(cache_dir)?;
-    let cache = engine.compiled_cache().expect("just set");
-    cache.compile_into(engine.engine(), &bytes).map_err(|e| anyhow::anyhow!("{e:#}"))
+    let engine = super::SandboxEngine::new(limits)?;
+    let code = engine.engine().precompile_component(&bytes).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    // The code goes back to the operator on stdout: the child never sees the cache (nor its key).
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&code).and_then(|()| stdout.flush()).context("handing the code back on stdout")
 }
 
 /// In the child, first thing: bound its data segment and heap.
-fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
+pub fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
     let limit = libc::rlimit { rlim_cur: max_bytes as libc::rlim_t, rlim_max: max_bytes as libc::rlim_t };
     // SAFETY: setrlimit with a valid pointer to an initialised struct.
     if unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) } != 0 {

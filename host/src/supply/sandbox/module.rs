@@ -112,7 +112,8 @@ impl SandboxEngine {
     /// compiled-module cache (a private temporary one if none was given).
     pub fn with_compiler_process(mut self, compiler: super::compiler_process::CompilerProcess) -> anyhow::Result<Self> {
         if self.compiled.is_none() {
-            let dir = std::env::temp_dir().join(format!("zundoko-operator-{}", std::process::id()));
+            // Private (0700) and freshly named: never a name another user could make first.
+            let dir = crate::supply::disk_cache::private_temp_dir("zundoko-operator-")?;
             self = self.with_compiled_cache(&dir)?;
         }
         self.compiler = Some(compiler);
@@ -141,9 +142,14 @@ impl SandboxEngine {
                 if let Some(component) = cache.lookup(&self.engine, bytes) {
                     return Ok(component);
                 }
-                compiler.compile(bytes, cache.root(), &self.limits)?;
-                cache.lookup(&self.engine, bytes).ok_or_else(|| {
-                    GuestError::CompileFailed("the compiler process finished but left no code this engine can load".into())
+                let code = compiler.compile(bytes, &self.limits)?;
+                cache.keep(&self.engine, bytes, &code);
+                // SAFETY: what the operator's own binary, run as the compiler process with this
+                // engine's limits, returned from `precompile_component` for these bytes (a child
+                // only so that its memory is bounded); wasmtime refuses code made by another
+                // version or with other settings.
+                unsafe { Component::deserialize(&self.engine, &code) }.map_err(|e| {
+                    GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}"))
                 })
             }
             (Some(cache), _) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),

@@ -1,0 +1,194 @@
+//! The on-disk cache (`--cache-dir`): compiled code is believed only if the operator wrote it
+//! for that module, and the cache stays under `--cache-max-mib` without collecting what serves.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::module_bytes;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/tmp/cache-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A fresh operator's engine on `dir` (a restart: nothing in memory, the directory as left).
+fn restart(dir: &Path) -> SandboxEngine {
+    SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(dir).unwrap()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Every file in `dir/compiled/` named by the module with this digest.
+fn compiled_files(dir: &Path, hex: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join("compiled"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(hex))
+        .collect()
+}
+
+#[test]
+fn another_modules_code_copied_over_a_modules_name_does_not_run_under_it() {
+    let dir = scratch("swap");
+    let (a, b) = (module_bytes("zundoko-classic"), module_bytes("zundoko-strict-ja"));
+    let engine = restart(&dir);
+    let a_name = engine.load(&a).unwrap().info().unwrap().name;
+    let b_name = engine.load(&b).unwrap().info().unwrap().name;
+    assert_ne!(a_name, b_name);
+    // B's compiled file, and whatever vouches for it, under A's name.
+    let (a_hex, b_hex) = (hex(&a), hex(&b));
+    let a_files = compiled_files(&dir, &a_hex);
+    assert!(!a_files.is_empty());
+    for file in &a_files {
+        std::fs::remove_file(file).unwrap();
+    }
+    for file in compiled_files(&dir, &b_hex) {
+        let name = file.file_name().unwrap().to_string_lossy().replacen(&b_hex, &a_hex, 1);
+        std::fs::copy(&file, file.with_file_name(name)).unwrap();
+    }
+    drop(engine);
+    let loaded = restart(&dir).load(&a).unwrap();
+    assert_eq!(loaded.info().unwrap().name, a_name, "A's digest runs A's code, not B's");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_compiled_file_whose_mac_is_forged_is_compiled_again_not_run() {
+    let dir = scratch("forged");
+    let a = module_bytes("zundoko-classic");
+    let engine = restart(&dir);
+    let cache = engine.compiled_cache().unwrap();
+    assert!(!cache.component(engine.engine(), &a).unwrap().1, "compiled the first time");
+    assert!(cache.component(engine.engine(), &a).unwrap().1, "and loaded from the cache the second");
+    let [file] = compiled_files(&dir, &hex(&a)).try_into().unwrap();
+    let written = std::fs::read(&file).unwrap();
+    let code = &written[..written.len() - 32];
+    // What a writer without the key can make: the code with an unkeyed SHA-256 for its MAC,
+    // or an HMAC under a key of its own.
+    let unkeyed = {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(code).to_vec()
+    };
+    let other_key = {
+        use hmac::{KeyInit as _, Mac as _};
+        let mut mac = hmac::Hmac::<sha2_011::Sha256>::new_from_slice(&[0u8; 32]).unwrap();
+        mac.update(code);
+        mac.finalize().into_bytes().to_vec()
+    };
+    for forged in [unkeyed, other_key] {
+        std::fs::write(&file, [code, &forged[..]].concat()).unwrap();
+        let engine = restart(&dir);
+        let cache = engine.compiled_cache().unwrap();
+        assert!(!cache.component(engine.engine(), &a).unwrap().1, "a forged MAC is not believed: compiled again");
+        assert_eq!(std::fs::read(&file).unwrap(), written, "and kept again with the operator's own MAC");
+        assert!(cache.component(engine.engine(), &a).unwrap().1);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Bytes in the cache's blobs and compiled code.
+fn cache_bytes(dir: &Path) -> u64 {
+    [dir.join("oci/blobs"), dir.join("compiled")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn the_cache_stays_under_its_bound_across_ten_versions_and_never_collects_what_serves() {
+    use std::sync::Arc;
+    use zundoko_operator::supply::ModuleLoader;
+    use zundoko_operator::supply::contract::plan_check::PlanLimits;
+    use zundoko_operator::supply::oci::{Registry, RegistrySettings};
+    let dir = scratch("bound");
+    let max_mib = 1;
+    // As `run` wires it: --cache-max-mib through the registry's settings, what serves from
+    // the loader.
+    let registry = Registry::new(RegistrySettings { cache_dir: Some(dir.clone()), cache_max_bytes: max_mib << 20, ..RegistrySettings::default() }).unwrap();
+    let engine = restart(&dir);
+    let disk = engine.compiled_cache().unwrap().disk().clone();
+    let loader = Arc::new(ModuleLoader::new(engine, PlanLimits::default()));
+    let held = Arc::downgrade(&loader);
+    disk.set_in_use(Arc::new(move |digest| held.upgrade().is_some_and(|l| l.serves(digest))));
+    let blobs = zundoko_operator::supply::oci::cache::BlobCache::open(&dir).unwrap();
+    let versions: Vec<Vec<u8>> = (0..10).map(|n| common::with_custom_section(module_bytes("zundoko-classic"), n)).collect();
+    let digest = |bytes: &[u8]| format!("sha256:{}", hex(bytes));
+    // Version 0 serves throughout; each later one is pulled, compiled, and dropped when the next comes.
+    let serving = loader.load(&versions[0], &digest(&versions[0])).unwrap();
+    blobs.put(&digest(&versions[0]), &versions[0]);
+    let one = cache_bytes(&dir);
+    assert!(3 * one < max_mib << 20 && 10 * one > max_mib << 20, "ten versions ({one} bytes each) overflow {max_mib} MiB, three fit");
+    for bytes in &versions[1..] {
+        blobs.put(&digest(bytes), bytes);
+        let module = loader.load(bytes, &digest(bytes)).unwrap();
+        drop(module);
+        let held = cache_bytes(&dir);
+        assert!(held <= max_mib << 20, "{held} bytes held, over --cache-max-mib {max_mib}");
+        // (Looked at, not read: a read would mark it used.)
+        assert!(dir.join("oci/blobs").join(hex(&versions[0])).exists(), "the serving module's blob is never collected");
+        assert!(!compiled_files(&dir, &hex(&versions[0])).is_empty(), "nor its compiled code");
+    }
+    // The oldest versions that did not serve were collected; the newest is kept.
+    assert!(compiled_files(&dir, &hex(&versions[1])).is_empty() && blobs.get(&digest(&versions[1])).is_none());
+    assert!(!compiled_files(&dir, &hex(&versions[9])).is_empty());
+    drop((serving, registry));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_a_cache_dir_the_compiler_process_cache_is_private_and_freshly_named() {
+    use std::os::unix::fs::MetadataExt as _;
+    let compiler = zundoko_operator::supply::sandbox::compiler_process::CompilerProcess {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_zundoko-operator")),
+        max_memory_bytes: 640 << 20,
+        timeout: std::time::Duration::from_secs(60),
+    };
+    let first = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiler_process(compiler.clone()).unwrap();
+    let second = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiler_process(compiler).unwrap();
+    let (a, b) = (first.compiled_cache().unwrap().disk().root().to_path_buf(), second.compiled_cache().unwrap().disk().root().to_path_buf());
+    assert_ne!(a, b, "a fresh name each time, not one derived from the pid");
+    for dir in [&a, &b] {
+        let meta = std::fs::metadata(dir).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700, "{} is private", dir.display());
+        assert_eq!(std::fs::metadata(dir.join("cache.key")).unwrap().mode() & 0o777, 0o600);
+        assert!(!dir.file_name().unwrap().to_string_lossy().contains(&std::process::id().to_string()));
+    }
+    let _ = (std::fs::remove_dir_all(&a), std::fs::remove_dir_all(&b));
+}
+
+#[test]
+fn a_big_modules_code_comes_back_from_the_compiler_process_and_the_operator_keeps_it_authenticated() {
+    let dir = scratch("child");
+    // Over IN_PROCESS_MAX_BYTES: compiled in the child, which is not told where the cache is.
+    let padding = vec![0u8; (zundoko_operator::supply::sandbox::compiler_process::IN_PROCESS_MAX_BYTES) + 4096];
+    let big = zundoko_operator::supply::sandbox::budget::append_custom_section(module_bytes("zundoko-classic"), "zundoko-test-padding", &padding);
+    let compiler = zundoko_operator::supply::sandbox::compiler_process::CompilerProcess {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_zundoko-operator")),
+        max_memory_bytes: 640 << 20,
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let engine = restart(&dir).with_compiler_process(compiler.clone()).unwrap();
+    assert_eq!(engine.load(&big).unwrap().info().unwrap().name, "zundoko-classic");
+    let [file] = compiled_files(&dir, &hex(&big)).try_into().unwrap();
+    // Kept by the operator with its MAC: a restart loads it without the compiler process.
+    let engine = restart(&dir);
+    let cache = engine.compiled_cache().unwrap();
+    assert!(cache.lookup(engine.engine(), &big).is_some(), "the code the child handed back, kept and authenticated");
+    // The child's code with a forged MAC is compiled again, by the child.
+    let mut forged = std::fs::read(&file).unwrap();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    std::fs::write(&file, forged).unwrap();
+    let engine = restart(&dir).with_compiler_process(compiler).unwrap();
+    assert!(engine.compiled_cache().unwrap().lookup(engine.engine(), &big).is_none(), "a forged MAC is not believed");
+    assert_eq!(engine.load(&big).unwrap().info().unwrap().name, "zundoko-classic");
+    assert!(restart(&dir).compiled_cache().unwrap().lookup(engine.engine(), &big).is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
