@@ -449,18 +449,7 @@ impl Registry {
 fn classify(reference: &ModuleRef, error: OciDistributionError) -> PullError {
     let registry = reference.registry.clone();
     let reference_s = reference.to_string();
-    // The causes too: reqwest's own message ("error sending request") hides the one that
-    // tells (connection refused, an unknown certificate issuer).
-    let mut detail = error.to_string();
-    let mut cause = std::error::Error::source(&error);
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !detail.contains(&text) {
-            detail = format!("{detail}: {text}");
-        }
-        cause = c.source();
-    }
-    let detail = crate::text::printable(&detail, 300);
+    let detail = crate::text::printable(&super::wire::with_causes(error.to_string(), &error), 300);
     match &error {
         OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => PullError::Unreachable { registry, detail },
         OciDistributionError::UnauthorizedError { .. } | OciDistributionError::AuthenticationFailure(_) => {

@@ -267,15 +267,7 @@ impl<'a> Session<'a> {
             cause = c.source();
         }
         let error = error.without_url();
-        let mut detail = format!("{doing}: {error}");
-        let mut cause = std::error::Error::source(&error);
-        while let Some(c) = cause {
-            let text = c.to_string();
-            if !detail.contains(&text) {
-                detail = format!("{detail}: {text}");
-            }
-            cause = c.source();
-        }
+        let detail = with_causes(format!("{doing}: {error}"), &error);
         PullError::Unreachable { registry: self.reference.registry.clone(), detail: crate::text::printable(&detail, 400) }
     }
 
@@ -425,4 +417,18 @@ mod tests {
         assert!(ok("https://elsewhere.io/x") && ok("http://127.0.0.1:5000/v2/"));
         assert!(!ok("http://127.0.0.1:5001/internal") && !ok("http://169.254.169.254/") && !ok("ftp://127.0.0.1:5000/"));
     }
+}
+
+/// `detail` followed by each cause of `error` it does not already say: reqwest's own message
+/// ("error sending request") hides the one that tells (connection refused, an unknown issuer).
+pub(super) fn with_causes(mut detail: String, error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !detail.contains(&text) {
+            detail = format!("{detail}: {text}");
+        }
+        cause = c.source();
+    }
+    detail
 }
