@@ -129,6 +129,7 @@ impl RegistryArgs {
             concurrent_pulls: self.concurrent_pulls.max(1),
             cache_dir: self.cache_dir.clone(),
             trusted_keys,
+            trusted_key_paths: self.trusted_keys.clone(),
             extra_ca_pem,
             allowed: self.allowed_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             ..crate::supply::oci::RegistrySettings::default()
