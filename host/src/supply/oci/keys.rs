@@ -75,13 +75,13 @@ impl OperatorKeys {
     }
 
     fn fail(&self, why: String) -> bool {
-        let was = std::mem::replace(&mut *self.unreadable.write().unwrap_or_else(|p| p.into_inner()), Some(why.clone()));
+        let was = self.unreadable.write().unwrap_or_else(|p| p.into_inner()).replace(why.clone());
         if was.as_ref() == Some(&why) {
             return false;
         }
         tracing::warn!(error = %why, "--trusted-keys cannot be read: no module from a registry verifies until it can");
         self.changed.send_modify(|n| *n += 1);
-        was.is_none()
+        true
     }
 
     /// The keys a module with a rule set's own `extra` keys must verify with now, as one
