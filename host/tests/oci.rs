@@ -540,3 +540,53 @@ async fn a_rule_set_naming_a_registry_not_allowed_is_rejected_before_anything_is
     assert_eq!(status.phase.as_deref(), Some("Rejected"), "{status:?}");
     operator.stop().await;
 }
+
+/// Trust follows the keys: a rule set whose `publicKeys` no longer name the key that signed
+/// its module stops serving it within seconds, without a restart (fail closed: Rejected, its
+/// Hikawas wait with the reason), though the module is still in memory and in the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_removed_from_a_rule_sets_public_keys_stops_what_only_it_verified() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (a, b) = (SignKey::generate(), SignKey::generate());
+    registry.push("rules/signed:v1", &module_bytes("zundoko-classic"), Some(&a)).await;
+    let cache = std::env::temp_dir().join(format!("zundoko-keys-removed-{}", std::process::id()));
+    let (cluster, operator) = start(RegistrySettings { cache_dir: Some(cache.clone()), ..registry.settings() }).await;
+    let reference = format!("{}/rules/signed:v1", registry.addr);
+    create_rules(&cluster, "keyed", oci_with(&reference, |o| o.public_keys = vec![a.public_pem()])).await;
+    wait_phase(&cluster, "keyed", "Active").await;
+    sing(&cluster, "before", 0, Some("keyed"), &[]).await;
+    cluster.wait_kiyoshied("default", &["before".into()], Duration::from_secs(30)).await;
+
+    // Key A replaced by key B: what only A verified stops serving, within seconds.
+    let mut zr = rules_api(&cluster).get("keyed").await.unwrap();
+    zr.spec.source.oci.as_mut().unwrap().public_keys = vec![b.public_pem()];
+    rules_api(&cluster).replace("keyed", &PostParams::default(), &zr).await.unwrap();
+    let changed = Instant::now();
+    eventually("Rejected with SignatureNotVerified", Duration::from_secs(5), async || {
+        let s = rules_status(&cluster, "keyed").await;
+        s.phase.as_deref() == Some("Rejected") && s.reason.as_deref() == Some("SignatureNotVerified")
+    })
+    .await;
+    let status = rules_status(&cluster, "keyed").await;
+    assert!(status.module.is_none(), "nothing serves: {:?}", status.module);
+    assert!(status.message.as_deref().unwrap_or_default().contains("spec publicKeys[0]"), "{:?}", status.message);
+    eprintln!("rejected {:?} after the key changed", changed.elapsed());
+
+    // A Hikawa created after the change is not sung by the old module: it waits, saying why.
+    sing(&cluster, "after", 0, Some("keyed"), &[]).await;
+    eventually("Ready=False RulesNotActive", Duration::from_secs(10), async || {
+        ready(&cluster, "after").await.is_some_and(|(status, reason, message)| status == "False" && reason == "RulesNotActive" && message.contains("SignatureNotVerified"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(decided_by(&cluster, "after").await, None, "the old module decided for a Hikawa after its key was removed");
+    assert!(cluster.song("default", "after").await.words.is_empty(), "no word said by the old module");
+
+    // Key A back: it serves again, and the Hikawa that waited sings.
+    let mut zr = rules_api(&cluster).get("keyed").await.unwrap();
+    zr.spec.source.oci.as_mut().unwrap().public_keys = vec![a.public_pem()];
+    rules_api(&cluster).replace("keyed", &PostParams::default(), &zr).await.unwrap();
+    cluster.wait_kiyoshied("default", &["after".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&cache);
+}

@@ -137,6 +137,7 @@ impl RegistryArgs {
             cache_dir: self.cache_dir.clone(),
             cache_max_bytes: self.cache_max_mib << 20,
             trusted_keys,
+            trusted_key_paths: self.trusted_keys.clone(),
             extra_ca_pem,
             allowed: self.allowed_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             ..crate::supply::oci::RegistrySettings::default()

@@ -103,7 +103,17 @@ impl Problem {
     pub fn new(reason: &str, message: String, pending: bool) -> Self {
         Problem { reason: reason.into(), message: crate::text::printable(&message, 1024), pending }
     }
+
+    /// A verdict of trust, not a source's passing trouble: the signature does not verify with
+    /// the keys trusted now, a key is unreadable, the registry is no longer allowed. What the
+    /// source gave before is no longer trusted either: nothing of it serves (fail closed).
+    pub fn distrusts(&self) -> bool {
+        DISTRUSTING.contains(&self.reason.as_str())
+    }
 }
+
+/// The reasons of [`Problem::distrusts`].
+pub const DISTRUSTING: [&str; 3] = ["SignatureNotVerified", "InvalidPublicKey", "RegistryNotAllowed"];
 
 /// A registry's refusal as a problem: one that may pass by itself (the registry down, a 5xx,
 /// credentials refused until the pull secret is fixed) is pending, and is tried again.

@@ -119,8 +119,11 @@ impl Context {
             if candidate {
                 m.candidate = Some(checked.clone());
             } else {
-                if let Ok(module) = &checked.outcome {
-                    m.last_stable = Some(module.clone());
+                match &checked.outcome {
+                    Ok(module) => m.last_stable = Some((module.clone(), checked.trust.clone())),
+                    // Not trusted now: what the source gave before is not either (fail closed).
+                    Err(problem) if problem.distrusts() => m.last_stable = None,
+                    Err(_) => {}
                 }
                 m.stable = Some(checked.clone());
             }

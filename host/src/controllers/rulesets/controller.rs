@@ -49,8 +49,9 @@ use crate::supply::sources::rulesets::{Checked, Problem, Sources};
 pub(super) struct Memo {
     pub(super) stable: Option<Checked>,
     pub(super) candidate: Option<Checked>,
-    /// The last module the source gave that passed its checks.
-    pub(super) last_stable: Option<Arc<RulesModule>>,
+    /// The last module the source gave that passed its checks, and the keys it verified with
+    /// (`Checked::trust`): it serves while a newer one is refused only under the same keys.
+    pub(super) last_stable: Option<(Arc<RulesModule>, Option<String>)>,
     pub(super) checked_at: Option<String>,
     /// The status as last written (the cache may not show it yet), and when.
     pub(super) written: Option<(ZundokoRulesStatus, Instant)>,
@@ -169,10 +170,25 @@ pub async fn run(
         }
     };
     let woken = futures::stream::unfold(wake, |mut wake| async move { wake.recv().await.map(|name| (ObjectRef::<ZundokoRules>::new(&name), wake)) });
+    // The operator's trusted keys changed: every rule set's module is verified again. With
+    // --trusted-keys, its files are read again every KEYS_POLL while the controller runs.
+    let keys_changed = futures::stream::unfold(settings.registry.keys().subscribe(), |mut changed| async move { changed.changed().await.ok().map(|()| ((), changed)) });
+    let reread = (!settings.registry.keys().paths().is_empty()).then(|| settings.registry.clone());
+    let reread = futures::stream::unfold(reread, |registry| async move {
+        let registry = registry?;
+        tokio::time::sleep(crate::supply::oci::keys::KEYS_POLL).await;
+        if registry.keys().reload() {
+            info!(keys = ?registry.keys().current().iter().map(|k| k.name.clone()).collect::<Vec<_>>(), unreadable = ?registry.keys().unreadable(), "--trusted-keys changed: every rule set is verified again");
+        }
+        Some(((), Some(registry)))
+    })
+    .filter_map(|()| async { None::<()> });
+    let keys_changed = futures::stream::select(keys_changed, reread);
     info!(namespaces = ?settings.namespaces, "starting the ZundokoRules controller");
     Controller::for_stream(rule_sets, store)
         .watches_stream(configmaps, named)
         .reconcile_on(woken)
+        .reconcile_all_on(keys_changed)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

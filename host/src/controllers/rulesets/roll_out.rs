@@ -50,10 +50,19 @@ impl RolledOut {
 
 /// The modules, and the candidate's rollout.
 pub(super) fn roll_out(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources) -> RolledOut {
-    // The source's module, or the one it gave last while a newer one is refused (if the pin,
-    // which may have changed since, allows it).
+    // The source's module, or the one it gave last while a newer one is refused: if the pin,
+    // which may have changed since, allows it, and the keys it verified with are still the
+    // ones trusted (a module a removed key verified serves no more); never after a verdict of
+    // trust (fail closed).
     let pinned = |m: &Arc<RulesModule>| sources.spec.pin.as_ref().is_none_or(|pin| *pin == m.identity().digest);
-    let stable_module = sources.stable.outcome.as_ref().ok().cloned().or_else(|| ctx.with_memo(&at.uid, |m| m.last_stable.clone()).filter(pinned));
+    let stable_module = match &sources.stable.outcome {
+        Ok(module) => Some(module.clone()),
+        Err(problem) if problem.distrusts() => None,
+        Err(_) => ctx
+            .with_memo(&at.uid, |m| m.last_stable.clone())
+            .filter(|(module, trust)| pinned(module) && (trust.is_none() || *trust == sources.stable.trust))
+            .map(|(module, _)| module),
+    };
     let candidate_module = sources.candidate.as_ref().and_then(|c| c.outcome.as_ref().ok().cloned());
     let now = now_ms();
     let rollout = match (&candidate_module, &sources.thresholds) {

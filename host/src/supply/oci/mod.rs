@@ -1,6 +1,7 @@
 //! Modules from OCI registries: references (`reference`), the Wasm artifact layout
 //! (`artifact`), pulls and pushes bounded in size, time and concurrency (`registry`), blobs kept
-//! by digest (`cache`), cosign-compatible signatures (`signature`), pull secrets (`auth`) and
+//! by digest (`cache`), cosign-compatible signatures (`signature`), the operator's trusted keys as
+//! they are now (`keys`), pull secrets (`auth`) and
 //! the requests of a pull, every body capped and every redirect checked (`wire`).
 //! A source like the file and the ConfigMap: it yields bytes, checked against their digest and
 //! signature, that the loader then compiles and checks as any module.
@@ -9,6 +10,7 @@ pub mod auth;
 pub mod artifact;
 pub mod cache;
 pub mod reference;
+pub mod keys;
 pub mod registry;
 pub mod signature;
 mod wire;

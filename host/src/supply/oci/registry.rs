@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 
 use super::artifact;
 use super::cache::BlobCache;
+use super::keys::OperatorKeys;
 use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
@@ -39,6 +40,9 @@ pub struct RegistrySettings {
     pub cache_max_bytes: u64,
     /// With any, a module serves only if a signature by one of them verifies.
     pub trusted_keys: Vec<TrustedKey>,
+    /// Where `trusted_keys` were read from (`--trusted-keys`), read again as they change
+    /// (by the rule set controller, every [`KEYS_POLL`](super::keys::KEYS_POLL)); none: fixed.
+    pub trusted_key_paths: Vec<PathBuf>,
     /// PEM certificates of certificate authorities trusted beside the system's (a registry
     /// with a certificate from an internal CA).
     pub extra_ca_pem: Vec<Vec<u8>>,
@@ -65,6 +69,7 @@ impl Default for RegistrySettings {
             cache_dir: None,
             cache_max_bytes: crate::supply::disk_cache::DEFAULT_MAX_MIB << 20,
             trusted_keys: Vec::new(),
+            trusted_key_paths: Vec::new(),
             extra_ca_pem: Vec::new(),
             allowed: Vec::new(),
         }
@@ -139,6 +144,8 @@ pub struct Registry {
     cache: Option<BlobCache>,
     /// What pulls speak through (oci-client only pushes).
     wire: Wire,
+    /// The operator's trusted keys as they are now.
+    keys: OperatorKeys,
 }
 
 /// Whether `registry` (`HOST[:PORT]`) is one `pattern` allows (see `RegistrySettings::allowed`).
@@ -183,7 +190,13 @@ impl Registry {
         }
         let permits = Semaphore::new(settings.concurrent_pulls.max(1));
         let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
-        Ok(Arc::new(Registry { settings, permits, cache, wire }))
+        let keys = OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone());
+        Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
+    }
+
+    /// The operator's trusted keys (`--trusted-keys`) as they are now.
+    pub fn keys(&self) -> &OperatorKeys {
+        &self.keys
     }
 
     pub fn settings(&self) -> &RegistrySettings {
@@ -276,7 +289,11 @@ impl Registry {
     async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
         self.allowed(reference)?;
         let pinned = reference.pinned(manifest_digest);
-        let keysets: Vec<&[TrustedKey]> = [self.settings.trusted_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
+        if let Some(why) = self.keys.unreadable() {
+            return Err(PullError::NotVerified { reference: pinned.to_string(), detail: format!("not verified: the trusted keys cannot be read now ({why})") });
+        }
+        let operator_keys = self.keys.current();
+        let keysets: Vec<&[TrustedKey]> = [operator_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
         if let Some(fetched) = self.cached(&pinned, manifest_digest, &keysets) {
             return Ok(fetched);
         }

@@ -119,6 +119,10 @@ pub struct Checked {
     pub pinned: Option<ModuleRef>,
     /// When a registry was last tried, for a retry after a failure that may pass.
     pub tried_at: std::time::Instant,
+    /// The keys the module had to verify with (`Registry::trust`), `None` if none: a verdict
+    /// made under other keys (a rule set's `publicKeys` or `--trusted-keys` changed) does not
+    /// hold, and the module it gave serves no longer.
+    pub trust: Option<String>,
 }
 
 /// One namespace's ConfigMaps, by metadata.
@@ -213,6 +217,8 @@ impl Sources {
     /// Check an artifact: pulled (or from the cache), checked against its digest and the
     /// trusted keys, then compiled and checked as any module.
     async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str) -> Checked {
+        // The keys as they are before the pull: if they change meanwhile, it is checked again.
+        let trust = self.trust(oci);
         let (outcome, pinned) = self.pull(oci, spec.pin.clone(), pinned_by).await;
         // What was found is for this digest: asked again with it (the status records it), the
         // same answer holds.
@@ -220,7 +226,12 @@ impl Sources {
         if let (SourceRef::Oci(oci), Some(pinned)) = (&mut spec.source, &pinned) {
             oci.digest = pinned.digest.clone();
         }
-        Checked { resource_version: pinned.as_ref().and_then(|p| p.digest.clone()), spec, outcome, pinned, tried_at: std::time::Instant::now() }
+        Checked { resource_version: pinned.as_ref().and_then(|p| p.digest.clone()), spec, outcome, pinned, tried_at: std::time::Instant::now(), trust }
+    }
+
+    /// The keys an artifact's module must verify with now (`None`: none).
+    pub fn trust(&self, oci: &OciSpec) -> Option<String> {
+        self.registry.keys().trust(oci.keys.as_deref().unwrap_or_default())
     }
 
     /// The module an artifact holds, or why there is none; and the artifact pinned, once its
@@ -279,6 +290,7 @@ impl Sources {
             SourceRef::Oci(oci) => {
                 if let Some(last) = last
                     && last.spec.answers(spec)
+                    && last.trust == self.trust(oci)
                     && (last.outcome.as_ref().err().is_none_or(|p| !p.pending) || last.tried_at.elapsed() < retry)
                 {
                     return Ok(Some(last.clone()));
@@ -289,7 +301,7 @@ impl Sources {
                 return Ok(Some(self.check_oci(spec, oci, pinned_by).await));
             }
         };
-        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now() };
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: None };
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
             let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
             return Ok(Some(checked(None, Err(problem))));

@@ -1,0 +1,159 @@
+//! Trust follows the keys, against a real registry (Debian's docker-registry, as in oci.rs):
+//! `--trusted-keys` read again as its files change, so a key removed stops what only it
+//! verified within seconds and without a restart, and keys that cannot be read verify nothing
+//! (removing every key never switches signatures off).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::cluster::{Cluster, quick_settings};
+use common::module_bytes;
+use common::registry::TestRegistry;
+use common::rules::*;
+use common::running::eventually;
+use zundoko_operator::crd::{ModuleSource, ZundokoRulesSpec};
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::oci::{RegistrySettings, SignKey, TrustedKey};
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+
+fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
+    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
+}
+
+fn oci(reference: &str) -> ZundokoRulesSpec {
+    ZundokoRulesSpec { source: ModuleSource::oci(reference), sha256: None, candidate: None }
+}
+
+async fn phase_and_reason(cluster: &Cluster, name: &str, phase: &str, reason: Option<&str>, within: Duration) {
+    let what = format!("rule set {name} {phase} ({reason:?})");
+    eventually(&what, within, async || {
+        let s = rules_status(cluster, name).await;
+        s.phase.as_deref() == Some(phase) && s.reason.as_deref() == reason
+    })
+    .await;
+}
+
+/// Put `pem` in the keys directory as `name`, atomically (a rename, as kubelet swaps a Secret).
+fn put_key(dir: &std::path::Path, name: &str, pem: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, pem).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_removed_from_trusted_keys_stops_what_only_it_verified_and_no_keys_verify_nothing() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (a, b) = (SignKey::generate(), SignKey::generate());
+    let classic = module_bytes("zundoko-classic");
+    registry.push("rules/by-a:v1", &classic, Some(&a)).await;
+    registry.push("rules/unsigned:v1", &classic, None).await;
+    let keys = std::env::temp_dir().join(format!("zundoko-trusted-keys-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&keys);
+    std::fs::create_dir_all(&keys).unwrap();
+    put_key(&keys, "a.pub", &a.public_pem());
+    let settings = RegistrySettings { trusted_keys: TrustedKey::load(&keys).unwrap(), trusted_key_paths: vec![keys.clone()], ..registry.settings() };
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), settings);
+    create_rules(&cluster, "by-a", oci(&format!("{}/rules/by-a:v1", registry.addr))).await;
+    create_rules(&cluster, "unsigned", oci(&format!("{}/rules/unsigned:v1", registry.addr))).await;
+    phase_and_reason(&cluster, "by-a", "Active", None, Duration::from_secs(30)).await;
+    phase_and_reason(&cluster, "unsigned", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    sing(&cluster, "before", 0, Some("by-a"), &[]).await;
+    cluster.wait_kiyoshied("default", &["before".into()], Duration::from_secs(30)).await;
+
+    // A replaced by B in the file: what only A verified stops, without a restart.
+    put_key(&keys, "b.pub", &b.public_pem());
+    std::fs::remove_file(keys.join("a.pub")).unwrap();
+    phase_and_reason(&cluster, "by-a", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(6)).await;
+    assert!(rules_status(&cluster, "by-a").await.module.is_none());
+    sing(&cluster, "after", 0, Some("by-a"), &[]).await;
+    eventually("Ready=False RulesNotActive", Duration::from_secs(10), async || {
+        ready(&cluster, "after").await.is_some_and(|(s, reason, message)| s == "False" && reason == "RulesNotActive" && message.contains("SignatureNotVerified"))
+    })
+    .await;
+    assert_eq!(decided_by(&cluster, "after").await, None, "the old module decided after its key was removed");
+
+    // No key left: nothing verifies (not: nothing is checked). The unsigned one stays refused.
+    std::fs::remove_file(keys.join("b.pub")).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = rules_status(&cluster, "unsigned").await;
+    assert_eq!((status.phase.as_deref(), status.reason.as_deref()), (Some("Rejected"), Some("SignatureNotVerified")), "{status:?}");
+    assert!(status.message.unwrap_or_default().contains("cannot be read"), "removing every key must not switch signatures off");
+    assert_eq!(rules_status(&cluster, "by-a").await.phase.as_deref(), Some("Rejected"));
+
+    // A back: it serves again, and the Hikawa that waited sings.
+    put_key(&keys, "a.pub", &a.public_pem());
+    phase_and_reason(&cluster, "by-a", "Active", None, Duration::from_secs(10)).await;
+    cluster.wait_kiyoshied("default", &["after".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&keys);
+}
+
+/// A Python with `cryptography`: python3's, or the Python kit's venv. None: skipped, loudly,
+/// unless CI=true (`.ci/run` installs it).
+fn python_with_cryptography() -> Option<std::path::PathBuf> {
+    let kit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/kits/python/bin/python");
+    let candidates = [std::env::var_os("ZUNDOKO_PYTHON").map(Into::into), Some("python3".into()), Some(kit)];
+    let found = candidates.into_iter().flatten().find(|python: &std::path::PathBuf| {
+        std::process::Command::new(python).args(["-c", "import cryptography"]).output().is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: no python3 with `cryptography` (apt-get install python3-cryptography)");
+        eprintln!("SKIPPED: no python3 with `cryptography`: the cosign interoperability test did not run (apt-get install python3-cryptography)");
+    }
+    found
+}
+
+fn cli(args: &[&str], registry: &str) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        .args(args)
+        .env("ZUNDOKO_INSECURE_REGISTRIES", registry)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A signature not made by the project's own code (Python's `cryptography`, from cosign's
+/// public format) verifies through a real registry; a payload changed after signing, and a
+/// signature copied to another artifact, do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signature_written_by_independent_code_verifies_and_tampered_or_copied_ones_do_not() {
+    let Some(python) = python_with_cryptography() else { return };
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/cosign_sign.py");
+    let keys = registry.dir().join("python-keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let py = |args: &[&str]| {
+        let out = std::process::Command::new(&python).arg(&script).args(args).output().unwrap();
+        assert!(out.status.success(), "cosign_sign.py {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    py(&["keygen", keys.to_str().unwrap()]);
+    let public = keys.join("py.pub");
+    let public = public.to_str().unwrap();
+    let (addr, keydir) = (registry.addr.as_str(), keys.to_str().unwrap());
+    let classic = registry.push("rules/good:v1", &module_bytes("zundoko-classic"), None).await;
+    let tampered = registry.push("rules/tampered:v1", &module_bytes("zundoko-classic"), None).await;
+    let other = registry.push("rules/copied:v1", &module_bytes("zundoko-strict-ja"), None).await;
+    assert_ne!(classic, other);
+
+    // Unsigned: refused with Python's key trusted.
+    let (ok, _, stderr) = cli(&["check", &format!("{addr}/rules/good:v1"), "--trusted-keys", public], addr);
+    assert!(!ok && stderr.contains("SignatureNotVerified") && stderr.contains("not signed"), "{stderr}");
+    // Signed by Python: verified.
+    py(&["sign", keydir, addr, "rules/good", &classic]);
+    let (ok, stdout, stderr) = cli(&["check", &format!("{addr}/rules/good:v1"), "--trusted-keys", public], addr);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains(&format!("signed by:   {public}")) && stdout.contains("smoke test:  ok"), "{stdout}");
+    // The payload changed after it was signed: refused.
+    py(&["sign", keydir, addr, "rules/tampered", &tampered, "--tamper"]);
+    let (ok, _, stderr) = cli(&["check", &format!("{addr}/rules/tampered:v1"), "--trusted-keys", public], addr);
+    assert!(!ok && stderr.contains("SignatureNotVerified") && stderr.contains("none of the trusted keys"), "{stderr}");
+    // A good signature of `classic` stored as another artifact's: refused, naming the digest.
+    py(&["sign", keydir, addr, "rules/copied", &classic, "--at", &other]);
+    let (ok, _, stderr) = cli(&["check", &format!("{addr}/rules/copied:v1"), "--trusted-keys", public], addr);
+    assert!(!ok && stderr.contains("SignatureNotVerified") && stderr.contains("not this artifact") && stderr.contains(&classic), "{stderr}");
+}
