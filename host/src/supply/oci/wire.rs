@@ -381,6 +381,20 @@ fn parse_challenge(header: &str) -> (String, Vec<(String, String)>) {
     (scheme.to_string(), params)
 }
 
+/// `detail` followed by each cause of `error` it does not already say: reqwest's own message
+/// ("error sending request") hides the one that tells (connection refused, an unknown issuer).
+pub(super) fn with_causes(mut detail: String, error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !detail.contains(&text) {
+            detail = format!("{detail}: {text}");
+        }
+        cause = c.source();
+    }
+    detail
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,18 +431,4 @@ mod tests {
         assert!(ok("https://elsewhere.io/x") && ok("http://127.0.0.1:5000/v2/"));
         assert!(!ok("http://127.0.0.1:5001/internal") && !ok("http://169.254.169.254/") && !ok("ftp://127.0.0.1:5000/"));
     }
-}
-
-/// `detail` followed by each cause of `error` it does not already say: reqwest's own message
-/// ("error sending request") hides the one that tells (connection refused, an unknown issuer).
-pub(super) fn with_causes(mut detail: String, error: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !detail.contains(&text) {
-            detail = format!("{detail}: {text}");
-        }
-        cause = c.source();
-    }
-    detail
 }
