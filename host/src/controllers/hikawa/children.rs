@@ -121,7 +121,8 @@ pub struct ChildIndex {
     synced: signal::Sender<(bool, bool)>,
     /// The shards whose children each kind's last full list covered: Zundokos, Kiyoshis.
     covered: RwLock<(BTreeSet<u16>, BTreeSet<u16>)>,
-    /// The shards both kinds cover, for waking the Hikawas that waited for them.
+    /// The shards both kinds cover (what [`covers`](Self::covers) reads), and the signal that
+    /// wakes the Hikawas that waited for them.
     coverage: signal::Sender<BTreeSet<u16>>,
 }
 
@@ -242,8 +243,7 @@ impl ChildIndex {
     /// Whether the children of `shard` have been listed (both kinds) since the watch began
     /// to cover it: only then may a decision for its Hikawas read them.
     pub fn covers(&self, shard: u16) -> bool {
-        let covered = self.covered.read().unwrap_or_else(|p| p.into_inner());
-        covered.0.contains(&shard) && covered.1.contains(&shard)
+        self.coverage.borrow().contains(&shard)
     }
 
     /// The shards both kinds cover, changing as lists complete: a Hikawa that found its shard

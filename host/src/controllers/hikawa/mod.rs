@@ -2,8 +2,9 @@
 //! `context`; it observes the Hikawa and its children (`children`, decoded lean by `lean`,
 //! `observe`), decides whether to decide (`pace`), calls the rules and checks the plan (the
 //! plan contract, `supply/contract/`), then applies it (`apply`), writing the status
-//! (`status`) and Events (`controllers/writes/events.rs`; `warnings` lends it the pacing's
-//! memory of the last Warning).
+//! (`status`) and Events (`controllers/writes/events.rs`; `pace/warnings.rs` lends it the
+//! pacing's memory of the last Warning). `reconcile` holds one reconcile's steps, `wakes` what
+//! else wakes a Hikawa, `entropy` each decision's entropy.
 
 pub mod apply;
 pub mod children;
