@@ -106,23 +106,21 @@ impl OwnWrites {
     pub fn wrote(&self, uid: &str, from: &Hikawa, written: Option<Hikawa>, zundokos: Vec<Said>, kiyoshi: Option<Said>, now: Instant) {
         let mut entries = self.lock();
         let own = entries.entry(uid.to_string()).or_default();
-        {
-            if let Some(written) = written {
-                if let Some(version) = from.metadata.resource_version.clone()
-                    && own.superseded.len() < SUPERSEDED_MAX
-                {
-                    own.superseded.push(version);
-                    own.hikawa = Some(Arc::new(written));
-                } else {
-                    own.hikawa = None;
-                    own.superseded.clear();
-                }
+        if let Some(written) = written {
+            if let Some(version) = from.metadata.resource_version.clone()
+                && own.superseded.len() < SUPERSEDED_MAX
+            {
+                own.superseded.push(version);
+                own.hikawa = Some(Arc::new(written));
+            } else {
+                own.hikawa = None;
+                own.superseded.clear();
             }
-            if !zundokos.is_empty() || kiyoshi.is_some() {
-                own.zundokos.extend(zundokos);
-                own.kiyoshi = kiyoshi.or(own.kiyoshi.take());
-                own.at = Some(now);
-            }
+        }
+        if !zundokos.is_empty() || kiyoshi.is_some() {
+            own.zundokos.extend(zundokos);
+            own.kiyoshi = kiyoshi.or(own.kiyoshi.take());
+            own.at = Some(now);
         }
     }
 
