@@ -39,6 +39,29 @@ pub fn render_dir(sub: &str, module: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The YAML stream `kubectl kustomize` prints for an overlay beside deploy/ (`kustomization`:
+/// its kustomization.yaml, naming `../deploy` and its components), with `module` as
+/// deploy/module/rules.wasm: what a user's overlay of deploy/ renders.
+pub fn render_overlay(kustomization: &str, module: &[u8]) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let scratch = Scratch(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "overlay-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )));
+    copy_tree(&deploy_dir(), &scratch.0.join("deploy"));
+    std::fs::write(scratch.0.join("deploy/module/rules.wasm"), module).unwrap();
+    std::fs::create_dir_all(scratch.0.join("overlay")).unwrap();
+    std::fs::write(scratch.0.join("overlay/kustomization.yaml"), kustomization).unwrap();
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(scratch.0.join("overlay"))
+        .output()
+        .unwrap_or_else(|e| panic!("running `kubectl kustomize` (the kubectl client must be installed): {e}"));
+    assert!(out.status.success(), "kubectl kustomize of the overlay failed:\n{kustomization}\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Every document of a YAML stream, empty ones skipped.
 pub fn documents(yaml: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(yaml)
