@@ -7,138 +7,24 @@
 //! command against a registry answering a plain 404 (the control): for each case the pull
 //! fails with a named reason within its deadline, the peak stays within 64 MiB of the
 //! control's, nothing reaches the origin it must not reach, and no body text is printed.
-//! Plus `--allowed-registries` refusing a reference before anything is asked, and two
-//! tarpitted pulls with one pull permit each ending at their own deadline.
+//! Plus `--allowed-registries` refusing a reference before anything is asked, two tarpitted
+//! pulls with one pull permit each ending at their own deadline, a redirect to https followed
+//! (to a TLS registry), and a plain-http token realm getting credentials only when named. The
+//! server is common/hostile.rs.
+
+mod common;
 
 use std::io::Read as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use common::hostile::{Answer, MANIFEST, SECRET, Server, endless, fixed, sha256};
 
-/// What every body of the hostile registry is made of: never to be printed.
-const MARK: &[u8] = b"HOSTILE-BODY-";
-/// What the internal origin answers: never to be read.
-const SECRET: &str = "INTERNAL-SECRET-d41d8cd9";
 /// The growth of peak RSS over the control allowed to a hostile case.
 const MAX_GROWTH_KIB: u64 = 64 << 10;
 /// `--registry-timeout-secs` in these tests.
 const TIMEOUT_SECS: u64 = 2;
-
-#[derive(Clone)]
-enum Answer {
-    Fixed { status: u16, headers: Vec<(String, String)>, body: Vec<u8> },
-    /// The status and headers, then the mark forever (no length, no end).
-    Endless { status: u16, headers: Vec<(String, String)> },
-    /// 200 (no length: until the connection closes), then one byte every 2 s.
-    Tarpit,
-}
-
-fn fixed(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-    Answer::Fixed { status, headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), body: body.to_vec() }
-}
-
-fn endless(status: u16, headers: &[(&str, &str)]) -> Answer {
-    Answer::Endless { status, headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
-}
-
-/// An HTTP/1.1 server on 127.0.0.1 answering each request (one per connection) as `route`
-/// says from its method and path, recording every request it gets.
-struct Server {
-    addr: String,
-    hits: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn start(route: impl Fn(&str, &str) -> Answer + Send + Sync + 'static) -> Server {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let hits = Arc::new(Mutex::new(Vec::new()));
-        let (route, recorded) = (Arc::new(route), hits.clone());
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                loop {
-                    let Ok((mut socket, _)) = listener.accept().await else { continue };
-                    let (route, recorded) = (route.clone(), recorded.clone());
-                    tokio::spawn(async move {
-                        let mut head = Vec::new();
-                        let mut buf = [0u8; 1024];
-                        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
-                            match socket.read(&mut buf).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => head.extend_from_slice(&buf[..n]),
-                            }
-                        }
-                        let head = String::from_utf8_lossy(&head).into_owned();
-                        let mut first = head.lines().next().unwrap_or("").split(' ');
-                        let (method, path) = (first.next().unwrap_or("").to_string(), first.next().unwrap_or("").to_string());
-                        recorded.lock().unwrap().push(format!("{method} {path}"));
-                        let answer = route(&method, &path);
-                        let _ = answer_with(&mut socket, &method, answer).await;
-                    });
-                }
-            });
-        });
-        Server { addr, hits }
-    }
-
-    fn hits(&self) -> Vec<String> {
-        self.hits.lock().unwrap().clone()
-    }
-}
-
-async fn answer_with(socket: &mut tokio::net::TcpStream, method: &str, answer: Answer) -> std::io::Result<()> {
-    let head = |status: u16, headers: &[(String, String)], length: Option<usize>| {
-        let mut head = format!("HTTP/1.1 {status} Whatever\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if let Some(length) = length {
-            head.push_str(&format!("Content-Length: {length}\r\n"));
-        }
-        head + "\r\n"
-    };
-    match answer {
-        Answer::Fixed { status, headers, body } => {
-            socket.write_all(head(status, &headers, Some(body.len())).as_bytes()).await?;
-            if method != "HEAD" {
-                socket.write_all(&body).await?;
-            }
-        }
-        Answer::Endless { status, headers } => {
-            socket.write_all(head(status, &headers, None).as_bytes()).await?;
-            if method != "HEAD" {
-                let chunk: Vec<u8> = MARK.iter().copied().cycle().take(64 << 10).collect();
-                loop {
-                    socket.write_all(&chunk).await?;
-                }
-            }
-        }
-        Answer::Tarpit => {
-            let headers = [("Content-Type".to_string(), MANIFEST.to_string())];
-            socket.write_all(head(200, &headers, None).as_bytes()).await?;
-            if method != "HEAD" {
-                loop {
-                    socket.write_all(b"H").await?;
-                    socket.flush().await?;
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                }
-            }
-        }
-    }
-    socket.flush().await
-}
-
-const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
 
 /// What a child `zundoko-operator` did.
 struct Run {
@@ -312,6 +198,64 @@ fn a_redirect_to_a_plain_http_origin_is_not_followed() {
     let run = check(&server, "redirect/rules", &[]);
     assert_contained("redirect to plain http", &run, "RedirectRefused", one_try());
     assert_eq!(internal.hits(), Vec::<String>::new(), "the internal origin is never contacted");
+}
+
+/// The control of the test above: a redirect to https is followed (a registry handing blobs to
+/// its CDN does that). The hostile registry sends every manifest and blob request to a TLS
+/// registry (docker-registry, its certificate from a CA of its own), and the module checks.
+#[test]
+fn a_redirect_to_an_https_origin_is_followed() {
+    let Some(tls) = common::registry::TestRegistry::start_tls() else { return };
+    let module = common::module_bytes("zundoko-classic");
+    tokio::runtime::Runtime::new().unwrap().block_on(tls.push("moved/rules:v1", &module, None));
+    let target = tls.addr.clone();
+    let server = Server::start(move |_, path| match path {
+        "/v2/" => fixed(200, &[], b"{}"),
+        _ => {
+            let location = format!("https://{target}{}", path.replacen("/v2/redirect/", "/v2/moved/", 1));
+            fixed(307, &[("Location", location.as_str())], b"")
+        }
+    });
+    let ca = tls.dir().join("ca.pem");
+    let run = check(&server, "redirect/rules", &["--registry-ca", ca.to_str().unwrap()]);
+    assert!(run.success, "the module behind the redirects checks: {}", run.output);
+    assert!(run.output.contains(&sha256(&module)), "the module's digest is printed: {}", run.output);
+    let hits = server.hits();
+    for what in ["/manifests/v1", "/blobs/sha256:"] {
+        assert!(hits.iter().any(|h| h.starts_with("GET /v2/redirect/rules") && h.contains(what)), "{what} was asked of the redirecting registry first: {hits:?}");
+    }
+}
+
+/// A bearer challenge's realm on plain http gets the registry's credentials only if
+/// --insecure-registry names its origin; either way the token it gives is used.
+#[test]
+fn a_plain_http_token_realm_gets_credentials_only_when_named() {
+    const TOKEN: &str = "t0ken-from-the-realm";
+    let realm = Server::start(|_, _| fixed(200, &[("Content-Type", "application/json")], format!(r#"{{"token":"{TOKEN}"}}"#).as_bytes()));
+    let challenge = format!("Bearer realm=\"http://{}/token\",service=\"hostile\"", realm.addr);
+    let server = Server::start_seeing(move |_, _, authorization| match authorization {
+        Some(a) if a == format!("Bearer {TOKEN}") => fixed(404, &[("Content-Type", "application/json")], br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#),
+        _ => fixed(401, &[("WWW-Authenticate", challenge.as_str())], b"{}"),
+    });
+    let dir = std::env::temp_dir().join(format!("zundoko-realm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auth = dir.join("config.json");
+    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "zundoko:s3cret-pass");
+    std::fs::write(&auth, format!(r#"{{"auths":{{"{}":{{"auth":"{encoded}"}}}}}}"#, server.addr)).unwrap();
+    let auth = auth.to_str().unwrap();
+
+    let tokens = |realm: &Server| realm.hits().into_iter().filter(|h| h.starts_with("GET /token")).collect::<Vec<_>>();
+    let run = check(&server, "private/rules", &["--registry-auth", auth]);
+    assert!(!run.success && run.output.contains("(ModuleNotFound)"), "the token was used, the manifest not found: {}", run.output);
+    let asked = tokens(&realm);
+    assert!(!asked.is_empty() && asked.iter().all(|h| !h.ends_with("+authorization")), "an unnamed plain-http realm gets no credentials: {asked:?}");
+    assert!(server.hits().iter().any(|h| h.ends_with("+authorization")), "the registry got the token: {:?}", server.hits());
+
+    let run = check(&server, "private/rules", &["--registry-auth", auth, "--insecure-registry", &realm.addr]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!run.success && run.output.contains("(ModuleNotFound)"), "{}", run.output);
+    let named = tokens(&realm).split_off(asked.len());
+    assert!(!named.is_empty() && named.iter().all(|h| h.ends_with("+authorization")), "a realm --insecure-registry names gets them: {named:?}");
 }
 
 #[test]

@@ -59,6 +59,7 @@ fn built(dir: &str, name: &str, how: &str) -> PathBuf {
 
 pub mod cluster;
 pub mod deploy;
+pub mod hostile;
 pub mod rbac;
 pub mod kubelet;
 pub mod registry;
