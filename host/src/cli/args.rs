@@ -255,7 +255,8 @@ pub struct RunArgs {
     /// Accept only the module with this sha256 (hex, optionally `sha256:`-prefixed).
     #[arg(long, env = "ZUNDOKO_MODULE_SHA256")]
     pub module_sha256: Option<String>,
-    /// Start even without a usable module and wait for one (default: exit with the reason).
+    /// Start even without a usable module and wait for one (default: exit with the reason;
+    /// a --module-oci registry that may give it later, down say, is always waited for).
     #[arg(long, env = "ZUNDOKO_WAIT_FOR_MODULE")]
     pub wait_for_module: bool,
     /// Quiet time after the module file changes before it is read (ms), so a file being

@@ -142,10 +142,16 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
         }
     }
     let mut oci_served = None;
+    // The registry of --module-oci cannot give the module now but may later (it is down, it
+    // answers 5xx, the pull secret is refused): exiting would only restart the container into
+    // the same registry, a crash loop (kubewarden/policy-server#374). Such a process waits,
+    // not ready, and the source tries again with backoff.
+    let mut registry_pending = false;
     if let Some(oci) = &sources.oci
         && shared.rules.current().is_none()
     {
         let (digest, candidate) = oci.fetch(&shared.registry).await;
+        registry_pending = candidate.pending();
         match swapper.offer(candidate).await {
             SwapOutcome::Rejected(why) => problems.push(format!("{} rejected ({}): {why}", oci.reference, why.reason())),
             _ => oci_served = digest,
@@ -153,8 +159,12 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     }
     if shared.rules.current().is_none() {
         let problems = problems.join("; ");
-        anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
-        warn!(%problems, "no usable rules module yet; waiting for one (--wait-for-module)");
+        if registry_pending {
+            warn!(%problems, "no usable rules module yet: the registry of --module-oci may give it later; not ready, trying again with backoff");
+        } else {
+            anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
+            warn!(%problems, "no usable rules module yet; waiting for one (--wait-for-module)");
+        }
     }
 
     let (candidates, offers) = mpsc::channel(8);

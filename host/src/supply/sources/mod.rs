@@ -32,6 +32,8 @@ pub struct Candidate {
     pub bytes: Result<Vec<u8>, String>,
     /// Why there are no bytes, as a reason (`ModuleUnreadable`, `RegistryUnreachable`, ...).
     reason: String,
+    /// There are no bytes for a reason that may pass by itself (the registry is down).
+    pending: bool,
     /// The bytes' digest, or what made them unreadable: computed once, it tells a source
     /// whether it offered this already and the swapper whether it rejected it already.
     key: String,
@@ -42,14 +44,25 @@ impl Candidate {
     /// or why there are none.
     pub fn fetched(origin: Origin, fetched: Result<Fetched, Problem>) -> Self {
         match fetched {
-            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), key: f.digest },
+            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), pending: false, key: f.digest },
             Err(problem) => Candidate::failed(origin, problem),
         }
     }
 
     /// A source that could not get bytes, for the reason its problem names.
     pub fn failed(origin: Origin, problem: Problem) -> Self {
-        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason }
+        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason, pending: problem.pending }
+    }
+
+    /// Why there are no bytes (`RegistryUnreachable`, ...), if there are none.
+    pub fn reason(&self) -> Option<&str> {
+        self.bytes.is_err().then_some(self.reason.as_str())
+    }
+
+    /// There are no bytes, for a reason that may pass by itself (the registry is down): worth
+    /// waiting for.
+    pub fn pending(&self) -> bool {
+        self.bytes.is_err() && self.pending
     }
 
     /// `sha256:<hex>` of the bytes, if there are any.

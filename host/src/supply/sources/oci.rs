@@ -16,6 +16,10 @@ use super::{Candidate, Origin};
 use crate::supply::fetch::{Checks, Problem, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, PullError, Registry, auth};
 
+/// The longest pause between two tries of a source that gave nothing yet, or of a tag's poll
+/// that failed.
+const MAX_PAUSE: Duration = Duration::from_secs(60);
+
 #[derive(Clone, Debug)]
 pub struct OciSource {
     pub reference: ModuleRef,
@@ -85,19 +89,27 @@ impl OciSource {
                     info!(reference = %self.reference, %digest, "the tag points at a new artifact: offering it");
                     let candidate = self.candidate(&registry, &auth, &digest).await;
                     let offered = candidate.bytes.is_ok();
+                    if let (None, Some(reason), Err(error)) = (&served, candidate.reason(), &candidate.bytes) {
+                        pause = (pause * 2).min(MAX_PAUSE);
+                        warn!(reference = %self.reference, reason, %error, retry_in_secs = pause.as_secs(), "no rules module yet: cannot pull the module; trying again");
+                    }
                     if candidates.send(candidate).await.is_err() {
                         return;
                     }
                     if offered {
                         served = Some(digest);
                         pause = Duration::from_secs(1);
-                    } else {
-                        pause = (pause * 2).min(Duration::from_secs(60));
+                    } else if served.is_some() {
+                        pause = (pause * 2).min(MAX_PAUSE);
                     }
                 }
                 Err(error) => {
-                    warn!(reference = %self.reference, %error, "cannot resolve the module's tag; the module serving keeps serving");
-                    pause = (pause * 2).min(Duration::from_secs(60));
+                    pause = (pause * 2).min(MAX_PAUSE);
+                    let (reason, retry_in_secs) = (error.reason(), pause.as_secs());
+                    match served {
+                        None => warn!(reference = %self.reference, reason, %error, retry_in_secs, "no rules module yet: cannot resolve the module's tag; trying again"),
+                        Some(_) => warn!(reference = %self.reference, reason, %error, retry_in_secs, "cannot resolve the module's tag; the module serving keeps serving"),
+                    }
                 }
             }
         }
