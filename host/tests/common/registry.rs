@@ -28,8 +28,7 @@ fn binary() -> Option<&'static str> {
         return Some("docker-registry");
     }
     let why = "docker-registry is not installed (apt-get install docker-registry apache2-utils): this registry test did not run";
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("SKIPPED: {why}");
+    super::ci::cannot_run(why);
     None
 }
 
