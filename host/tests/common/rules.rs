@@ -37,7 +37,14 @@ pub async fn rules_status(cluster: &Cluster, name: &str) -> ZundokoRulesStatus {
 }
 
 pub async fn wait_rules(cluster: &Cluster, name: &str, what: &str, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
-    eventually(what, Duration::from_secs(30), async || check(&rules_status(cluster, name).await)).await;
+    wait_rules_within(cluster, name, what, Duration::from_secs(30), check).await
+}
+
+/// The same within `deadline`: for what the docs promise within a time (a retry, a poll).
+pub async fn wait_rules_within(cluster: &Cluster, name: &str, what: &str, deadline: Duration, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
+    let started = std::time::Instant::now();
+    eventually(what, deadline, async || check(&rules_status(cluster, name).await)).await;
+    println!("{what}: {:?}", started.elapsed());
     rules_status(cluster, name).await
 }
 
