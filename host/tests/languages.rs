@@ -332,7 +332,7 @@ fn children_call(module: &RulesModule, children: u32) -> (u64, Duration) {
 fn hostile_fixtures_report() {
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
     for (fixture, cases) in [
-        ("zundoko-py-hostile", &["raise", "rule-error", "loop", "alloc", "print", "clock", "random", "socket", "sleep", "none"][..]),
+        ("zundoko-py-hostile", &["raise", "rule-error", "loop", "alloc", "print", "clock", "random", "socket", "sleep", "env", "exit", "none"][..]),
         ("zundoko-js-hostile", &["throw", "rule-error", "loop", "alloc", "clock", "perf", "random", "none"][..]),
     ] {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures").join(format!("{fixture}.wasm"));
