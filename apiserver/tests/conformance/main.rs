@@ -4,6 +4,9 @@
 mod binary;
 mod builtins;
 mod cel;
+// How every test of the workspace reads CI (one file, the host's tests include it too).
+#[path = "../../../host/tests/common/ci.rs"]
+mod ci;
 mod common;
 mod crud;
 mod deletion;

@@ -12,8 +12,16 @@ takes seconds to compile), its misbehaviour chosen per call by `spec.params["mis
               the status message gives a sha256 of it all
   socket      tries a TCP socket to 127.0.0.1:80 (socket.socket + connect, then
               create_connection) and a name lookup; the status message gives what each raised
-  sleep       time.sleep(3600)
+  sleep       time.sleep(3600); the status message gives time.time() and time.monotonic()
+              before and after
+  env         what the process was given: the status message gives os.environ, sys.argv,
+              what sys.stdin reads, and what opening "/etc/passwd" and listing "/" raise
+  exit        os._exit(params["code"]) (WASI's exit; 3 if not given)
+  sys-exit    sys.exit(params["code"]) (Python's SystemExit exception)
   (else)      the classic rules
+
+A status message is at most 256 bytes (the host's plan check refuses more): a longer one is cut
+to fit and ends with " [cut]", so a test sees the cut.
 """
 
 import encodings.idna  # noqa: F401  (socket's name encoding: bundled only if imported at build time)
@@ -32,6 +40,19 @@ INFO = module_info_from_pyproject(__file__)
 CLASSIC = RuleSet(INFO, Words("Zun", "Doko", "Ki-yo-shi!"), zuns=4, strict=False)
 
 
+# The host's plan check: a status message of at most this many bytes (PlanLimits).
+MAX_MESSAGE_BYTES = 256
+CUT = " [cut]"
+
+
+def _fit(message):
+    """`message` within MAX_MESSAGE_BYTES of UTF-8, visibly cut if it was longer."""
+    raw = message.encode()
+    if len(raw) <= MAX_MESSAGE_BYTES:
+        return message
+    return raw[: MAX_MESSAGE_BYTES - len(CUT)].decode(errors="ignore") + CUT
+
+
 def _with_message(observed, message):
     """The classic decision, its status message replaced (a status is added if it had none)."""
     plan = CLASSIC.reconcile(observed)
@@ -39,7 +60,7 @@ def _with_message(observed, message):
     if status is None:
         status = StatusUpdate("Singing", len(observed.zundokos), False, "")
         plan.actions.insert(0, status)
-    status.message = message[:200]
+    status.message = _fit(message)
     return plan
 
 
@@ -90,6 +111,33 @@ def _socket(observed):
     return _with_message(observed, "socket: " + "; ".join(results))
 
 
+def _sleep(observed):
+    before_t, before_m = time.time(), time.monotonic()
+    time.sleep(3600)
+    after_t, after_m = time.time(), time.monotonic()
+    return _with_message(observed, f"sleep: time {before_t!r}..{after_t!r}, monotonic {before_m!r}..{after_m!r}")
+
+
+def _raised(what):
+    try:
+        what()
+        return "ok"
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+
+
+def _env(observed):
+    stdin = "None" if sys.stdin is None else repr(sys.stdin.read())
+    opened = _raised(lambda: open("/etc/passwd").close())
+    listed = _raised(lambda: os.listdir("/"))
+    return _with_message(observed, f"env: environ {dict(os.environ)!r}; argv {sys.argv!r}; stdin {stdin}; open {opened}; listdir {listed}")
+
+
+def _code(observed):
+    code = observed.hikawa.param("code")
+    return int(code) if code is not None and code.isdigit() else 3
+
+
 class Hostile:
     def info(self):
         return CLASSIC.info()
@@ -121,7 +169,13 @@ class Hostile:
         if what == "socket":
             return _socket(observed)
         if what == "sleep":
-            time.sleep(3600)
+            return _sleep(observed)
+        if what == "env":
+            return _env(observed)
+        if what == "exit":
+            os._exit(_code(observed))
+        if what == "sys-exit":
+            sys.exit(_code(observed))
         return CLASSIC.reconcile(observed)
 
 

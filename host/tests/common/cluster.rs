@@ -65,13 +65,19 @@ impl Cluster {
 
     /// The same, reaching registries as `registry` says (rule sets from OCI sources).
     pub fn operator_with_registry(&self, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
+        self.operator_as("in-process", rules, settings, registry)
+    }
+
+    /// The same under another identity (the `decidedBy` of the statuses it writes): what one
+    /// process did can be told from another's.
+    pub fn operator_as(&self, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
         let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         shared.registry = zundoko_operator::supply::oci::Registry::new(registry).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         // One process: every shard is its own.
-        let shards = zundoko_operator::process::leader::ShardTable::all(32, "in-process", self.client.clone());
+        let shards = zundoko_operator::process::leader::ShardTable::all(32, identity, self.client.clone());
         let task = tokio::spawn(zundoko_operator::operator::controllers::run(self.client.clone(), shards, shared.clone(), settings, async move {
             let _ = stopped.await;
         }));

@@ -57,6 +57,7 @@ fn built(dir: &str, name: &str, how: &str) -> PathBuf {
     path
 }
 
+pub mod ci;
 pub mod cluster;
 pub mod deploy;
 pub mod hostile;

@@ -11,7 +11,6 @@ use zundoko_operator::crd::{
 };
 
 use super::cluster::Cluster;
-use super::running::eventually;
 
 /// The operator reads rule sets' ConfigMaps here by default.
 pub const RULES_NS: &str = "zundoko-system";
@@ -37,8 +36,21 @@ pub async fn rules_status(cluster: &Cluster, name: &str) -> ZundokoRulesStatus {
 }
 
 pub async fn wait_rules(cluster: &Cluster, name: &str, what: &str, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
-    eventually(what, Duration::from_secs(30), async || check(&rules_status(cluster, name).await)).await;
-    rules_status(cluster, name).await
+    wait_rules_within(cluster, name, what, Duration::from_secs(30), check).await
+}
+
+/// The same within `deadline`: for what the docs promise within a time (a retry, a poll).
+pub async fn wait_rules_within(cluster: &Cluster, name: &str, what: &str, deadline: Duration, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
+    let started = std::time::Instant::now();
+    loop {
+        let status = rules_status(cluster, name).await;
+        if check(&status) {
+            println!("{what}: {:?}", started.elapsed());
+            return status;
+        }
+        assert!(started.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}; the status: {status:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 pub async fn sing(cluster: &Cluster, name: &str, interval_millis: u64, rules: Option<&str>, params: &[(&str, &str)]) -> Hikawa {
