@@ -186,7 +186,8 @@ guest-langs: kit-python kit-js $(PY_MODULES) $(JS_MODULES) ## Build every Python
 fixtures-langs: kit-python kit-js $(PY_FIXTURE_FILES) $(JS_FIXTURE_FILES) ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm).
 
 .PHONY: test-langs
-test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test).
+test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test), and the kits' own (sdk/tests).
+	$(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider sdk/tests
 	@set -e; for r in $(PY_RULE_SETS); do $(MAKE) --no-print-directory test-rules-python NAME=$$r; done; \
 	  for r in $(JS_RULE_SETS); do $(MAKE) --no-print-directory test-rules-js NAME=$$r; done
 

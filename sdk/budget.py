@@ -28,25 +28,47 @@ DEFAULTS = {
 }
 
 
+# The keys a rule set may ask with, per file: pyproject.toml's and package.json's spelling.
+KEYS = {
+    "python": {"memory-mib": "memory_mib", "fuel": "fuel", "module-mib": "module_mib"},
+    "js": {"memoryMiB": "memory_mib", "fuel": "fuel", "moduleMiB": "module_mib"},
+}
+
+
+def asked_budget(path, lang, asked):
+    """What the rule set asks for, checked: a misspelt key would otherwise get the default
+    without a word, and a value that is not a whole number above zero would be refused only
+    when the operator loads the module."""
+    where = f"{path}: {'[tool.zundoko.budget]' if lang == 'python' else 'zundoko.budget'}"
+    if not isinstance(asked, dict):
+        sys.exit(f"{where} must be a table of {', '.join(KEYS[lang])}, found {asked!r}")
+    unknown = sorted(set(asked) - set(KEYS[lang]))
+    if unknown:
+        sys.exit(f"{where}: unknown key {', '.join(unknown)} (the keys are {', '.join(KEYS[lang])})")
+    budget = dict(DEFAULTS[lang])
+    for key, value in asked.items():
+        # bool is an int in Python: `true` is not a number of MiB.
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            sys.exit(f"{where}: {key} must be a whole number above zero, found {value!r}")
+        budget[KEYS[lang][key]] = value
+    return budget
+
+
 def main():
     rules_dir, module = sys.argv[1:3]
     pyproject = os.path.join(rules_dir, "pyproject.toml")
     package = os.path.join(rules_dir, "package.json")
     if os.path.exists(pyproject):
-        lang = "python"
         with open(pyproject, "rb") as f:
             asked = tomllib.load(f).get("tool", {}).get("zundoko", {}).get("budget", {})
-        memory, fuel, size = asked.get("memory-mib"), asked.get("fuel"), asked.get("module-mib")
+        budget = asked_budget(pyproject, "python", asked)
     elif os.path.exists(package):
-        lang = "js"
         with open(package) as f:
             asked = json.load(f).get("zundoko", {}).get("budget", {})
-        memory, fuel, size = asked.get("memoryMiB"), asked.get("fuel"), asked.get("moduleMiB")
+        budget = asked_budget(package, "js", asked)
     else:
         sys.exit(f"{rules_dir}: neither pyproject.toml nor package.json")
-    memory = DEFAULTS[lang]["memory_mib"] if memory is None else memory
-    fuel = DEFAULTS[lang]["fuel"] if fuel is None else fuel
-    size = DEFAULTS[lang]["module_mib"] if size is None else size
+    memory, fuel, size = budget["memory_mib"], budget["fuel"], budget["module_mib"]
     here = os.path.dirname(os.path.abspath(__file__))
     setter = os.path.join(here, "..", "scripts", "set-budget.py")
     subprocess.run(

@@ -63,41 +63,88 @@ fn decision(module: &RulesModule, observed: &Observed) -> Result<Plan, String> {
     }
 }
 
-/// Per seed, the Hikawa a song starts from: every few seeds other params, an interval of 0.
+/// Per seed (0..60), one of 60 distinct Hikawas a song starts from: 6 intervals (0, 1 and 7 ms,
+/// half a second, a minute, a day) x 5 sets of params x new or part-sung (three words said
+/// before, the last 1 ms ago, the status one word behind: what a restarted operator finds).
 fn start(seed: u64) -> Observed {
-    match seed % 5 {
-        0 => hikawa(500, &[("zuns", "3")]),
-        1 => hikawa(0, &[]),
-        2 => hikawa(500, &[("zun", "ズン"), ("doko", "ドコ"), ("kiyoshi", "キ・ヨ・シ！")]),
-        3 => hikawa(60_000, &[("zuns", "+1"), ("other", "ignored")]),
-        _ => hikawa(500, &[]),
+    const INTERVALS: [u64; 6] = [500, 0, 1, 7, 60_000, 86_400_000];
+    const PARAMS: [&[(&str, &str)]; 5] = [
+        &[],
+        &[("zuns", "3")],
+        &[("zun", "ズン"), ("doko", "ドコ"), ("kiyoshi", "キ・ヨ・シ！")],
+        &[("zuns", "+1"), ("other", "ignored")],
+        &[("zuns", "5"), ("doko", "Zun!")],
+    ];
+    let mut observed = hikawa(INTERVALS[(seed % 6) as usize], PARAMS[(seed / 6 % 5) as usize]);
+    if seed / 30 % 2 == 1 {
+        let now = observed.now;
+        observed.zundokos = ["Zun", "ズン", "Doko"]
+            .iter()
+            .zip(1..)
+            .map(|(word, index)| Said { name: zundoko_name("hikawa-sample", index), index, word: (*word).into(), said_at: Some(now - 4 + index as i64) })
+            .collect();
+        observed.hikawa.status.num_zundokos_said = 2;
+        observed.hikawa.status.phase = Some("Singing".into());
     }
+    observed
+}
+
+/// What a song's comparison covered.
+#[derive(Default)]
+struct Compared {
+    decisions: usize,
+    /// Decisions made before the last word's interval had passed (the rules wait).
+    waits: usize,
 }
 
 /// Play a song from `seed` on the Rust module, asking `others` the same question at every step
-/// (the entropy of `zundoko_guest_sdk::testing::sing`). Also decides once more right after
-/// each word, before its interval has passed (a requeue with a status update). Returns the
-/// number of decisions compared.
-fn compare_song(rust: &RulesModule, others: &[(&str, &RulesModule)], seed: u64) -> usize {
+/// (the entropy of `zundoko_guest_sdk::testing::sing`). After each word, before its interval
+/// has passed, it also decides at once and 1 ms before the interval ends with the status one
+/// word behind (the watch event of the operator's own child, its status write not seen yet),
+/// and halfway with the status as written (a requeue): the Rust rules wait for exactly the
+/// rest of the interval, and the others must decide the same.
+fn compare_song(rust: &RulesModule, others: &[(&str, &RulesModule)], seed: u64) -> Compared {
     let mut observed = start(seed);
-    let mut decisions = 0u64;
-    loop {
-        assert!(decisions < 10_000, "seed {seed}: no end after {decisions} decisions");
-        observed.entropy = mix(seed.wrapping_mul(1_000_003).wrapping_add(decisions));
-        let expected = decision(rust, &observed);
+    let mut compared = Compared::default();
+    let entropy = |n: usize| mix(seed.wrapping_mul(1_000_003).wrapping_add(n as u64));
+    let compare = |observed: &Observed, what: &str| -> Plan {
+        let expected = decision(rust, observed);
         for (lang, module) in others {
-            assert_eq!(decision(module, &observed), expected, "{lang} differs from Rust: seed {seed}, decision {decisions}");
+            assert_eq!(decision(module, observed), expected, "{lang} differs from Rust: seed {seed}, {what}");
         }
-        decisions += 1;
-        let plan = expected.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        expected.unwrap_or_else(|e| panic!("seed {seed}, {what}: {e}"))
+    };
+    loop {
+        assert!(compared.decisions < 10_000, "seed {seed}: no end after {} decisions", compared.decisions);
+        observed.entropy = entropy(compared.decisions);
+        let plan = compare(&observed, &format!("decision {}", compared.decisions));
+        compared.decisions += 1;
+        let status_before = observed.hikawa.status.clone();
         observed.apply(&plan);
+        let interval = observed.hikawa.interval_millis as i64;
+        if plan.says().next().is_some() && plan.requeue_after().is_some() {
+            let mut probes = vec![(0, true), (interval / 2, false), (interval - 1, true)];
+            probes.dedup_by_key(|(elapsed, _)| *elapsed);
+            for (elapsed, stale) in probes.into_iter().filter(|(e, _)| (0..interval).contains(e)) {
+                let mut early = Observed { now: observed.now + elapsed, entropy: entropy(10_000 + compared.decisions), ..observed.clone() };
+                if stale {
+                    early.hikawa.status = status_before.clone();
+                }
+                let what = format!("{elapsed} ms after word {}, status {}", observed.zundokos.len(), if stale { "behind" } else { "written" });
+                let waits = compare(&early, &what);
+                assert!(waits.says().next().is_none(), "seed {seed}, {what}: a word before its interval: {waits:?}");
+                assert_eq!(waits.requeue_after(), Some((interval - elapsed) as u64), "seed {seed}, {what}: {waits:?}");
+                compared.decisions += 1;
+                compared.waits += 1;
+            }
+        }
         match plan.requeue_after() {
             Some(ms) => observed.now = observed.now.saturating_add(ms as i64),
             None if plan.says().next().is_some() => {}
             None => break,
         }
     }
-    decisions as usize
+    compared
 }
 
 /// Inputs a song never reaches: bad params, a gap, a stale status, a time unknown, 1,000 children.
@@ -167,11 +214,15 @@ fn python_and_javascript_decide_as_rust_does_over_many_seeds() {
     let engine = roomy_engine();
     let Some((rust, others)) = modules(&engine) else { return };
     let others: Vec<(&str, &RulesModule)> = others.iter().map(|(l, m)| (*l, m)).collect();
-    let mut compared = 0;
+    let starts: std::collections::HashSet<String> = (0..60).map(|seed| format!("{:?}", start(seed))).collect();
+    assert_eq!(starts.len(), 60, "60 songs from 60 different Hikawas");
+    let (mut decisions, mut waits) = (0, 0);
     for seed in 0..60 {
-        compared += compare_song(&rust, &others, seed);
+        let compared = compare_song(&rust, &others, seed);
+        (decisions, waits) = (decisions + compared.decisions, waits + compared.waits);
     }
-    assert!(compared > 1000, "{compared} decisions");
+    println!("compared {decisions} decisions, {waits} of them waiting for a word's interval to pass");
+    assert!(decisions > 1000 && waits > 500, "{decisions} decisions, {waits} waiting");
     for (what, observed) in odd_inputs() {
         for entropy in [0, u64::MAX] {
             let observed = Observed { entropy, ..observed.clone() };

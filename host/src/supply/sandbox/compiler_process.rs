@@ -103,7 +103,7 @@ impl CompilerProcess {
                     Ok(None) if started.elapsed() > self.timeout => {
                         let _ = child.kill();
                         let _ = child.wait();
-                        break Err(failed(format!("the compile took longer than {:?}; the compiler process was stopped", self.timeout)));
+                        break Err(failed(format!("the compile took longer than {:?} (--compile-timeout-secs); the compiler process was stopped", self.timeout)));
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                     Err(e) => break Err(failed(format!("lost the compiler process: {e}"))),
