@@ -207,14 +207,14 @@ async fn artifacts_that_are_not_good_modules_are_refused_naming_why() {
     // Over the size limit: refused from the manifest's descriptor, before the layer is read.
     let small = Registry::new(RegistrySettings { max_module_bytes: 16 << 10, ..registry.settings() }).unwrap();
     let reference = registry.reference("rules/classic:v1");
-    let error = small.fetch(&reference, &classic_manifest, &registry.auth(), &[]).await.unwrap_err();
+    let error = small.fetch(&reference, &classic_manifest, &registry.auth(), &[], false).await.unwrap_err();
     assert!(matches!(error, PullError::TooLarge { size, limit: 16384, .. } if size == classic.len() as u64), "{error}");
     // A registry that serves other bytes than the digest names (its storage corrupted).
     let layer = registry.blob_path(&digest(&classic));
     let mut corrupted = std::fs::read(&layer).unwrap();
     corrupted[100] ^= 0xff;
     std::fs::write(&layer, corrupted).unwrap();
-    let error = Registry::new(registry.settings()).unwrap().fetch(&reference, &classic_manifest, &registry.auth(), &[]).await.unwrap_err();
+    let error = Registry::new(registry.settings()).unwrap().fetch(&reference, &classic_manifest, &registry.auth(), &[], false).await.unwrap_err();
     assert_eq!(error.reason(), "DigestMismatch", "{error}");
     assert!(error.to_string().contains(&digest(&classic)), "{error}");
 }
@@ -474,7 +474,7 @@ async fn an_artifact_in_wkg_s_layout_is_accepted() {
     manifest.annotations = Some([("org.opencontainers.image.version".to_string(), "1.0.0".to_string())].into());
     client.push(&reference.to_oci(), &[layer], config, &oci_client::secrets::RegistryAuth::Anonymous, Some(manifest)).await.unwrap();
     let digest_now = fetched_by.resolve(&reference, &registry.auth()).await.unwrap();
-    let fetched = fetched_by.fetch(&reference, &digest_now, &registry.auth(), &[]).await.unwrap();
+    let fetched = fetched_by.fetch(&reference, &digest_now, &registry.auth(), &[], false).await.unwrap();
     assert_eq!(fetched.bytes, module);
     assert!(!fetched.from_cache && fetched.signed_by.is_none());
 }

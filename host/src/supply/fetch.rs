@@ -25,8 +25,9 @@ pub enum Source<'a> {
     ConfigMap { namespace: &'a str, name: &'a str, key: &'a str, object: &'a ConfigMap },
     /// An artifact in a registry: `digest`, the manifest digest the reference was resolved to
     /// (resolved here if `None`). `retry`: try again (the registry's tries) after a failure
-    /// that may pass; a reconcile tries once and requeues instead.
-    Oci { reference: &'a ModuleRef, digest: Option<&'a str>, retry: bool },
+    /// that may pass; a reconcile tries once and requeues instead. `identity`: a signature
+    /// counts only if its payload names this repository (a rule set's `requireIdentity`).
+    Oci { reference: &'a ModuleRef, digest: Option<&'a str>, retry: bool, identity: bool },
 }
 
 /// What the bytes must pass besides their source's own checks.
@@ -172,14 +173,14 @@ pub async fn fetch_module(source: Source<'_>, auth: &RegistryAuth, keys: &[Trust
     let (bytes, pinned, signed_by, from_cache) = match source {
         Source::File(path) => (read_file(path, checks.max_bytes)?, None, None, false),
         Source::ConfigMap { namespace, name, key, object } => (configmap_bytes(namespace, name, key, object)?, None, None, false),
-        Source::Oci { reference, digest, retry } => {
+        Source::Oci { reference, digest, retry, identity } => {
             let registry = registry.ok_or_else(|| Problem::new("RegistryUnreachable", format!("no registry client to pull {reference}"), false))?;
             let digest = match digest {
                 Some(digest) => digest.to_owned(),
                 None if retry => registry.resolve(reference, auth).await.map_err(|e| Problem::from(&e))?,
                 None => registry.resolve_once(reference, auth).await.map_err(|e| Problem::from(&e))?,
             };
-            let pulled = if retry { registry.fetch(reference, &digest, auth, keys).await } else { registry.fetch_once(reference, &digest, auth, keys).await };
+            let pulled = if retry { registry.fetch(reference, &digest, auth, keys, identity).await } else { registry.fetch_once(reference, &digest, auth, keys, identity).await };
             let pulled = pulled.map_err(|e| Problem::from(&e))?;
             (pulled.bytes, Some(pulled.pinned), pulled.signed_by, pulled.from_cache)
         }
@@ -328,7 +329,7 @@ mod tests {
     #[test]
     fn an_artifact_needs_a_registry() {
         let reference: ModuleRef = "localhost:5000/rules/ja:1".parse().unwrap();
-        let problem = fetch(Source::Oci { reference: &reference, digest: None, retry: false }, &Checks::default()).unwrap_err();
+        let problem = fetch(Source::Oci { reference: &reference, digest: None, retry: false, identity: false }, &Checks::default()).unwrap_err();
         assert!(problem.message.contains("no registry client"), "{}", problem.message);
     }
 }

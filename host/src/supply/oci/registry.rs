@@ -125,6 +125,20 @@ impl PullError {
     }
 }
 
+/// What a module's signatures must pass: a signature by one key of each set (the operator's,
+/// a rule set's own), naming `identity` as its repository if given.
+struct Verifying<'a> {
+    keysets: &'a [&'a [TrustedKey]],
+    identity: Option<&'a str>,
+}
+
+impl Verifying<'_> {
+    /// The signer for each set of keys, or why one set has none.
+    fn verify(&self, manifest_digest: &str, found: &[Found]) -> Result<Vec<String>, String> {
+        self.keysets.iter().map(|keys| signature::verify(manifest_digest, found, keys, self.identity)).collect()
+    }
+}
+
 /// What a pull found: the module's bytes, checked.
 #[derive(Clone, Debug)]
 pub struct Fetched {
@@ -275,18 +289,20 @@ impl Registry {
     }
 
     /// The module of artifact `manifest_digest` in `reference`'s repository: from the cache
-    /// if it holds it (and, with trusted keys, its verification), else pulled, checked against
-    /// its digests and verified. `extra_keys`: a rule set's own keys, which must verify too.
-    pub async fn fetch(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
-        self.fetch_tries(self.settings.tries, reference, manifest_digest, auth, extra_keys).await
+    /// if it holds it (and, with trusted keys, signatures that verify with the keys trusted
+    /// now), else pulled, checked against its digests and verified. `extra_keys`: a rule set's
+    /// own keys, which must verify too; `identity`: the signature must name this repository
+    /// (a rule set's `requireIdentity`).
+    pub async fn fetch(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
+        self.fetch_tries(self.settings.tries, reference, manifest_digest, auth, extra_keys, identity).await
     }
 
     /// `fetch` with one try: for a reconcile, which requeues instead of pausing to try again.
-    pub async fn fetch_once(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
-        self.fetch_tries(1, reference, manifest_digest, auth, extra_keys).await
+    pub async fn fetch_once(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
+        self.fetch_tries(1, reference, manifest_digest, auth, extra_keys, identity).await
     }
 
-    async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
+    async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
         self.allowed(reference)?;
         let pinned = reference.pinned(manifest_digest);
         if let Some(why) = self.keys.unreadable() {
@@ -294,13 +310,21 @@ impl Registry {
         }
         let operator_keys = self.keys.current();
         let keysets: Vec<&[TrustedKey]> = [operator_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
-        if let Some(fetched) = self.cached(&pinned, manifest_digest, &keysets) {
+        let identity = identity.then(|| pinned.repository_name());
+        if identity.is_some() && keysets.is_empty() {
+            let detail = "requireIdentity is set but no key is trusted (publicKeys or --trusted-keys): no signature to bind the repository with".into();
+            return Err(PullError::NotVerified { reference: pinned.to_string(), detail });
+        }
+        let verifying = Verifying { keysets: &keysets, identity: identity.as_deref() };
+        if let Some(fetched) = self.cached(&pinned, manifest_digest, &verifying) {
             return Ok(fetched);
         }
-        self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
+        self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &verifying)).await
     }
 
-    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, keysets: &[&[TrustedKey]]) -> Option<Fetched> {
+    /// The artifact from the cache, if it holds the manifest, the layer and (with keys)
+    /// signatures that verify now: the cache keeps signatures, never verdicts.
+    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, verifying: &Verifying) -> Option<Fetched> {
         let cache = self.cache.as_ref()?;
         let manifest = cache.get(manifest_digest)?;
         let (layer_digest, size) = artifact::module_layer(&manifest).ok()?;
@@ -309,10 +333,17 @@ impl Registry {
         if size > self.settings.max_module_bytes {
             return None;
         }
-        let mut signers = Vec::new();
-        for keys in keysets {
-            signers.push(cache.verified(manifest_digest, keys)?);
-        }
+        let signers = if verifying.keysets.is_empty() {
+            Vec::new()
+        } else {
+            match verifying.verify(manifest_digest, &cache.signatures(manifest_digest)?) {
+                Ok(signers) => signers,
+                Err(why) => {
+                    tracing::debug!(%pinned, %why, "the signatures kept in the cache do not verify now: asking the registry");
+                    return None;
+                }
+            }
+        };
         let bytes = cache.get(&layer_digest)?;
         Some(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
     }
@@ -352,7 +383,7 @@ impl Registry {
         }
     }
 
-    async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, keysets: &[&[TrustedKey]]) -> Result<Fetched, PullError> {
+    async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, verifying: &Verifying<'_>) -> Result<Fetched, PullError> {
         let mut session = self.wire.session(pinned, auth);
         let manifest = session.manifest(manifest_digest, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
         let actual = sha256(&manifest);
@@ -376,22 +407,22 @@ impl Registry {
                 bytes
             }
         };
-        let mut signers = Vec::new();
-        if !keysets.is_empty() {
+        let (signers, found) = if verifying.keysets.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
             let found = self.signatures(pinned, manifest_digest, auth).await?;
-            for keys in keysets {
-                let signer = signature::verify(manifest_digest, &found, keys).map_err(|detail| PullError::NotVerified { reference: pinned.to_string(), detail })?;
-                signers.push((signer, *keys));
-            }
-        }
+            let signers = verifying.verify(manifest_digest, &found).map_err(|detail| PullError::NotVerified { reference: pinned.to_string(), detail })?;
+            (signers, found)
+        };
         if let Some(cache) = &self.cache {
             cache.put(&layer_digest, &bytes);
             cache.put(manifest_digest, &manifest);
-            for (signer, keys) in &signers {
-                cache.put_verified(manifest_digest, keys, signer);
+            // The signatures, not the verdict: verified again whenever the cache serves them.
+            if !found.is_empty() {
+                cache.put_signatures(manifest_digest, &found);
             }
         }
-        let signed_by = (!signers.is_empty()).then(|| signers.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().join(" and "));
+        let signed_by = (!signers.is_empty()).then(|| signers.join(" and "));
         Ok(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by, from_cache: false })
     }
 

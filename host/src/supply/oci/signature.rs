@@ -199,8 +199,10 @@ pub struct Found {
 }
 
 /// Which trusted key signed the artifact `manifest_digest`, from the signatures found next to
-/// it; or why none did, naming the keys tried.
-pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Result<String, String> {
+/// it; or why none did, naming the keys tried. With `identity` (a rule set's `requireIdentity`:
+/// its repository, `REGISTRY/REPOSITORY`), only a payload whose `docker-reference` names that
+/// repository counts: a signed artifact copied from another repository does not verify here.
+pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey], identity: Option<&str>) -> Result<String, String> {
     let tried = keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
     if found.is_empty() {
         return Err(format!("the module is not signed (no signature at {}); keys trusted: {tried}", signature_tag(manifest_digest)));
@@ -222,7 +224,14 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Re
         // A signature is only worth the digest its payload names: one copied from another
         // artifact verifies, and names that artifact.
         match serde_json::from_slice::<Payload>(&sig.payload) {
-            Ok(p) if p.critical.image.docker_manifest_digest == manifest_digest => return Ok(key.name.clone()),
+            Ok(p) if p.critical.image.docker_manifest_digest == manifest_digest => match identity {
+                Some(wanted) if p.critical.identity.docker_reference != wanted => why.push(format!(
+                    "signature {i}: by {} for this artifact but in repository {}, not {wanted} (requireIdentity)",
+                    key.name,
+                    crate::text::printable(&p.critical.identity.docker_reference, 200)
+                )),
+                _ => return Ok(key.name.clone()),
+            },
             Ok(p) => why.push(format!(
                 "signature {i}: by {} but for {}, not this artifact",
                 key.name,
@@ -245,25 +254,37 @@ mod tests {
         let key = SignKey::generate();
         let payload = payload("127.0.0.1:5000/rules/ja", DIGEST);
         let found = [Found { signature: key.sign(&payload), payload }];
-        assert!(verify(DIGEST, &found, &[key.trusted("k")]).unwrap().starts_with("k (sha256:"));
+        assert!(verify(DIGEST, &found, &[key.trusted("k")], None).unwrap().starts_with("k (sha256:"));
     }
 
     #[test]
     fn unsigned_other_keys_other_digests_and_garbage_are_refused_naming_the_keys() {
         let (key, other) = (SignKey::generate(), SignKey::generate());
         let trusted = [other.trusted("team.pub")];
-        let unsigned = verify(DIGEST, &[], &trusted).unwrap_err();
+        let unsigned = verify(DIGEST, &[], &trusted, None).unwrap_err();
         assert!(unsigned.contains("not signed") && unsigned.contains("team.pub"), "{unsigned}");
         let p = payload("r/x", DIGEST);
-        let wrong = verify(DIGEST, &[Found { signature: key.sign(&p), payload: p.clone() }], &trusted).unwrap_err();
+        let wrong = verify(DIGEST, &[Found { signature: key.sign(&p), payload: p.clone() }], &trusted, None).unwrap_err();
         assert!(wrong.contains("none of the trusted keys") && wrong.contains("team.pub"), "{wrong}");
         let elsewhere = payload("r/x", &DIGEST.replace("01", "02"));
-        let copied = verify(DIGEST, &[Found { signature: other.sign(&elsewhere), payload: elsewhere }], &trusted).unwrap_err();
+        let copied = verify(DIGEST, &[Found { signature: other.sign(&elsewhere), payload: elsewhere }], &trusted, None).unwrap_err();
         assert!(copied.contains("not this artifact"), "{copied}");
         let mut tampered = p.clone();
         tampered.push(b' ');
-        assert!(verify(DIGEST, &[Found { signature: other.sign(&p), payload: tampered }], &trusted).is_err());
-        assert!(verify(DIGEST, &[Found { signature: "@@".into(), payload: p }], &trusted).unwrap_err().contains("not base64"));
+        assert!(verify(DIGEST, &[Found { signature: other.sign(&p), payload: tampered }], &trusted, None).is_err());
+        assert!(verify(DIGEST, &[Found { signature: "@@".into(), payload: p }], &trusted, None).unwrap_err().contains("not base64"));
+    }
+
+    #[test]
+    fn with_identity_required_only_a_payload_naming_this_repository_verifies() {
+        let key = SignKey::generate();
+        let trusted = [key.trusted("k")];
+        let p = payload("127.0.0.1:5000/rules/ja", DIGEST);
+        let found = [Found { signature: key.sign(&p), payload: p }];
+        assert!(verify(DIGEST, &found, &trusted, Some("127.0.0.1:5000/rules/ja")).is_ok());
+        let elsewhere = verify(DIGEST, &found, &trusted, Some("127.0.0.1:5000/rules/copy")).unwrap_err();
+        assert!(elsewhere.contains("in repository 127.0.0.1:5000/rules/ja, not 127.0.0.1:5000/rules/copy"), "{elsewhere}");
+        assert!(verify(DIGEST, &found, &trusted, None).is_ok(), "without the requirement the repository is not read");
     }
 
     #[test]

@@ -45,7 +45,7 @@ impl OciSource {
     /// cache, checked against its digests and the registry's trusted keys; the swapper holds the
     /// pin), or why there is none.
     async fn candidate(&self, registry: &Registry, auth: &RegistryAuth, digest: &str) -> Candidate {
-        let source = Source::Oci { reference: &self.reference, digest: Some(digest), retry: true };
+        let source = Source::Oci { reference: &self.reference, digest: Some(digest), retry: true, identity: false };
         let fetched = fetch_module(source, auth, &[], Some(registry), &Checks::default()).await;
         if let Ok(f) = &fetched {
             info!(reference = %self.reference, pinned = %self.reference.pinned(digest), signed_by = f.signed_by.as_deref().unwrap_or("-"), from_cache = f.from_cache, "module pulled");

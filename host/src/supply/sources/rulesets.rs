@@ -40,6 +40,8 @@ pub struct OciSpec {
     pub pull_secret: Option<SecretReference>,
     /// The rule set's own trusted keys, or why one is not a key.
     pub keys: Result<Vec<TrustedKey>, String>,
+    /// `requireIdentity`: a signature must name this repository.
+    pub identity: bool,
 }
 
 
@@ -75,7 +77,7 @@ impl SourceSpec {
                     .map(|(i, pem)| TrustedKey::from_pem(&format!("spec publicKeys[{i}]"), pem))
                     .collect::<Result<Vec<_>, _>>();
                 let digest = reference.as_ref().ok().and_then(|r| r.digest.clone()).or(digest);
-                SourceRef::Oci(OciSpec { reference, digest, pull_secret: oci.pull_secret.clone(), keys })
+                SourceRef::Oci(OciSpec { reference, digest, pull_secret: oci.pull_secret.clone(), keys, identity: oci.require_identity })
             }
             // The CRD's validation refuses it; a source without either names nothing.
             (None, None) => SourceRef::Oci(OciSpec {
@@ -83,6 +85,7 @@ impl SourceSpec {
                 digest: None,
                 pull_secret: None,
                 keys: Ok(Vec::new()),
+                identity: false,
             }),
         };
         SourceSpec { source, pin: pin.map(normalize_pin) }
@@ -259,7 +262,7 @@ impl Sources {
         };
         let pinned = reference.pinned(&digest);
         // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
-        let source = Source::Oci { reference, digest: Some(&digest), retry: false };
+        let source = Source::Oci { reference, digest: Some(&digest), retry: false, identity: oci.identity };
         let checks = Checks { pin: pin.as_deref(), pinned_by, max_bytes: None };
         let fetched = match fetch_module(source, &auth, keys, Some(&self.registry), &checks).await {
             Ok(fetched) => fetched,
