@@ -92,6 +92,62 @@ async fn a_key_removed_from_trusted_keys_stops_what_only_it_verified_and_no_keys
     let _ = std::fs::remove_dir_all(&keys);
 }
 
+/// What `cosign copy` (or `crane cp` of the artifact and its `.sig`) does: the signature of
+/// `digest` made for `from` (its payload naming `from`'s repository), stored next to the same
+/// artifact in repository `to`.
+async fn copy_signature(registry: &TestRegistry, from: &str, to: &str, digest: &str, key: &SignKey) {
+    use zundoko_operator::supply::oci::signature;
+    let payload = signature::payload(&registry.reference(from).repository_name(), digest);
+    let annotations = std::collections::BTreeMap::from([(signature::SIGNATURE_ANNOTATION.to_string(), key.sign(&payload))]);
+    let layer = oci_client::client::ImageLayer::new(payload, signature::PAYLOAD_MEDIA_TYPE.into(), Some(annotations));
+    let config = oci_client::client::Config::oci_v1(b"{}".to_vec(), None);
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        ..Default::default()
+    });
+    let at = registry.reference(&format!("{to}:{}", signature::signature_tag(digest))).to_oci();
+    client.push(&at, &[layer], config, &registry.auth(), None).await.unwrap();
+}
+
+/// `requireIdentity`: a signed artifact copied to another repository, its signature with it,
+/// verifies there only without the binding; in its own repository it verifies with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_require_identity_a_signed_artifact_copied_to_another_repository_does_not_verify_there() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let key = SignKey::generate();
+    let classic = module_bytes("zundoko-classic");
+    let original = registry.push("rules/original:v1", &classic, Some(&key)).await;
+    // The same artifact (same manifest, same digest) in another repository, with its signature.
+    let copied = registry.push("rules/copy:v1", &classic, None).await;
+    assert_eq!(original, copied, "the copy is the same artifact");
+    copy_signature(&registry, "rules/original", "rules/copy", &copied, &key).await;
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), registry.settings());
+    let spec = |repository: &str, require_identity: bool| {
+        let mut spec = oci(&format!("{}/{repository}:v1", registry.addr));
+        let source = spec.source.oci.as_mut().unwrap();
+        source.public_keys = vec![key.public_pem()];
+        source.require_identity = require_identity;
+        spec
+    };
+    create_rules(&cluster, "original-bound", spec("rules/original", true)).await;
+    create_rules(&cluster, "copy-bound", spec("rules/copy", true)).await;
+    create_rules(&cluster, "copy-free", spec("rules/copy", false)).await;
+    phase_and_reason(&cluster, "original-bound", "Active", None, Duration::from_secs(30)).await;
+    phase_and_reason(&cluster, "copy-free", "Active", None, Duration::from_secs(30)).await;
+    phase_and_reason(&cluster, "copy-bound", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    let message = rules_status(&cluster, "copy-bound").await.message.unwrap_or_default();
+    let (from, to) = (registry.reference("rules/original").repository_name(), registry.reference("rules/copy").repository_name());
+    assert!(message.contains(&format!("in repository {from}, not {to} (requireIdentity)")), "{message}");
+    // Bound without any key: nothing to bind with, refused (never: not checked).
+    let mut keyless = spec("rules/original", true);
+    keyless.source.oci.as_mut().unwrap().public_keys.clear();
+    create_rules(&cluster, "bound-keyless", keyless).await;
+    phase_and_reason(&cluster, "bound-keyless", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    operator.stop().await;
+}
+
 /// A Python with `cryptography`: python3's, or the Python kit's venv. None: skipped, loudly,
 /// unless CI=true (`.ci/run` installs it).
 fn python_with_cryptography() -> Option<std::path::PathBuf> {
