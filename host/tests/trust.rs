@@ -92,6 +92,49 @@ async fn a_key_removed_from_trusted_keys_stops_what_only_it_verified_and_no_keys
     let _ = std::fs::remove_dir_all(&keys);
 }
 
+/// The default module from a registry (`--module-oci`): a key removed from `--trusted-keys`
+/// stops it within seconds, from the signatures the cache kept (the registry down: no re-pull),
+/// and the key back serves it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_module_from_a_registry_stops_when_its_key_is_removed_without_a_pull() {
+    use zundoko_operator::operator::ModuleSources;
+    let Some(mut registry) = TestRegistry::start(false) else { return };
+    let (a, b) = (SignKey::generate(), SignKey::generate());
+    let classic = module_bytes("zundoko-classic");
+    registry.push("rules/default:v1", &classic, Some(&a)).await;
+    let keys = registry.dir().join("default-keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    put_key(&keys, "a.pub", &a.public_pem());
+    let cluster = Cluster::start().await;
+    let oci = zundoko_operator::supply::sources::oci::OciSource { reference: registry.reference("rules/default:v1"), auth_file: None, poll: None };
+    let mut config = common::running::config(ModuleSources { oci: Some(oci), wait: true, ..ModuleSources::default() });
+    let cache = registry.dir().join("default-cache");
+    config.registry = RegistrySettings { trusted_keys: TrustedKey::load(&keys).unwrap(), trusted_key_paths: vec![keys.clone()], cache_dir: Some(cache), ..registry.settings() };
+    let operator = common::running::start_with(&cluster, config).await.unwrap();
+    let digest = zundoko_operator::supply::digest(&classic);
+    assert_eq!(operator.serving(), Some(digest.clone()));
+    sing(&cluster, "before", 0, None, &[]).await;
+    cluster.wait_kiyoshied("default", &["before".into()], Duration::from_secs(30)).await;
+
+    // The registry down: nothing can be pulled again. A replaced by B: the module stops.
+    registry.stop();
+    put_key(&keys, "b.pub", &b.public_pem());
+    std::fs::remove_file(keys.join("a.pub")).unwrap();
+    eventually("the default module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
+    sing(&cluster, "after", 0, None, &[]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(decided_by(&cluster, "after").await, None, "the module decided after its key was removed");
+    // Said where swaps are (the operator's namespace, as it knows no Pod here).
+    let said = cluster.events_regarding("default", "Namespace", "default").await;
+    assert!(said.iter().any(|e| e.reason.as_deref() == Some("ModuleWithdrawn") && e.note.as_deref().is_some_and(|n| n.contains("SignatureNotVerified"))), "{said:?}");
+
+    // A back: the cache's signature verifies again, the module serves, the waiting Hikawa sings.
+    put_key(&keys, "a.pub", &a.public_pem());
+    eventually("the default module back", Duration::from_secs(10), async || operator.serving() == Some(digest.clone())).await;
+    cluster.wait_kiyoshied("default", &["after".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+}
+
 /// What `cosign copy` (or `crane cp` of the artifact and its `.sig`) does: the signature of
 /// `digest` made for `from` (its payload naming `from`'s repository), stored next to the same
 /// artifact in repository `to`.

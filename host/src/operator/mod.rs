@@ -70,6 +70,9 @@ pub async fn start(
     }
     let mut shared = Shared::new(slot.clone(), modules);
     shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
+    // --trusted-keys read again as they change, on every replica: a key removed stops the
+    // default module it alone verified too, not only rule sets.
+    shared.registry.keys().keep_current();
     // Not ready until the API server has answered once (before the first try too).
     shared.health.set_api_unreachable(Some("not reached yet".into()));
     let http_addr = match config.http_addr {

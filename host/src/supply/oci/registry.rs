@@ -139,6 +139,14 @@ impl Verifying<'_> {
     }
 }
 
+/// What the cache holds of an artifact.
+enum Cached {
+    Hit(Fetched),
+    /// The artifact and its signatures, which do not verify with the keys trusted now: why.
+    Distrusted(String),
+    Miss,
+}
+
 /// What a pull found: the module's bytes, checked.
 #[derive(Clone, Debug)]
 pub struct Fetched {
@@ -159,7 +167,7 @@ pub struct Registry {
     /// What pulls speak through (oci-client only pushes).
     wire: Wire,
     /// The operator's trusted keys as they are now.
-    keys: OperatorKeys,
+    keys: Arc<OperatorKeys>,
 }
 
 /// Whether `registry` (`HOST[:PORT]`) is one `pattern` allows (see `RegistrySettings::allowed`).
@@ -204,12 +212,12 @@ impl Registry {
         }
         let permits = Semaphore::new(settings.concurrent_pulls.max(1));
         let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
-        let keys = OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone());
+        let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
         Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
     }
 
     /// The operator's trusted keys (`--trusted-keys`) as they are now.
-    pub fn keys(&self) -> &OperatorKeys {
+    pub fn keys(&self) -> &Arc<OperatorKeys> {
         &self.keys
     }
 
@@ -316,36 +324,47 @@ impl Registry {
             return Err(PullError::NotVerified { reference: pinned.to_string(), detail });
         }
         let verifying = Verifying { keysets: &keysets, identity: identity.as_deref() };
-        if let Some(fetched) = self.cached(&pinned, manifest_digest, &verifying) {
-            return Ok(fetched);
+        let distrusted = match self.cached(&pinned, manifest_digest, &verifying) {
+            Cached::Hit(fetched) => return Ok(fetched),
+            Cached::Distrusted(why) => Some(why),
+            Cached::Miss => None,
+        };
+        match self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &verifying)).await {
+            // The signatures known do not verify with the keys trusted now, and the registry
+            // cannot be asked for others: a verdict, not a passing trouble (fail closed).
+            Err(error) if error.transient() && distrusted.is_some() => {
+                let why = distrusted.unwrap_or_default();
+                Err(PullError::NotVerified { reference: pinned.to_string(), detail: format!("{why} (the registry, asked for other signatures, could not answer)") })
+            }
+            outcome => outcome,
         }
-        self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &verifying)).await
     }
 
     /// The artifact from the cache, if it holds the manifest, the layer and (with keys)
     /// signatures that verify now: the cache keeps signatures, never verdicts.
-    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, verifying: &Verifying) -> Option<Fetched> {
-        let cache = self.cache.as_ref()?;
-        let manifest = cache.get(manifest_digest)?;
-        let (layer_digest, size) = artifact::module_layer(&manifest).ok()?;
+    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, verifying: &Verifying) -> Cached {
+        let Some(cache) = self.cache.as_ref() else { return Cached::Miss };
+        let Some(manifest) = cache.get(manifest_digest) else { return Cached::Miss };
+        let Ok((layer_digest, size)) = artifact::module_layer(&manifest) else { return Cached::Miss };
         // The bounds of a pull hold for what the cache serves too (it may have been filled
         // under a larger limit); the verifications first, before the layer is read and hashed.
         if size > self.settings.max_module_bytes {
-            return None;
+            return Cached::Miss;
         }
         let signers = if verifying.keysets.is_empty() {
             Vec::new()
         } else {
-            match verifying.verify(manifest_digest, &cache.signatures(manifest_digest)?) {
+            let Some(found) = cache.signatures(manifest_digest) else { return Cached::Miss };
+            match verifying.verify(manifest_digest, &found) {
                 Ok(signers) => signers,
                 Err(why) => {
                     tracing::debug!(%pinned, %why, "the signatures kept in the cache do not verify now: asking the registry");
-                    return None;
+                    return Cached::Distrusted(why);
                 }
             }
         };
-        let bytes = cache.get(&layer_digest)?;
-        Some(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
+        let Some(bytes) = cache.get(&layer_digest) else { return Cached::Miss };
+        Cached::Hit(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
     }
 
     /// Run `op` up to `tries` times while it fails for a reason that may pass, each try bounded

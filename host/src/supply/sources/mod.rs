@@ -35,6 +35,12 @@ pub struct Candidate {
     /// The bytes' digest, or what made them unreadable: computed once, it tells a source
     /// whether it offered this already and the swapper whether it rejected it already.
     key: String,
+    /// Why the bytes are refused is a verdict of trust (`Problem::distrusts`), not a source's
+    /// passing trouble.
+    distrusts: bool,
+    /// The module with this digest, which the source offered before, is no longer trusted (its
+    /// signature does not verify with the keys trusted now): if it serves, it stops.
+    withdraws: Option<String>,
 }
 
 impl Candidate {
@@ -42,14 +48,30 @@ impl Candidate {
     /// or why there are none.
     pub fn fetched(origin: Origin, fetched: Result<Fetched, Problem>) -> Self {
         match fetched {
-            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), key: f.digest },
+            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), key: f.digest, distrusts: false, withdraws: None },
             Err(problem) => Candidate::failed(origin, problem),
         }
     }
 
     /// A source that could not get bytes, for the reason its problem names.
     pub fn failed(origin: Origin, problem: Problem) -> Self {
-        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason }
+        let distrusts = problem.distrusts();
+        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason, distrusts, withdraws: None }
+    }
+
+    /// The module `digest` that a source offered is distrusted now, for `problem`.
+    pub fn withdrawn(origin: Origin, digest: &str, problem: Problem) -> Self {
+        Candidate { withdraws: Some(digest.into()), ..Candidate::failed(origin, problem) }
+    }
+
+    /// Why there are no bytes, as a reason.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Whether it was refused by a verdict of trust (see [`Problem::distrusts`]).
+    pub fn distrusts(&self) -> bool {
+        self.distrusts
     }
 
     /// `sha256:<hex>` of the bytes, if there are any.
@@ -97,6 +119,8 @@ pub enum SwapOutcome {
     Rejected(Rejection),
     /// The same rejected bytes again: not reported a second time.
     AlreadyRejected,
+    /// The module serving is no longer trusted: nothing serves now (fail closed).
+    Withdrawn { old: String },
 }
 
 /// Where swap Events go: the operator's Pod when it knows it, otherwise its namespace.
@@ -151,8 +175,12 @@ impl Swapper {
         Ok(self.modules.load(bytes, &actual)?)
     }
 
-    /// Check a candidate and, if it passes, make it the module serving.
+    /// Check a candidate and, if it passes, make it the module serving. A withdrawal of the
+    /// module serving takes it out of the slot.
     pub async fn offer(self: &Arc<Self>, candidate: Candidate) -> SwapOutcome {
+        if let Some(withdrawn) = &candidate.withdraws {
+            return self.withdraw(withdrawn, &candidate).await;
+        }
         let origin = candidate.origin.clone();
         let new_digest = candidate.digest().map(str::to_owned);
         let current = self.slot.current().map(|r| r.identity().digest.clone());
@@ -210,6 +238,23 @@ impl Swapper {
                 SwapOutcome::Rejected(rejection)
             }
         }
+    }
+
+    /// Stop serving module `digest` if it serves: its source distrusts it now. Nothing serves
+    /// until a trusted module is offered (the Hikawas wait, the operator is not ready).
+    async fn withdraw(&self, digest: &str, candidate: &Candidate) -> SwapOutcome {
+        let current = self.slot.current().map(|r| r.identity().digest.clone());
+        if current.as_deref() != Some(digest) {
+            return SwapOutcome::Unchanged;
+        }
+        self.slot.clear();
+        *self.last_rejected.lock().unwrap() = Some(candidate.key().to_owned());
+        let why = candidate.bytes.as_ref().err().map(String::as_str).unwrap_or_default();
+        warn!(origin = %candidate.origin, %digest, reason = %candidate.reason, error = %why, "the rules module serving is no longer trusted: it stops serving, nothing serves until a trusted one does");
+        let note = format!("rules module {digest} from {} withdrawn ({}): {why}; no module serves until a trusted one does", candidate.origin, candidate.reason);
+        self.publish(EventType::Warning, "ModuleWithdrawn", &note).await;
+        self.metrics.swap_rejected(&candidate.reason);
+        SwapOutcome::Withdrawn { old: digest.into() }
     }
 
     /// Offer every candidate the sources send, one at a time, until they all stop.

@@ -3,6 +3,9 @@
 //! to the swapper as the file and ConfigMap sources offer theirs. A tag is resolved once at
 //! start; with `--module-oci-poll-secs` it is resolved again at that interval and a new digest is
 //! offered as a candidate (checked, swapped in with an Event, or rejected while the old serves).
+//! When the trusted keys change, the artifact serving is verified again at once (from the cache's
+//! signatures, or the registry's): if no key trusted now verifies it, it is withdrawn and nothing
+//! serves until a trusted module does (fail closed); a registry that cannot be asked keeps it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,43 +56,63 @@ impl OciSource {
         Candidate::fetched(source.origin(), fetched)
     }
 
-    /// The digest the reference names now, if its module could be had, and that module as a
+    /// The artifact the reference names now, if its module could be had, and that module as a
     /// candidate.
-    pub async fn fetch(&self, registry: &Registry) -> (Option<String>, Candidate) {
+    pub async fn fetch(&self, registry: &Registry) -> (Option<Served>, Candidate) {
         match self.resolve(registry).await {
             Ok((auth, digest)) => {
                 let candidate = self.candidate(registry, &auth, &digest).await;
-                (candidate.bytes.is_ok().then_some(digest), candidate)
+                (Served::of(digest, &candidate), candidate)
             }
             Err(error) => (None, Candidate::failed(Origin::Oci(self.reference.to_string()), Problem::from(&error))),
         }
     }
 
     /// Keep the module the reference names serving: until one was had, try again with backoff;
-    /// then, with a poll interval, offer each new digest the tag points at.
-    pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut served: Option<String>) {
+    /// then, with a poll interval, offer each new digest the tag points at; whenever the trusted
+    /// keys change, verify again what serves.
+    pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut served: Option<Served>) {
         let mut pause = Duration::from_secs(1);
+        let mut keys = registry.keys().subscribe();
         loop {
             let wait = match (&served, self.poll) {
-                (None, _) => pause,
-                (Some(_), Some(poll)) if self.reference.is_tag() => poll,
-                (Some(_), _) => return,
+                (None, _) => Some(pause),
+                (Some(_), Some(poll)) if self.reference.is_tag() => Some(poll),
+                // A digest, or a tag not followed: only a change of keys is news.
+                (Some(_), _) => None,
             };
-            tokio::select! {
+            let sleep = async {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let keys_changed = tokio::select! {
                 _ = candidates.closed() => return,
-                _ = tokio::time::sleep(wait) => {}
+                _ = sleep => false,
+                changed = keys.changed() => changed.is_ok(),
+            };
+            if keys_changed && let Some(serving) = served.clone() {
+                if let Some(withdrawn) = self.verify_again(&registry, &serving).await {
+                    if candidates.send(withdrawn).await.is_err() {
+                        return;
+                    }
+                    served = None;
+                    pause = Duration::from_secs(1);
+                }
+                continue;
             }
             match self.resolve(&registry).await {
-                Ok((_, digest)) if served.as_deref() == Some(digest.as_str()) => {}
+                Ok((_, digest)) if served.as_ref().is_some_and(|s| s.manifest == digest) => {}
                 Ok((auth, digest)) => {
                     info!(reference = %self.reference, %digest, "the tag points at a new artifact: offering it");
                     let candidate = self.candidate(&registry, &auth, &digest).await;
-                    let offered = candidate.bytes.is_ok();
+                    let offered = Served::of(digest, &candidate);
                     if candidates.send(candidate).await.is_err() {
                         return;
                     }
-                    if offered {
-                        served = Some(digest);
+                    if offered.is_some() {
+                        served = offered;
                         pause = Duration::from_secs(1);
                     } else {
                         pause = (pause * 2).min(Duration::from_secs(60));
@@ -101,5 +124,34 @@ impl OciSource {
                 }
             }
         }
+    }
+
+    /// The artifact `digest` (which serves) verified again with the keys trusted now: `None`
+    /// while it still verifies (or cannot be asked: the registry down, without the cache's
+    /// signatures), else its withdrawal.
+    async fn verify_again(&self, registry: &Registry, serving: &Served) -> Option<Candidate> {
+        let (auth, digest) = (self.auth().unwrap_or(RegistryAuth::Anonymous), &serving.manifest);
+        let again = self.candidate(registry, &auth, digest).await;
+        if again.bytes.is_ok() || !again.distrusts() {
+            return None;
+        }
+        warn!(reference = %self.reference, %digest, "the trusted keys changed and no longer verify the module serving: withdrawing it");
+        let reason = again.reason().to_owned();
+        let problem = Problem::new(&reason, again.bytes.err().unwrap_or_default(), false);
+        Some(Candidate::withdrawn(again.origin, &serving.module, problem))
+    }
+}
+
+/// The artifact whose module the source offered: its manifest digest and the module's.
+#[derive(Clone, Debug)]
+pub struct Served {
+    pub manifest: String,
+    pub module: String,
+}
+
+impl Served {
+    /// What `candidate`, the module of artifact `manifest`, offers, if it has bytes.
+    fn of(manifest: String, candidate: &Candidate) -> Option<Served> {
+        Some(Served { module: candidate.digest()?.to_owned(), manifest })
     }
 }
