@@ -122,7 +122,7 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     let mut problems = Vec::new();
     let mut file_offered = None;
     if let Some(file) = &sources.file {
-        match file.read().await {
+        match file.read(&shared.registry).await {
             Some(candidate) => {
                 file_offered = Some(candidate.key().to_owned());
                 if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
@@ -135,7 +135,7 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     if let Some(cm) = &sources.configmap
         && shared.rules.current().is_none()
     {
-        match cm.fetch(client).await {
+        match cm.fetch(client, &shared.registry).await {
             Ok(candidate) => {
                 if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
                     problems.push(format!("ConfigMap {cm} rejected ({}): {why}", why.reason()));
@@ -162,10 +162,10 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
 
     let (candidates, offers) = mpsc::channel(8);
     if let Some(file) = sources.file.clone() {
-        tokio::spawn(file.watch(candidates.clone(), file_offered));
+        tokio::spawn(file.watch(shared.registry.clone(), candidates.clone(), file_offered));
     }
     if let Some(cm) = sources.configmap.clone() {
-        tokio::spawn(cm.watch(client.clone(), candidates.clone()));
+        tokio::spawn(cm.watch(client.clone(), shared.registry.clone(), candidates.clone()));
     }
     if let Some(oci) = sources.oci.clone() {
         tokio::spawn(oci.watch(shared.registry.clone(), candidates.clone(), oci_served));

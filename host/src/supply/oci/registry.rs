@@ -46,6 +46,9 @@ pub struct RegistrySettings {
     /// PEM certificates of certificate authorities trusted beside the system's (a registry
     /// with a certificate from an internal CA).
     pub extra_ca_pem: Vec<Vec<u8>>,
+    /// `--require-signatures`: a module from a file or a ConfigMap serves only if a signature
+    /// by a trusted key is carried beside it (needs trusted keys).
+    pub require_signatures: bool,
     /// `HOST[:PORT]` patterns (`*` matches any run of characters in the host; a pattern
     /// without a port matches only a reference without one, `HOST:*` any port): with any, a
     /// reference naming another registry is refused before anything is asked or read. None:
@@ -71,6 +74,7 @@ impl Default for RegistrySettings {
             trusted_keys: Vec::new(),
             trusted_key_paths: Vec::new(),
             extra_ca_pem: Vec::new(),
+            require_signatures: false,
             allowed: Vec::new(),
         }
     }
@@ -206,6 +210,9 @@ impl Registry {
     pub fn new(settings: RegistrySettings) -> Result<Arc<Registry>, String> {
         // oci-client's reqwest is built without a TLS provider: the process's is ring, as kube's.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        if settings.require_signatures && settings.trusted_keys.is_empty() && settings.trusted_key_paths.is_empty() {
+            return Err("--require-signatures needs trusted keys (--trusted-keys): without them no signature can verify".into());
+        }
         let cache = settings.cache_dir.as_deref().map(BlobCache::open).transpose()?;
         if let Some(cache) = &cache {
             cache.disk().set_max_bytes(settings.cache_max_bytes);

@@ -243,6 +243,38 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey], ident
     Err(format!("no valid signature by a trusted key ({}); keys trusted: {tried}", why.join("; ")))
 }
 
+/// A module signed outside a registry (`zundoko-operator sign`, `--require-signatures`): an
+/// ECDSA P-256 signature over the module's SHA-256, base64 DER. The same as `cosign sign-blob
+/// --key` writes for the module file (it signs the file's SHA-256), so either may make it and
+/// `cosign verify-blob --key` checks it.
+pub fn sign_digest(key: &SignKey, digest: &str) -> Result<String, String> {
+    use p256::ecdsa::signature::hazmat::PrehashSigner as _;
+    let hash = digest_bytes(digest)?;
+    let signature: Signature = key.0.sign_prehash(&hash).map_err(|e| format!("cannot sign {digest}: {e}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(signature.to_der().as_bytes()))
+}
+
+/// Which trusted key made `signature` (as [`sign_digest`] writes it) over the module whose
+/// SHA-256 is `digest`; or why none did, naming the keys tried.
+pub fn verify_digest(digest: &str, signature: &str, keys: &[TrustedKey]) -> Result<String, String> {
+    use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
+    let tried = keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
+    let hash = digest_bytes(digest)?;
+    let der = base64::engine::general_purpose::STANDARD.decode(signature.trim()).map_err(|_| "the signature is not base64".to_string())?;
+    let signature = DerSignature::try_from(der.as_slice())
+        .and_then(Signature::try_from)
+        .map_err(|_| "the signature is not a DER ECDSA signature".to_string())?;
+    match keys.iter().find(|k| k.key.verify_prehash(&hash, &signature).is_ok()) {
+        Some(key) => Ok(key.name.clone()),
+        None => Err(format!("the signature over {digest} was made by none of the trusted keys ({tried})")),
+    }
+}
+
+/// The 32 bytes of `sha256:<hex>`.
+fn digest_bytes(digest: &str) -> Result<Vec<u8>, String> {
+    crate::supply::digest::hex_of(digest).and_then(|h| hex::decode(h).ok()).filter(|b| b.len() == 32).ok_or_else(|| format!("{digest} is not a sha256 digest"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +317,21 @@ mod tests {
         let elsewhere = verify(DIGEST, &found, &trusted, Some("127.0.0.1:5000/rules/copy")).unwrap_err();
         assert!(elsewhere.contains("in repository 127.0.0.1:5000/rules/ja, not 127.0.0.1:5000/rules/copy"), "{elsewhere}");
         assert!(verify(DIGEST, &found, &trusted, None).is_ok(), "without the requirement the repository is not read");
+    }
+
+    #[test]
+    fn a_module_signed_over_its_digest_verifies_with_its_key_only_and_for_its_digest_only() {
+        let (key, other) = (SignKey::generate(), SignKey::generate());
+        let module = b"\0asm module";
+        let digest = crate::supply::digest::digest(module);
+        let signature = sign_digest(&key, &digest).unwrap();
+        assert!(verify_digest(&digest, &signature, &[other.trusted("o"), key.trusted("k")]).unwrap().starts_with("k (sha256:"));
+        // What `cosign sign-blob` writes: a plain ECDSA-SHA256 signature of the file's bytes.
+        assert!(verify_digest(&digest, &key.sign(module), &[key.trusted("k")]).is_ok());
+        let wrong = verify_digest(&digest, &signature, &[other.trusted("o")]).unwrap_err();
+        assert!(wrong.contains("none of the trusted keys (o (sha256:"), "{wrong}");
+        assert!(verify_digest(&crate::supply::digest::digest(b"another"), &signature, &[key.trusted("k")]).is_err());
+        assert!(verify_digest(&digest, "@@", &[key.trusted("k")]).unwrap_err().contains("not base64"));
     }
 
     #[test]

@@ -304,7 +304,9 @@ impl Sources {
                 return Ok(Some(self.check_oci(spec, oci, pinned_by).await));
             }
         };
-        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: None };
+        // With --require-signatures a ConfigMap's module is verified too: with other keys, again.
+        let trust = self.registry.settings().require_signatures.then(|| self.registry.keys().trust(&[])).flatten();
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: trust.clone() };
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
             let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
             return Ok(Some(checked(None, Err(problem))));
@@ -320,6 +322,7 @@ impl Sources {
         if let Some(last) = last
             && last.spec == *spec
             && last.resource_version == version
+            && last.trust == trust
         {
             return Ok(Some(last.clone()));
         }
@@ -336,7 +339,7 @@ impl Sources {
             return Ok(Some(checked(None, Err(problem))));
         };
         let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
-        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &checks).await {
+        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
             Ok(fetched) => self.load(fetched).await,
             Err(problem) => Err(problem),
         };
