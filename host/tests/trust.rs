@@ -135,6 +135,102 @@ async fn the_default_module_from_a_registry_stops_when_its_key_is_removed_withou
     operator.stop().await;
 }
 
+/// `--require-signatures`: a rule set whose source is a ConfigMap serves only once the ConfigMap
+/// carries a signature by a trusted key (its annotation), so switching a source from a registry
+/// to a ConfigMap does not bypass signing; the default module from an unsigned file is refused
+/// at start, and serves once `sign` wrote its signature beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_signatures_required_a_configmap_or_a_file_serves_only_signed() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    use zundoko_operator::operator::ModuleSources;
+    use zundoko_operator::supply::fetch::SIGNATURE_ANNOTATION_PREFIX;
+    let key = SignKey::generate();
+    let classic = module_bytes("zundoko-classic");
+    let settings = RegistrySettings { trusted_keys: vec![key.trusted("team.pub")], require_signatures: true, ..RegistrySettings::default() };
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    cluster.put_configmap(RULES_NS, "unsigned-cm", &classic).await;
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), settings.clone());
+    create_rules(&cluster, "from-cm", plain("unsigned-cm")).await;
+    phase_and_reason(&cluster, "from-cm", "Rejected", Some("SignatureRequired"), Duration::from_secs(30)).await;
+    let message = rules_status(&cluster, "from-cm").await.message.unwrap_or_default();
+    assert!(message.contains(&format!("{SIGNATURE_ANNOTATION_PREFIX}rules.wasm")), "names where the signature goes: {message}");
+    sing(&cluster, "waits", 0, Some("from-cm"), &[]).await;
+    // Signed by another key: not verified.
+    let annotate = async |signature: String| {
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(cluster.client.clone(), RULES_NS);
+        let patch = serde_json::json!({"metadata": {"annotations": {format!("{SIGNATURE_ANNOTATION_PREFIX}rules.wasm"): signature}}});
+        api.patch("unsigned-cm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    };
+    let digest = zundoko_operator::supply::digest(&classic);
+    annotate(zundoko_operator::supply::oci::signature::sign_digest(&SignKey::generate(), &digest).unwrap()).await;
+    phase_and_reason(&cluster, "from-cm", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "waits").await, None);
+    annotate(zundoko_operator::supply::oci::signature::sign_digest(&key, &digest).unwrap()).await;
+    phase_and_reason(&cluster, "from-cm", "Active", None, Duration::from_secs(30)).await;
+    cluster.wait_kiyoshied("default", &["waits".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+
+    // The default module from a file: unsigned, refused at start, naming why.
+    let dir = std::env::temp_dir().join(format!("zundoko-signed-file-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = dir.join("rules.wasm");
+    std::fs::write(&module, &classic).unwrap();
+    let config = || {
+        let mut config = common::running::config(ModuleSources { file: Some(common::running::file(module.clone())), ..ModuleSources::default() });
+        config.registry = settings.clone();
+        config
+    };
+    let error = common::running::start_with(&cluster, config()).await.err().expect("an unsigned file must not serve");
+    assert!(error.to_string().contains("SignatureRequired") && error.to_string().contains("rules.wasm.sig"), "{error}");
+    // `sign` writes the signature beside it (as a mounted ConfigMap's rules.wasm.sig entry).
+    let key_file = dir.join("team.key");
+    std::fs::write(&key_file, key.private_pem()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(["sign", "--key"]).arg(&key_file).arg(&module).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("annotation:  {SIGNATURE_ANNOTATION_PREFIX}rules.wasm=")), "{stdout}");
+    let operator = common::running::start_with(&cluster, config()).await.unwrap();
+    assert_eq!(operator.serving(), Some(digest));
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `sign` and `check --require-signatures` on a module file: signed by a trusted key it passes
+/// (naming the key), unsigned it is refused naming what is missing; the flag without keys is
+/// refused as meaningless.
+#[test]
+fn check_requires_a_files_signature_when_asked_and_sign_makes_it() {
+    let dir = std::env::temp_dir().join(format!("zundoko-sign-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = dir.join("rules.wasm");
+    std::fs::write(&module, module_bytes("zundoko-classic")).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(args).env("RUST_LOG", "off").output().unwrap();
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let (module_s, team) = (module.to_str().unwrap(), dir.join("team"));
+    assert!(run(&["keygen", "--out", team.to_str().unwrap()]).0);
+    let (key, public) = (dir.join("team.key"), dir.join("team.pub"));
+    let checked = |extra: &[&str]| run(&[&["check", "--module", module_s, "--require-signatures", "--trusted-keys", public.to_str().unwrap()], extra].concat());
+    let (ok, out) = checked(&[]);
+    assert!(!ok && out.contains("SignatureRequired") && out.contains("rules.wasm.sig"), "{out}");
+    let (ok, out) = run(&["sign", "--key", key.to_str().unwrap(), module_s]);
+    assert!(ok, "{out}");
+    let (ok, out) = checked(&[]);
+    assert!(ok && out.contains(&format!("signed by:   {}", public.display())), "{out}");
+    // The module changed after it was signed: refused.
+    std::fs::write(&module, module_bytes("zundoko-strict-ja")).unwrap();
+    let (ok, out) = checked(&[]);
+    assert!(!ok && out.contains("SignatureNotVerified"), "{out}");
+    let (ok, out) = run(&["check", "--module", module_s, "--require-signatures"]);
+    assert!(!ok && out.contains("--require-signatures needs trusted keys"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// What `cosign copy` (or `crane cp` of the artifact and its `.sig`) does: the signature of
 /// `digest` made for `from` (its payload naming `from`'s repository), stored next to the same
 /// artifact in repository `to`.
@@ -255,4 +351,13 @@ async fn a_signature_written_by_independent_code_verifies_and_tampered_or_copied
     py(&["sign", keydir, addr, "rules/copied", &classic, "--at", &other]);
     let (ok, _, stderr) = cli(&["check", &format!("{addr}/rules/copied:v1"), "--trusted-keys", public], addr);
     assert!(!ok && stderr.contains("SignatureNotVerified") && stderr.contains("not this artifact") && stderr.contains(&classic), "{stderr}");
+    // A module file signed as `cosign sign-blob --key` signs it: what --require-signatures takes.
+    let file = keys.join("rules.wasm");
+    std::fs::write(&file, module_bytes("zundoko-classic")).unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, _, stderr) = cli(&["check", "--module", file, "--require-signatures", "--trusted-keys", public], addr);
+    assert!(!ok && stderr.contains("SignatureRequired"), "{stderr}");
+    py(&["sign-blob", keydir, file]);
+    let (ok, stdout, stderr) = cli(&["check", "--module", file, "--require-signatures", "--trusted-keys", public], addr);
+    assert!(ok && stdout.contains(&format!("signed by:   {public}")), "{stdout}{stderr}");
 }
