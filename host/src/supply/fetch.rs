@@ -421,8 +421,7 @@ mod tests {
         use crate::supply::oci::{SignKey, signature::sign_digest};
         let key = SignKey::generate();
         let registry = requiring(&key);
-        let mut cm = ConfigMap::default();
-        cm.binary_data = Some([("rules.wasm".to_string(), k8s_openapi::ByteString(b"\0asm".to_vec()))].into());
+        let mut cm = ConfigMap { binary_data: Some([("rules.wasm".to_string(), k8s_openapi::ByteString(b"\0asm".to_vec()))].into()), ..ConfigMap::default() };
         let source = |cm: &ConfigMap| fetch_signed(Source::ConfigMap { namespace: "ns", name: "cm", key: "rules.wasm", object: cm }, &registry);
         let unsigned = source(&cm).unwrap_err();
         assert_eq!(unsigned.reason, "SignatureRequired");

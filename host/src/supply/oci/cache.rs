@@ -8,6 +8,7 @@
 //!   them): a verdict is never stored, the signatures are verified again on every load against
 //!   the keys trusted then (an ECDSA check, about 0.1 ms), so a record written by hand is worth
 //!   what its signatures are.
+//!
 //! Blobs count towards the cache's bound with compiled code (`supply/disk_cache.rs`): a read
 //! marks a blob used, a write collects the least recently used.
 
