@@ -178,9 +178,14 @@ async fn with_signatures_required_a_configmap_or_a_file_serves_only_signed() {
     std::fs::create_dir_all(&dir).unwrap();
     let module = dir.join("rules.wasm");
     std::fs::write(&module, &classic).unwrap();
+    // The keys from a directory, read again as it changes.
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    put_key(&keys, "team.pub", &key.public_pem());
+    let file_settings = RegistrySettings { trusted_keys: TrustedKey::load(&keys).unwrap(), trusted_key_paths: vec![keys.clone()], ..settings.clone() };
     let config = || {
         let mut config = common::running::config(ModuleSources { file: Some(common::running::file(module.clone())), ..ModuleSources::default() });
-        config.registry = settings.clone();
+        config.registry = file_settings.clone();
         config
     };
     let error = common::running::start_with(&cluster, config()).await.err().expect("an unsigned file must not serve");
@@ -193,7 +198,26 @@ async fn with_signatures_required_a_configmap_or_a_file_serves_only_signed() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains(&format!("annotation:  {SIGNATURE_ANNOTATION_PREFIX}rules.wasm=")), "{stdout}");
     let operator = common::running::start_with(&cluster, config()).await.unwrap();
-    assert_eq!(operator.serving(), Some(digest));
+    assert_eq!(operator.serving(), Some(digest.clone()));
+    // Its key replaced by another: the same file is no longer trusted, and stops serving.
+    put_key(&keys, "other.pub", &SignKey::generate().public_pem());
+    std::fs::remove_file(keys.join("team.pub")).unwrap();
+    eventually("the file's module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
+    put_key(&keys, "team.pub", &key.public_pem());
+    eventually("the file's module back", Duration::from_secs(8), async || operator.serving() == Some(digest.clone())).await;
+    operator.stop().await;
+
+    // The default module from a ConfigMap (the one signed above, through its annotation): the
+    // same, through the API.
+    let mut config = common::running::config(ModuleSources { configmap: Some(format!("{RULES_NS}/unsigned-cm").parse().unwrap()), ..ModuleSources::default() });
+    config.registry = file_settings.clone();
+    let operator = common::running::start_with(&cluster, config).await.unwrap();
+    assert_eq!(operator.serving(), Some(digest.clone()));
+    put_key(&keys, "other.pub", &SignKey::generate().public_pem());
+    std::fs::remove_file(keys.join("team.pub")).unwrap();
+    eventually("the ConfigMap's module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
+    put_key(&keys, "team.pub", &key.public_pem());
+    eventually("the ConfigMap's module back", Duration::from_secs(8), async || operator.serving() == Some(digest.clone())).await;
     operator.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -78,9 +78,30 @@ impl ConfigMapRef {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
         let mut changes = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
         let mut last_version: Option<String> = None;
+        // With --require-signatures, new keys verify the module again; what the ConfigMap
+        // offered last (the object, and its module's digest if it was offered).
+        let mut keys = registry.keys().subscribe();
+        let signed = registry.settings().require_signatures;
+        let mut last: Option<(ConfigMap, Option<String>)> = None;
         loop {
             tokio::select! {
                 _ = candidates.closed() => return,
+                Ok(()) = keys.changed(), if signed => {
+                    let Some((cm, offered)) = last.clone() else { continue };
+                    let again = self.candidate(&cm, &registry).await;
+                    let now = again.digest().map(str::to_owned);
+                    let again = match (&offered, now.is_some()) {
+                        // Offered before and not trusted now: withdrawn.
+                        (Some(was), false) if again.distrusts() => again.withdrawing(was),
+                        // Refused before (or withdrawn), trusted now: offered again.
+                        (None, true) => again,
+                        _ => continue,
+                    };
+                    last = Some((cm, now));
+                    if candidates.send(again).await.is_err() {
+                        return;
+                    }
+                }
                 next = changes.next() => match next {
                     None => return,
                     Some(Err(error)) => warn!(configmap = %self, %error, "watching the module ConfigMap failed; retrying"),
@@ -91,7 +112,9 @@ impl ConfigMapRef {
                         }
                         last_version = cm.metadata.resource_version.clone();
                         debug!(configmap = %self, resource_version = ?last_version, "the module ConfigMap changed");
-                        if candidates.send(self.candidate(&cm, &registry).await).await.is_err() {
+                        let candidate = self.candidate(&cm, &registry).await;
+                        last = Some((cm, candidate.digest().map(str::to_owned)));
+                        if candidates.send(candidate).await.is_err() {
                             return;
                         }
                     }

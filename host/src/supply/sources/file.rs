@@ -46,6 +46,12 @@ impl FileSource {
         }
     }
 
+    /// The digest of the file's bytes now, signature or not.
+    async fn digest_now(&self) -> Option<String> {
+        let fetched = fetch::fetch_module(Source::File(&self.path), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &Checks::default()).await;
+        fetched.ok().map(|f| f.digest)
+    }
+
     /// Offer the file's content to `candidates` each time it changes, until the receiver is
     /// dropped. `offered` is the digest already offered (the startup module), if any.
     pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut offered: Option<String>) {
@@ -55,6 +61,9 @@ impl FileSource {
         let mut missing_reported = false;
         let mut poll = tokio::time::interval(self.poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // With --require-signatures, new keys read the file again at once.
+        let mut keys = registry.keys().subscribe();
+        let signed = registry.settings().require_signatures;
         loop {
             // Arm (or re-arm, if the directory was replaced) the watch.
             let inode = std::fs::metadata(&dir).map(|m| m.ino()).ok();
@@ -64,6 +73,7 @@ impl FileSource {
             tokio::select! {
                 _ = candidates.closed() => return,
                 _ = poll.tick() => {}
+                Ok(()) = keys.changed(), if signed => {}
                 Some(first) = woken.recv() => {
                     // Debounce: read once the writes have stopped for `settle`, or, after a
                     // sign that a write is whole (a rename into place, as kubelet's `..data`
@@ -94,6 +104,12 @@ impl FileSource {
                 continue;
             }
             debug!(path = %self.path.display(), digest = %seen, "the module file changed");
+            // The bytes offered before, no longer trusted (the keys changed): withdrawn, not
+            // merely refused as a new module would be.
+            let candidate = match offered.as_deref().filter(|was| was.starts_with("sha256:")) {
+                Some(was) if candidate.distrusts() && self.digest_now().await.as_deref() == Some(was) => candidate.withdrawing(was),
+                _ => candidate,
+            };
             offered = Some(seen);
             if candidates.send(candidate).await.is_err() {
                 return;

@@ -59,9 +59,10 @@ impl Candidate {
         Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason, distrusts, withdraws: None }
     }
 
-    /// The module `digest` that a source offered is distrusted now, for `problem`.
-    pub fn withdrawn(origin: Origin, digest: &str, problem: Problem) -> Self {
-        Candidate { withdraws: Some(digest.into()), ..Candidate::failed(origin, problem) }
+    /// This refusal as the withdrawal of module `digest`, which the source offered before and
+    /// which is distrusted now (the same bytes, the keys changed).
+    pub fn withdrawing(self, digest: &str) -> Self {
+        Candidate { withdraws: Some(digest.into()), ..self }
     }
 
     /// Why there are no bytes, as a reason.

@@ -136,9 +136,7 @@ impl OciSource {
             return None;
         }
         warn!(reference = %self.reference, %digest, "the trusted keys changed and no longer verify the module serving: withdrawing it");
-        let reason = again.reason().to_owned();
-        let problem = Problem::new(&reason, again.bytes.err().unwrap_or_default(), false);
-        Some(Candidate::withdrawn(again.origin, &serving.module, problem))
+        Some(again.withdrawing(&serving.module))
     }
 }
 
