@@ -127,6 +127,7 @@ async fn the_default_module_from_a_registry_stops_when_its_key_is_removed_withou
     // Said where swaps are (the operator's namespace, as it knows no Pod here).
     let said = cluster.events_regarding("default", "Namespace", "default").await;
     assert!(said.iter().any(|e| e.reason.as_deref() == Some("ModuleWithdrawn") && e.note.as_deref().is_some_and(|n| n.contains("SignatureNotVerified"))), "{said:?}");
+    assert!(!operator.metrics().contains(&digest), "zundoko_module_info still names the withdrawn module");
 
     // A back: the cache's signature verifies again, the module serves, the waiting Hikawa sings.
     put_key(&keys, "a.pub", &a.public_pem());

@@ -249,6 +249,7 @@ impl Swapper {
             return SwapOutcome::Unchanged;
         }
         self.slot.clear();
+        self.metrics.module_withdrawn();
         *self.last_rejected.lock().unwrap() = Some(candidate.key().to_owned());
         let why = candidate.bytes.as_ref().err().map(String::as_str).unwrap_or_default();
         warn!(origin = %candidate.origin, %digest, reason = %candidate.reason, error = %why, "the rules module serving is no longer trusted: it stops serving, nothing serves until a trusted one does");

@@ -90,7 +90,7 @@ impl OciSource {
             let keys_changed = tokio::select! {
                 _ = candidates.closed() => return,
                 _ = sleep => false,
-                changed = keys.changed() => changed.is_ok(),
+                Ok(()) = keys.changed() => true,
             };
             if keys_changed && let Some(serving) = served.clone() {
                 if let Some(withdrawn) = self.verify_again(&registry, &serving).await {
