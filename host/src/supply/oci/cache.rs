@@ -6,8 +6,8 @@
 //!   a tag at another (older, still signed) artifact for a restart with the registry down;
 //! - the signatures found next to each artifact (payloads and signatures as the registry had
 //!   them): a verdict is never stored, the signatures are verified again on every load against
-//!   the keys trusted then (one ECDSA P-256 verification per kept signature), so a record written by hand is worth
-//!   what its signatures are.
+//!   the keys trusted then (one ECDSA P-256 verification per kept signature), so a record
+//!   written by hand is worth what its signatures are.
 //!
 //! Blobs count towards the cache's bound with compiled code (`supply/disk_cache.rs`): a read
 //! marks a blob used, a write collects the least recently used.
