@@ -221,6 +221,11 @@ push: ## Publish a module to an OCI registry, checked first (MODULE=, REF=REGIST
 	$(CARGO) run -q -p zundoko-operator -- push --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm) $(REF) \
 	  $(if $(SIGN),--sign $(SIGN)) $(if $(INSECURE),--insecure-registry $(INSECURE))
 
+.PHONY: sign
+sign: ## Sign a module file for --require-signatures: writes MODULE.sig, prints the ConfigMap annotation (MODULE=, SIGN=key file).
+	@test -n "$(SIGN)" || { echo "usage: make sign MODULE=target/modules/NAME.wasm SIGN=team.key" >&2; exit 1; }
+	$(CARGO) run -q -p zundoko-operator -- sign --key $(SIGN) $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)
+
 .PHONY: check-module
 check-module: guest ## Validate a module and print its metadata (MODULE=).
 	$(CARGO) run -q -p zundoko-operator -- check --module $(or $(MODULE),$(MODULES)/zundoko-classic.wasm)

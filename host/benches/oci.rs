@@ -36,7 +36,7 @@ async fn to_serving(settings: &RegistrySettings, reference: &zundoko_operator::s
     let registry = Registry::new(settings.clone()).unwrap();
     let auth = oci_client::secrets::RegistryAuth::Anonymous;
     let manifest = registry.resolve(reference, &auth).await.unwrap();
-    let fetched = registry.fetch(reference, &manifest, &auth, &[]).await.unwrap();
+    let fetched = registry.fetch(reference, &manifest, &auth, &[], false).await.unwrap();
     // --cache-dir keeps compiled code too: warm, the module is loaded, not compiled.
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(settings.cache_dir.as_deref().unwrap()).unwrap();
     let loader = Arc::new(ModuleLoader::new(engine, PlanLimits::default()));

@@ -234,6 +234,12 @@ pub struct OciSource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8), inner(length(max = 4096)))]
     pub public_keys: Vec<String>,
+    /// Bind signatures to this repository: a signature counts only if its payload's
+    /// `critical.identity.docker-reference` is `REGISTRY/REPOSITORY` of `reference`, so a
+    /// signed artifact copied from another repository does not verify here. Needs a trusted
+    /// key (`publicKeys` or `--trusted-keys`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_identity: bool,
 }
 
 /// A Secret, by namespace and name.

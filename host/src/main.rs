@@ -38,6 +38,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
         Command::Check(args) => cli::check(args, &mut stdout).await,
         Command::Push(args) => cli::push(args, &mut stdout).await,
         Command::Keygen(args) => cli::keygen(args, &mut stdout),
+        Command::Sign(args) => cli::sign(args, &mut stdout),
         Command::CompileModule(args) => cli::compile_module(args),
         Command::Test(args) => cli::test(args, &mut stdout),
         Command::Crd => cli::crd(&mut stdout),

@@ -1,5 +1,8 @@
 //! The on-disk cache (`--cache-dir`): compiled code is believed only if the operator wrote it
 //! for that module, and the cache stays under `--cache-max-mib` without collecting what serves.
+//! Its records of a registry are no verdicts: signatures are verified again at every load with
+//! the keys trusted then, and a tag's record is believed only under the operator's MAC (each
+//! `check` below is a fresh process: a restart, here with the registry down).
 
 mod common;
 
@@ -190,5 +193,100 @@ fn a_big_modules_code_comes_back_from_the_compiler_process_and_the_operator_keep
     assert!(engine.compiled_cache().unwrap().lookup(engine.engine(), &big).is_none(), "a forged MAC is not believed");
     assert_eq!(engine.load(&big).unwrap().info().unwrap().name, "zundoko-classic");
     assert!(restart(&dir).compiled_cache().unwrap().lookup(engine.engine(), &big).is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `zundoko-operator check REF --cache-dir DIR [--trusted-keys KEY]` against `registry`: whether
+/// it passed, and what it printed (stdout, stderr).
+fn check_cached(registry: &str, reference: &str, dir: &Path, key: Option<&Path>) -> (bool, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"));
+    command.args(["check", reference, "--cache-dir", dir.to_str().unwrap(), "--registry-timeout-secs", "2"]);
+    if let Some(key) = key {
+        command.args(["--trusted-keys", key.to_str().unwrap()]);
+    }
+    let out = command.env("ZUNDOKO_INSECURE_REGISTRIES", registry).env("RUST_LOG", "off").output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_verified_record_is_not_believed_and_kept_signatures_verify_again_with_the_keys_of_now() {
+    use zundoko_operator::supply::oci::SignKey;
+    let Some(mut registry) = common::registry::TestRegistry::start(false) else { return };
+    let dir = scratch("verdicts");
+    let (a, b) = (SignKey::generate(), SignKey::generate());
+    let keys = registry.dir().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let (a_pub, b_pub) = (keys.join("a.pub"), keys.join("b.pub"));
+    std::fs::write(&a_pub, a.public_pem()).unwrap();
+    std::fs::write(&b_pub, b.public_pem()).unwrap();
+    let addr = registry.addr.clone();
+    let signed = registry.push("rules/signed:v1", &module_bytes("zundoko-classic"), Some(&a)).await;
+    let unsigned = registry.push("rules/unsigned:v1", &module_bytes("zundoko-strict-ja"), None).await;
+    let (signed_ref, unsigned_ref) = (format!("{addr}/rules/signed@{signed}"), format!("{addr}/rules/unsigned@{unsigned}"));
+    let (ok, out) = check_cached(&addr, &signed_ref, &dir, Some(&a_pub));
+    assert!(ok && out.contains("signed by:"), "{out}");
+    // The unsigned artifact in the cache too (pulled without keys: nothing verified).
+    let (ok, out) = check_cached(&addr, &unsigned_ref, &dir, None);
+    assert!(ok, "{out}");
+
+    // What a writer of the cache directory can make of the unsigned artifact's verdict: the
+    // "verified by these keys" marker as the cache wrote it (named by the artifact and the keys'
+    // fingerprints), and the signed artifact's signatures put under its name.
+    let a_trusted = a.trusted("a");
+    let set = hex(a_trusted.fingerprint().as_bytes());
+    let verified = dir.join("oci/verified");
+    std::fs::create_dir_all(&verified).unwrap();
+    std::fs::write(verified.join(format!("{}-{}", &unsigned[7..], &set[..16])), "a (forged)").unwrap();
+    // (A cache that keeps verdicts, not signatures, has no record to copy; the signed
+    // artifact serving from the cache below shows this one keeps them.)
+    let signatures = dir.join("oci/signatures");
+    if signatures.join(&signed[7..]).exists() {
+        std::fs::copy(signatures.join(&signed[7..]), signatures.join(&unsigned[7..])).unwrap();
+    }
+
+    registry.stop();
+    let (ok, out) = check_cached(&addr, &unsigned_ref, &dir, Some(&a_pub));
+    assert!(!ok && out.contains("SignatureNotVerified") && out.contains("not this artifact"), "a forged verdict must not be believed: {out}");
+    // The signed one serves from the cache with the registry down: its kept signature verifies
+    // again with A ...
+    let (ok, out) = check_cached(&addr, &signed_ref, &dir, Some(&a_pub));
+    assert!(ok && out.contains("from:        the cache") && out.contains("signed by:"), "{out}");
+    // ... and not with B only: the keys trusted now, not those of the pull, decide.
+    let (ok, out) = check_cached(&addr, &signed_ref, &dir, Some(&b_pub));
+    // A verdict, not a registry's passing trouble: refused as not verified.
+    assert!(!ok && out.contains("SignatureNotVerified") && out.contains("none of the trusted keys"), "verified with B from a verdict made under A: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_tag_record_cannot_roll_a_tag_back_while_the_registry_is_down() {
+    let Some(mut registry) = common::registry::TestRegistry::start(false) else { return };
+    let dir = scratch("tags");
+    let addr = registry.addr.clone();
+    let old = registry.push("rules/app:stable", &module_bytes("zundoko-classic"), None).await;
+    registry.push("rules/app:old", &module_bytes("zundoko-classic"), None).await;
+    let (stable, old_ref) = (format!("{addr}/rules/app:stable"), format!("{addr}/rules/app:old"));
+    assert!(check_cached(&addr, &stable, &dir, None).0);
+    assert!(check_cached(&addr, &old_ref, &dir, None).0);
+    // The tag moves on; the cache records where.
+    let new = registry.push("rules/app:stable", &module_bytes("zundoko-strict-ja"), None).await;
+    assert_ne!(old, new);
+    let (ok, out) = check_cached(&addr, &stable, &dir, None);
+    assert!(ok && out.contains(&new), "{out}");
+    let tag_file = |reference: &str| dir.join("oci/tags").join(hex(reference.as_bytes()));
+    let genuine = std::fs::read(tag_file(&stable)).unwrap();
+
+    registry.stop();
+    let (ok, out) = check_cached(&addr, &stable, &dir, None);
+    assert!(ok && out.contains(&new), "the operator's own record serves with the registry down: {out}");
+    // Forged: the tag pointed back at the old (still cached) artifact, by a record written by
+    // hand, or by another tag's genuine record copied over its name.
+    for forged in [format!("{old}\n").into_bytes(), std::fs::read(tag_file(&old_ref)).unwrap()] {
+        std::fs::write(tag_file(&stable), forged).unwrap();
+        let (ok, out) = check_cached(&addr, &stable, &dir, None);
+        assert!(!ok && out.contains("RegistryUnreachable") && !out.contains(&old), "a forged tag record must be ignored: {out}");
+    }
+    std::fs::write(tag_file(&stable), genuine).unwrap();
+    assert!(check_cached(&addr, &stable, &dir, None).0);
     let _ = std::fs::remove_dir_all(&dir);
 }

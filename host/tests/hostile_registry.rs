@@ -340,7 +340,7 @@ async fn a_pull_permit_is_taken_inside_the_deadline() {
         let reference: ModuleRef = format!("{}/tarpit/{name}@{digest}", server.addr).parse().unwrap();
         async move {
             let started = Instant::now();
-            let error = registry.fetch_once(&reference, &digest, &auth, &[]).await.expect_err("a tarpit gives no module");
+            let error = registry.fetch_once(&reference, &digest, &auth, &[], false).await.expect_err("a tarpit gives no module");
             (started.elapsed(), error.reason())
         }
     };

@@ -519,7 +519,7 @@ async fn an_artifact_in_wkg_s_layout_is_accepted() {
     manifest.annotations = Some([("org.opencontainers.image.version".to_string(), "1.0.0".to_string())].into());
     client.push(&reference.to_oci(), &[layer], config, &oci_client::secrets::RegistryAuth::Anonymous, Some(manifest)).await.unwrap();
     let digest_now = fetched_by.resolve(&reference, &registry.auth()).await.unwrap();
-    let fetched = fetched_by.fetch(&reference, &digest_now, &registry.auth(), &[]).await.unwrap();
+    let fetched = fetched_by.fetch(&reference, &digest_now, &registry.auth(), &[], false).await.unwrap();
     assert_eq!(fetched.bytes, module);
     assert!(!fetched.from_cache && fetched.signed_by.is_none());
 }

@@ -92,6 +92,226 @@ async fn a_key_removed_from_trusted_keys_stops_what_only_it_verified_and_no_keys
     let _ = std::fs::remove_dir_all(&keys);
 }
 
+/// The default module from a registry (`--module-oci`): a key removed from `--trusted-keys`
+/// stops it within seconds, from the signatures the cache kept (the registry down: no re-pull),
+/// and the key back serves it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_module_from_a_registry_stops_when_its_key_is_removed_without_a_pull() {
+    use zundoko_operator::operator::ModuleSources;
+    let Some(mut registry) = TestRegistry::start(false) else { return };
+    let (a, b) = (SignKey::generate(), SignKey::generate());
+    let classic = module_bytes("zundoko-classic");
+    registry.push("rules/default:v1", &classic, Some(&a)).await;
+    let keys = registry.dir().join("default-keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    put_key(&keys, "a.pub", &a.public_pem());
+    let cluster = Cluster::start().await;
+    let oci = zundoko_operator::supply::sources::oci::OciSource { reference: registry.reference("rules/default:v1"), auth_file: None, poll: None };
+    let mut config = common::running::config(ModuleSources { oci: Some(oci), wait: true, ..ModuleSources::default() });
+    let cache = registry.dir().join("default-cache");
+    config.registry = RegistrySettings { trusted_keys: TrustedKey::load(&keys).unwrap(), trusted_key_paths: vec![keys.clone()], cache_dir: Some(cache), ..registry.settings() };
+    let operator = common::running::start_with(&cluster, config).await.unwrap();
+    let digest = zundoko_operator::supply::digest(&classic);
+    assert_eq!(operator.serving(), Some(digest.clone()));
+    sing(&cluster, "before", 0, None, &[]).await;
+    cluster.wait_kiyoshied("default", &["before".into()], Duration::from_secs(30)).await;
+
+    // The registry down: nothing can be pulled again. A replaced by B: the module stops.
+    registry.stop();
+    put_key(&keys, "b.pub", &b.public_pem());
+    std::fs::remove_file(keys.join("a.pub")).unwrap();
+    eventually("the default module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
+    sing(&cluster, "after", 0, None, &[]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(decided_by(&cluster, "after").await, None, "the module decided after its key was removed");
+    // Said where swaps are (the operator's namespace, as it knows no Pod here).
+    let said = cluster.events_regarding("default", "Namespace", "default").await;
+    assert!(said.iter().any(|e| e.reason.as_deref() == Some("ModuleWithdrawn") && e.note.as_deref().is_some_and(|n| n.contains("SignatureNotVerified"))), "{said:?}");
+    assert!(!operator.metrics().contains(&digest), "zundoko_module_info still names the withdrawn module");
+
+    // A back: the cache's signature verifies again, the module serves, the waiting Hikawa sings.
+    put_key(&keys, "a.pub", &a.public_pem());
+    eventually("the default module back", Duration::from_secs(10), async || operator.serving() == Some(digest.clone())).await;
+    cluster.wait_kiyoshied("default", &["after".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+}
+
+/// `--require-signatures`: a rule set whose source is a ConfigMap serves only once the ConfigMap
+/// carries a signature by a trusted key (its annotation), so switching a source from a registry
+/// to a ConfigMap does not bypass signing; the default module from an unsigned file is refused
+/// at start, and serves once `sign` wrote its signature beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_signatures_required_a_configmap_or_a_file_serves_only_signed() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    use zundoko_operator::operator::ModuleSources;
+    use zundoko_operator::supply::fetch::SIGNATURE_ANNOTATION_PREFIX;
+    let key = SignKey::generate();
+    let classic = module_bytes("zundoko-classic");
+    let settings = RegistrySettings { trusted_keys: vec![key.trusted("team.pub")], require_signatures: true, ..RegistrySettings::default() };
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    cluster.put_configmap(RULES_NS, "unsigned-cm", &classic).await;
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), settings.clone());
+    create_rules(&cluster, "from-cm", plain("unsigned-cm")).await;
+    phase_and_reason(&cluster, "from-cm", "Rejected", Some("SignatureRequired"), Duration::from_secs(30)).await;
+    let message = rules_status(&cluster, "from-cm").await.message.unwrap_or_default();
+    assert!(message.contains(&format!("{SIGNATURE_ANNOTATION_PREFIX}rules.wasm")), "names where the signature goes: {message}");
+    sing(&cluster, "waits", 0, Some("from-cm"), &[]).await;
+    // Signed by another key: not verified.
+    let annotate = async |signature: String| {
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(cluster.client.clone(), RULES_NS);
+        let patch = serde_json::json!({"metadata": {"annotations": {format!("{SIGNATURE_ANNOTATION_PREFIX}rules.wasm"): signature}}});
+        api.patch("unsigned-cm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    };
+    let digest = zundoko_operator::supply::digest(&classic);
+    annotate(zundoko_operator::supply::oci::signature::sign_digest(&SignKey::generate(), &digest).unwrap()).await;
+    phase_and_reason(&cluster, "from-cm", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    assert_eq!(decided_by(&cluster, "waits").await, None);
+    annotate(zundoko_operator::supply::oci::signature::sign_digest(&key, &digest).unwrap()).await;
+    phase_and_reason(&cluster, "from-cm", "Active", None, Duration::from_secs(30)).await;
+    cluster.wait_kiyoshied("default", &["waits".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+
+    // The default module from a file: unsigned, refused at start, naming why.
+    let dir = std::env::temp_dir().join(format!("zundoko-signed-file-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = dir.join("rules.wasm");
+    std::fs::write(&module, &classic).unwrap();
+    // The keys from a directory, read again as it changes.
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    put_key(&keys, "team.pub", &key.public_pem());
+    let file_settings = RegistrySettings { trusted_keys: TrustedKey::load(&keys).unwrap(), trusted_key_paths: vec![keys.clone()], ..settings.clone() };
+    let config = || {
+        let mut config = common::running::config(ModuleSources { file: Some(common::running::file(module.clone())), ..ModuleSources::default() });
+        config.registry = file_settings.clone();
+        config
+    };
+    let error = common::running::start_with(&cluster, config()).await.err().expect("an unsigned file must not serve");
+    assert!(error.to_string().contains("SignatureRequired") && error.to_string().contains("rules.wasm.sig"), "{error}");
+    // `sign` writes the signature beside it (as a mounted ConfigMap's rules.wasm.sig entry).
+    let key_file = dir.join("team.key");
+    std::fs::write(&key_file, key.private_pem()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(["sign", "--key"]).arg(&key_file).arg(&module).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("annotation:  {SIGNATURE_ANNOTATION_PREFIX}rules.wasm=")), "{stdout}");
+    let operator = common::running::start_with(&cluster, config()).await.unwrap();
+    assert_eq!(operator.serving(), Some(digest.clone()));
+    // Its key replaced by another: the same file is no longer trusted, and stops serving.
+    put_key(&keys, "other.pub", &SignKey::generate().public_pem());
+    std::fs::remove_file(keys.join("team.pub")).unwrap();
+    eventually("the file's module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
+    put_key(&keys, "team.pub", &key.public_pem());
+    eventually("the file's module back", Duration::from_secs(8), async || operator.serving() == Some(digest.clone())).await;
+    operator.stop().await;
+
+    // The default module from a ConfigMap (the one signed above, through its annotation): the
+    // same, through the API.
+    let mut config = common::running::config(ModuleSources { configmap: Some(format!("{RULES_NS}/unsigned-cm").parse().unwrap()), ..ModuleSources::default() });
+    config.registry = file_settings.clone();
+    let operator = common::running::start_with(&cluster, config).await.unwrap();
+    assert_eq!(operator.serving(), Some(digest.clone()));
+    put_key(&keys, "other.pub", &SignKey::generate().public_pem());
+    std::fs::remove_file(keys.join("team.pub")).unwrap();
+    eventually("the ConfigMap's module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
+    put_key(&keys, "team.pub", &key.public_pem());
+    eventually("the ConfigMap's module back", Duration::from_secs(8), async || operator.serving() == Some(digest.clone())).await;
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `sign` and `check --require-signatures` on a module file: signed by a trusted key it passes
+/// (naming the key), unsigned it is refused naming what is missing; the flag without keys is
+/// refused as meaningless.
+#[test]
+fn check_requires_a_files_signature_when_asked_and_sign_makes_it() {
+    let dir = std::env::temp_dir().join(format!("zundoko-sign-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = dir.join("rules.wasm");
+    std::fs::write(&module, module_bytes("zundoko-classic")).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(args).env("RUST_LOG", "off").output().unwrap();
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let (module_s, team) = (module.to_str().unwrap(), dir.join("team"));
+    assert!(run(&["keygen", "--out", team.to_str().unwrap()]).0);
+    let (key, public) = (dir.join("team.key"), dir.join("team.pub"));
+    let checked = |extra: &[&str]| run(&[&["check", "--module", module_s, "--require-signatures", "--trusted-keys", public.to_str().unwrap()], extra].concat());
+    let (ok, out) = checked(&[]);
+    assert!(!ok && out.contains("SignatureRequired") && out.contains("rules.wasm.sig"), "{out}");
+    let (ok, out) = run(&["sign", "--key", key.to_str().unwrap(), module_s]);
+    assert!(ok, "{out}");
+    let (ok, out) = checked(&[]);
+    assert!(ok && out.contains(&format!("signed by:   {}", public.display())), "{out}");
+    // The module changed after it was signed: refused.
+    std::fs::write(&module, module_bytes("zundoko-strict-ja")).unwrap();
+    let (ok, out) = checked(&[]);
+    assert!(!ok && out.contains("SignatureNotVerified"), "{out}");
+    let (ok, out) = run(&["check", "--module", module_s, "--require-signatures"]);
+    assert!(!ok && out.contains("--require-signatures needs trusted keys"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `cosign copy` (or `crane cp` of the artifact and its `.sig`) does: the signature of
+/// `digest` made for `from` (its payload naming `from`'s repository), stored next to the same
+/// artifact in repository `to`.
+async fn copy_signature(registry: &TestRegistry, from: &str, to: &str, digest: &str, key: &SignKey) {
+    use zundoko_operator::supply::oci::signature;
+    let payload = signature::payload(&registry.reference(from).repository_name(), digest);
+    let annotations = std::collections::BTreeMap::from([(signature::SIGNATURE_ANNOTATION.to_string(), key.sign(&payload))]);
+    let layer = oci_client::client::ImageLayer::new(payload, signature::PAYLOAD_MEDIA_TYPE.into(), Some(annotations));
+    let config = oci_client::client::Config::oci_v1(b"{}".to_vec(), None);
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        ..Default::default()
+    });
+    let at = registry.reference(&format!("{to}:{}", signature::signature_tag(digest))).to_oci();
+    client.push(&at, &[layer], config, &registry.auth(), None).await.unwrap();
+}
+
+/// `requireIdentity`: a signed artifact copied to another repository, its signature with it,
+/// verifies there only without the binding; in its own repository it verifies with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_require_identity_a_signed_artifact_copied_to_another_repository_does_not_verify_there() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let key = SignKey::generate();
+    let classic = module_bytes("zundoko-classic");
+    let original = registry.push("rules/original:v1", &classic, Some(&key)).await;
+    // The same artifact (same manifest, same digest) in another repository, with its signature.
+    let copied = registry.push("rules/copy:v1", &classic, None).await;
+    assert_eq!(original, copied, "the copy is the same artifact");
+    copy_signature(&registry, "rules/original", "rules/copy", &copied, &key).await;
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), registry.settings());
+    let spec = |repository: &str, require_identity: bool| {
+        let mut spec = oci(&format!("{}/{repository}:v1", registry.addr));
+        let source = spec.source.oci.as_mut().unwrap();
+        source.public_keys = vec![key.public_pem()];
+        source.require_identity = require_identity;
+        spec
+    };
+    create_rules(&cluster, "original-bound", spec("rules/original", true)).await;
+    create_rules(&cluster, "copy-bound", spec("rules/copy", true)).await;
+    create_rules(&cluster, "copy-free", spec("rules/copy", false)).await;
+    phase_and_reason(&cluster, "original-bound", "Active", None, Duration::from_secs(30)).await;
+    phase_and_reason(&cluster, "copy-free", "Active", None, Duration::from_secs(30)).await;
+    phase_and_reason(&cluster, "copy-bound", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    let message = rules_status(&cluster, "copy-bound").await.message.unwrap_or_default();
+    let (from, to) = (registry.reference("rules/original").repository_name(), registry.reference("rules/copy").repository_name());
+    assert!(message.contains(&format!("in repository {from}, not {to} (requireIdentity)")), "{message}");
+    // Bound without any key: nothing to bind with, refused (never: not checked).
+    let mut keyless = spec("rules/original", true);
+    keyless.source.oci.as_mut().unwrap().public_keys.clear();
+    create_rules(&cluster, "bound-keyless", keyless).await;
+    phase_and_reason(&cluster, "bound-keyless", "Rejected", Some("SignatureNotVerified"), Duration::from_secs(30)).await;
+    operator.stop().await;
+}
+
 /// A Python with `cryptography`: python3's, or the Python kit's venv. None: skipped, loudly,
 /// unless CI=true (`.ci/run` installs it).
 fn python_with_cryptography() -> Option<std::path::PathBuf> {
@@ -155,4 +375,13 @@ async fn a_signature_written_by_independent_code_verifies_and_tampered_or_copied
     py(&["sign", keydir, addr, "rules/copied", &classic, "--at", &other]);
     let (ok, _, stderr) = cli(&["check", &format!("{addr}/rules/copied:v1"), "--trusted-keys", public], addr);
     assert!(!ok && stderr.contains("SignatureNotVerified") && stderr.contains("not this artifact") && stderr.contains(&classic), "{stderr}");
+    // A module file signed as `cosign sign-blob --key` signs it: what --require-signatures takes.
+    let file = keys.join("rules.wasm");
+    std::fs::write(&file, module_bytes("zundoko-classic")).unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, _, stderr) = cli(&["check", "--module", file, "--require-signatures", "--trusted-keys", public], addr);
+    assert!(!ok && stderr.contains("SignatureRequired"), "{stderr}");
+    py(&["sign-blob", keydir, file]);
+    let (ok, stdout, stderr) = cli(&["check", "--module", file, "--require-signatures", "--trusted-keys", public], addr);
+    assert!(ok && stdout.contains(&format!("signed by:   {public}")), "{stdout}{stderr}");
 }

@@ -57,6 +57,10 @@ pub enum Command {
     /// Write a new ECDSA P-256 key pair for signing modules: OUT.key (private, PKCS#8 PEM) and
     /// OUT.pub (public: give it to the operator as a trusted key).
     Keygen(KeygenArgs),
+    /// Sign a module file for --require-signatures: an ECDSA signature over its SHA-256 (what
+    /// `cosign sign-blob --key` makes), written beside it as MODULE.sig and printed as the
+    /// ConfigMap annotation that carries it.
+    Sign(SignArgs),
     /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
     /// module on stdin, within --max-compile-mib of memory, and write its code to stdout.
     #[command(hide = true, name = crate::supply::sandbox::compiler_process::VERB)]
@@ -85,6 +89,14 @@ pub struct RegistryArgs {
     /// signature by one of them verifies.
     #[arg(long = "trusted-keys", env = "ZUNDOKO_TRUSTED_KEYS", value_delimiter = ',', value_name = "PATH")]
     pub trusted_keys: Vec<PathBuf>,
+    /// With --trusted-keys: a module from a file (--module, a mounted ConfigMap) or a ConfigMap
+    /// (--module-configmap, a rule set's configMap source) serves only if signed too, by a
+    /// signature over its SHA-256 beside it (`zundoko-operator sign`: the file MODULE.sig, the
+    /// ConfigMap's annotation zundokokiyoshi.kaitoy.github.com/signature.KEY or entry KEY.sig).
+    /// Refused otherwise (SignatureRequired, SignatureNotVerified), so signing cannot be
+    /// bypassed by switching a rule set's source to a ConfigMap.
+    #[arg(long, env = "ZUNDOKO_REQUIRE_SIGNATURES")]
+    pub require_signatures: bool,
     /// The longest one try of a pull may take, in seconds (every request in it).
     #[arg(long, env = "ZUNDOKO_REGISTRY_TIMEOUT_SECS", default_value_t = crate::supply::oci::RegistrySettings::default().timeout.as_secs_f64())]
     pub registry_timeout_secs: f64,
@@ -139,6 +151,7 @@ impl RegistryArgs {
             trusted_keys,
             trusted_key_paths: self.trusted_keys.clone(),
             extra_ca_pem,
+            require_signatures: self.require_signatures,
             allowed: self.allowed_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             ..crate::supply::oci::RegistrySettings::default()
         })
@@ -422,6 +435,15 @@ pub struct KeygenArgs {
     /// Write OUT.key and OUT.pub (refuses to overwrite either).
     #[arg(long, value_name = "OUT")]
     pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    /// The private key (PEM ECDSA P-256, as `keygen` writes OUT.key).
+    #[arg(long, value_name = "KEY")]
+    pub key: PathBuf,
+    /// The module file to sign; its signature goes to MODULE.sig (replacing an old one).
+    pub module: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

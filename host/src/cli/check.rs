@@ -15,7 +15,7 @@ pub async fn check(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<()>
     let engine = args.sandbox.cli_engine(args.registry.cache_dir.as_deref())?;
     let (name, source) = match (&args.module, &args.reference) {
         (Some(path), _) => (path.display().to_string(), Source::File(path)),
-        (None, Some(reference)) => (reference.to_string(), Source::Oci { reference, digest: None, retry: true }),
+        (None, Some(reference)) => (reference.to_string(), Source::Oci { reference, digest: None, retry: true, identity: false }),
         (None, None) => anyhow::bail!("give a module: --module FILE or a registry REF"),
     };
     let (bytes, lines) = fetch(source, &args.registry).await?;

@@ -23,7 +23,7 @@ pub use check::check;
 pub use compile::compile_module;
 pub use conformance::test;
 pub use crd::crd;
-pub use oci::{keygen, push};
+pub use oci::{keygen, push, sign};
 pub use run::run;
 
 /// Read and load a module file, naming the file in any error.

@@ -1,10 +1,11 @@
 //! The registry verbs: `push` (check, sign if asked, publish), `keygen` (a signing key pair),
-//! and the fetch `check` uses for a module file or a registry reference.
+//! `sign` (a module file's signature, for `--require-signatures`), and the fetch `check` uses
+//! for a module file or a registry reference.
 
 use anyhow::{Context, Result};
 use oci_client::secrets::RegistryAuth;
 
-use crate::cli::args::{KeygenArgs, PushArgs, RegistryArgs};
+use crate::cli::args::{KeygenArgs, PushArgs, RegistryArgs, SignArgs};
 use crate::cli::rejected;
 use crate::supply::fetch::{Checks, Source, fetch_module};
 use crate::supply::sandbox::SandboxEngine;
@@ -13,9 +14,16 @@ use crate::supply::sandbox::SandboxEngine;
 /// and signature): its bytes, and the lines that say where it came from.
 pub(crate) async fn fetch(source: Source<'_>, registry: &RegistryArgs) -> Result<(Vec<u8>, Vec<String>)> {
     let Source::Oci { reference, .. } = source else {
-        // A file: no registry asked, so its flags are not read either.
-        let fetched = fetch_module(source, &RegistryAuth::Anonymous, &[], None, &Checks::default()).await.map_err(|p| anyhow::anyhow!(p.message))?;
-        return Ok((fetched.bytes, Vec::new()));
+        // A file: no registry asked, so its flags are not read either, unless it must be signed.
+        let keys = match registry.require_signatures {
+            true => Some(crate::supply::oci::Registry::new(registry.settings()?).map_err(anyhow::Error::msg)?),
+            false => None,
+        };
+        let fetched = fetch_module(source, &RegistryAuth::Anonymous, &[], keys.as_deref(), &Checks::default())
+            .await
+            .map_err(|p| anyhow::anyhow!("refused ({}): {}", p.reason, p.message))?;
+        let lines = fetched.signed_by.iter().map(|signer| format!("signed by:   {signer}")).collect();
+        return Ok((fetched.bytes, lines));
     };
     let settings = registry.settings()?;
     let auth = registry.auth(reference)?;
@@ -82,5 +90,23 @@ pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
     writeln!(out, "private key: {} (sign with: zundoko-operator push --sign {} ...)", private.display(), private.display())?;
     writeln!(out, "public key:  {} (trust it: --trusted-keys, or a Secret mounted there)", public.display())?;
     writeln!(out, "fingerprint: {}", key.trusted("key").fingerprint())?;
+    Ok(())
+}
+
+/// `sign`: a module file's signature over its SHA-256, written beside it (MODULE.sig, what a
+/// mounted ConfigMap's MODULE.sig entry is) and printed as the ConfigMap annotation.
+pub fn sign(args: &SignArgs, out: &mut dyn std::io::Write) -> Result<()> {
+    let pem = std::fs::read_to_string(&args.key).with_context(|| format!("cannot read signing key {}", args.key.display()))?;
+    let key = crate::supply::oci::SignKey::from_pem(&args.key.display().to_string(), &pem).map_err(anyhow::Error::msg)?;
+    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let digest = crate::supply::digest(&bytes);
+    let signature = crate::supply::oci::signature::sign_digest(&key, &digest).map_err(anyhow::Error::msg)?;
+    let sidecar = std::path::PathBuf::from(format!("{}{}", args.module.display(), crate::supply::fetch::SIGNATURE_SUFFIX));
+    std::fs::write(&sidecar, format!("{signature}\n")).with_context(|| format!("cannot write {}", sidecar.display()))?;
+    let key_name = args.module.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    writeln!(out, "module:      {} ({digest})", args.module.display())?;
+    writeln!(out, "signed by:   {}", key.trusted(&args.key.display().to_string()).name)?;
+    writeln!(out, "signature:   {} (beside the module: mount it with it)", sidecar.display())?;
+    writeln!(out, "annotation:  {}{key_name}={signature}", crate::supply::fetch::SIGNATURE_ANNOTATION_PREFIX)?;
     Ok(())
 }

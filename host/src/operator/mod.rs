@@ -70,6 +70,9 @@ pub async fn start(
     }
     let mut shared = Shared::new(slot.clone(), modules);
     shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
+    // --trusted-keys read again as they change, on every replica: a key removed stops the
+    // default module it alone verified too, not only rule sets.
+    shared.registry.keys().keep_current();
     // Not ready until the API server has answered once (before the first try too).
     shared.health.set_api_unreachable(Some("not reached yet".into()));
     let http_addr = match config.http_addr {
@@ -119,7 +122,7 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     let mut problems = Vec::new();
     let mut file_offered = None;
     if let Some(file) = &sources.file {
-        match file.read().await {
+        match file.read(&shared.registry).await {
             Some(candidate) => {
                 file_offered = Some(candidate.key().to_owned());
                 if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
@@ -132,7 +135,7 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     if let Some(cm) = &sources.configmap
         && shared.rules.current().is_none()
     {
-        match cm.fetch(client).await {
+        match cm.fetch(client, &shared.registry).await {
             Ok(candidate) => {
                 if let SwapOutcome::Rejected(why) = swapper.offer(candidate).await {
                     problems.push(format!("ConfigMap {cm} rejected ({}): {why}", why.reason()));
@@ -169,10 +172,10 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
 
     let (candidates, offers) = mpsc::channel(8);
     if let Some(file) = sources.file.clone() {
-        tokio::spawn(file.watch(candidates.clone(), file_offered));
+        tokio::spawn(file.watch(shared.registry.clone(), candidates.clone(), file_offered));
     }
     if let Some(cm) = sources.configmap.clone() {
-        tokio::spawn(cm.watch(client.clone(), candidates.clone()));
+        tokio::spawn(cm.watch(client.clone(), shared.registry.clone(), candidates.clone()));
     }
     if let Some(oci) = sources.oci.clone() {
         tokio::spawn(oci.watch(shared.registry.clone(), candidates.clone(), oci_served));

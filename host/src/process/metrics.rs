@@ -266,6 +266,11 @@ impl Metrics {
         self.module_info.get_or_create(&labels).set(1);
     }
 
+    /// No module serves any more (it was withdrawn): `zundoko_module_info` names none.
+    pub fn module_withdrawn(&self) {
+        self.module_info.clear();
+    }
+
     pub fn module_checked(&self, took: std::time::Duration) {
         self.module_check_seconds.observe(took.as_secs_f64());
     }

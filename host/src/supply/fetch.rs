@@ -1,7 +1,8 @@
 //! One way from any source to a module's verified bytes, as Kubewarden's policy-fetcher has one
 //! `fetch_policy`: a file, a ConfigMap's `binaryData`, or an artifact in an OCI registry, read
 //! (or pulled) and checked in one place: the size bound, the digest (formed once, here), the
-//! signature (a registry artifact, against the trusted keys) and the pin. The default module's
+//! signature (a registry artifact's against the trusted keys; with `--require-signatures`, a
+//! file's or a ConfigMap's too, carried beside it) and the pin. The default module's
 //! sources (`sources/file.rs`, `sources/configmap.rs`, `sources/oci.rs`), each rule set's
 //! (`sources/rulesets.rs`) and the CLI's `check` all call [`fetch_module`]; what it hands back
 //! goes to the loader to be compiled and checked as a module.
@@ -25,8 +26,9 @@ pub enum Source<'a> {
     ConfigMap { namespace: &'a str, name: &'a str, key: &'a str, object: &'a ConfigMap },
     /// An artifact in a registry: `digest`, the manifest digest the reference was resolved to
     /// (resolved here if `None`). `retry`: try again (the registry's tries) after a failure
-    /// that may pass; a reconcile tries once and requeues instead.
-    Oci { reference: &'a ModuleRef, digest: Option<&'a str>, retry: bool },
+    /// that may pass; a reconcile tries once and requeues instead. `identity`: a signature
+    /// counts only if its payload names this repository (a rule set's `requireIdentity`).
+    Oci { reference: &'a ModuleRef, digest: Option<&'a str>, retry: bool, identity: bool },
 }
 
 /// What the bytes must pass besides their source's own checks.
@@ -113,7 +115,7 @@ impl Problem {
 }
 
 /// The reasons of [`Problem::distrusts`].
-pub const DISTRUSTING: [&str; 3] = ["SignatureNotVerified", "InvalidPublicKey", "RegistryNotAllowed"];
+pub const DISTRUSTING: [&str; 4] = ["SignatureNotVerified", "SignatureRequired", "InvalidPublicKey", "RegistryNotAllowed"];
 
 /// A registry's refusal as a problem: one that may pass by itself (the registry down, a 5xx,
 /// credentials refused until the pull secret is fixed) is pending, and is tried again.
@@ -165,21 +167,22 @@ pub fn check(size: u64, actual: &str, checks: &Checks) -> Result<(), Refusal> {
 
 /// A module's bytes from `source`, checked: read within the size bound (a registry's artifact
 /// also checked against its digests and, with `keys` or the registry's trusted keys, a
-/// signature verified), its digest formed, and the pin checked. `auth` and `registry` serve an
-/// OCI source only (`registry` must then be given); `keys` are a rule set's own trusted keys,
-/// which must verify beside the registry's.
+/// signature verified), its digest formed, and the pin checked. `auth` serves an OCI source
+/// only; `registry` must be given for one, and holds the trusted keys (and whether a file or a
+/// ConfigMap must be signed too, `--require-signatures`); `keys` are a rule set's own trusted
+/// keys, which must verify beside the registry's.
 pub async fn fetch_module(source: Source<'_>, auth: &RegistryAuth, keys: &[TrustedKey], registry: Option<&Registry>, checks: &Checks<'_>) -> Result<Fetched, Problem> {
     let (bytes, pinned, signed_by, from_cache) = match source {
         Source::File(path) => (read_file(path, checks.max_bytes)?, None, None, false),
         Source::ConfigMap { namespace, name, key, object } => (configmap_bytes(namespace, name, key, object)?, None, None, false),
-        Source::Oci { reference, digest, retry } => {
+        Source::Oci { reference, digest, retry, identity } => {
             let registry = registry.ok_or_else(|| Problem::new("RegistryUnreachable", format!("no registry client to pull {reference}"), false))?;
             let digest = match digest {
                 Some(digest) => digest.to_owned(),
                 None if retry => registry.resolve(reference, auth).await.map_err(|e| Problem::from(&e))?,
                 None => registry.resolve_once(reference, auth).await.map_err(|e| Problem::from(&e))?,
             };
-            let pulled = if retry { registry.fetch(reference, &digest, auth, keys).await } else { registry.fetch_once(reference, &digest, auth, keys).await };
+            let pulled = if retry { registry.fetch(reference, &digest, auth, keys, identity).await } else { registry.fetch_once(reference, &digest, auth, keys, identity).await };
             let pulled = pulled.map_err(|e| Problem::from(&e))?;
             (pulled.bytes, Some(pulled.pinned), pulled.signed_by, pulled.from_cache)
         }
@@ -190,7 +193,76 @@ pub async fn fetch_module(source: Source<'_>, auth: &RegistryAuth, keys: &[Trust
     };
     let digest = digest(&bytes);
     check(bytes.len() as u64, &digest, checks)?;
+    // A file or a ConfigMap is signed beside it: required, so that signing cannot be bypassed
+    // by switching a source from a registry to a ConfigMap.
+    let signed_by = match registry {
+        Some(registry) if registry.settings().require_signatures && pinned.is_none() => Some(signed_beside(&source, &digest, registry)?),
+        _ => signed_by,
+    };
     Ok(Fetched { bytes, digest, origin, pinned, signed_by, from_cache })
+}
+
+/// The annotation a ConfigMap carries the signature of its module under key `KEY` in:
+/// `SIGNATURE_ANNOTATION_PREFIX` + `KEY` (its `KEY.sig` entry serves as well).
+pub const SIGNATURE_ANNOTATION_PREFIX: &str = "zundokokiyoshi.kaitoy.github.com/signature.";
+/// A module file's signature is the file beside it named so (`rules.wasm.sig`: how a
+/// ConfigMap's `rules.wasm.sig` entry appears next to its module when mounted).
+pub const SIGNATURE_SUFFIX: &str = ".sig";
+/// A signature is about 100 bytes of base64: more is not one.
+const MAX_SIGNATURE_BYTES: u64 = 4096;
+
+/// Which trusted key signed a file's or a ConfigMap's module (`sha256` `digest`), from the
+/// signature carried beside it; or the refusal: `SignatureRequired` (none) or
+/// `SignatureNotVerified`, both verdicts (a rule set fails closed).
+fn signed_beside(source: &Source<'_>, digest: &str, registry: &Registry) -> Result<String, Problem> {
+    let origin = source.origin();
+    let (found, beside) = match source {
+        Source::File(path) => {
+            let sidecar = PathBuf::from(format!("{}{SIGNATURE_SUFFIX}", path.display()));
+            (read_signature(&sidecar)?, format!("in {}", sidecar.display()))
+        }
+        Source::ConfigMap { key, object, .. } => {
+            (configmap_signature(key, object), format!("in the annotation {SIGNATURE_ANNOTATION_PREFIX}{key} (or the entry {key}{SIGNATURE_SUFFIX})"))
+        }
+        Source::Oci { .. } => return Err(Problem::new("SignatureNotVerified", format!("{origin}: an artifact is verified by its registry's signatures"), false)),
+    };
+    let Some(signature) = found else {
+        return Err(Problem::new(
+            "SignatureRequired",
+            format!("{origin} is not signed and --require-signatures is on: sign the module (zundoko-operator sign --key KEY MODULE) and put the signature {beside}"),
+            false,
+        ));
+    };
+    if let Some(why) = registry.keys().unreadable() {
+        return Err(Problem::new("SignatureNotVerified", format!("{origin}: not verified: the trusted keys cannot be read now ({why})"), false));
+    }
+    crate::supply::oci::signature::verify_digest(digest, &signature, &registry.keys().current())
+        .map_err(|why| Problem::new("SignatureNotVerified", format!("{origin}: {why}"), false))
+}
+
+/// A signature file's text, read within its bound; `None` if there is none.
+fn read_signature(path: &Path) -> Result<Option<String>, Problem> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Problem::new("ModuleUnreadable", format!("cannot read the signature {}: {e}", path.display()), false)),
+    };
+    let mut text = Vec::new();
+    file.take(MAX_SIGNATURE_BYTES + 1).read_to_end(&mut text).map_err(|e| Problem::new("ModuleUnreadable", format!("cannot read the signature {}: {e}", path.display()), false))?;
+    if text.len() as u64 > MAX_SIGNATURE_BYTES {
+        return Err(Problem::new("SignatureNotVerified", format!("the signature {} is over {MAX_SIGNATURE_BYTES} bytes: not a signature", path.display()), false));
+    }
+    Ok(Some(String::from_utf8_lossy(&text).into_owned()))
+}
+
+/// The signature a ConfigMap carries for its module under `key`: the annotation, else a
+/// `KEY.sig` entry.
+fn configmap_signature(key: &str, cm: &ConfigMap) -> Option<String> {
+    let entry = format!("{key}{SIGNATURE_SUFFIX}");
+    let annotation = cm.metadata.annotations.as_ref().and_then(|a| a.get(&format!("{SIGNATURE_ANNOTATION_PREFIX}{key}"))).cloned();
+    let data = || cm.data.as_ref().and_then(|d| d.get(&entry)).cloned();
+    let binary = || cm.binary_data.as_ref().and_then(|d| d.get(&entry)).map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    annotation.or_else(data).or_else(binary).filter(|s| s.len() as u64 <= MAX_SIGNATURE_BYTES)
 }
 
 /// A file's bytes, refused past `max_bytes` before it is read whole.
@@ -309,6 +381,59 @@ mod tests {
         assert!(problem.message.starts_with("cannot read module "), "{}", problem.message);
     }
 
+    /// A registry client that requires files and ConfigMaps signed by `key`.
+    fn requiring(key: &crate::supply::oci::SignKey) -> std::sync::Arc<Registry> {
+        let settings = crate::supply::oci::RegistrySettings { trusted_keys: vec![key.trusted("team.pub")], require_signatures: true, ..Default::default() };
+        Registry::new(settings).unwrap()
+    }
+
+    fn fetch_signed(source: Source<'_>, registry: &Registry) -> Result<Fetched, Problem> {
+        futures::executor::block_on(fetch_module(source, &RegistryAuth::Anonymous, &[], Some(registry), &Checks::default()))
+    }
+
+    #[test]
+    fn with_signatures_required_a_file_serves_only_with_a_signature_by_a_trusted_key_beside_it() {
+        use crate::supply::oci::{SignKey, signature::sign_digest};
+        let (key, other) = (SignKey::generate(), SignKey::generate());
+        let registry = requiring(&key);
+        let (_dir, path) = module_file("signed", b"\0asm module");
+        let sidecar = PathBuf::from(format!("{}.sig", path.display()));
+        let unsigned = fetch_signed(Source::File(&path), &registry).unwrap_err();
+        assert_eq!((unsigned.reason.as_str(), unsigned.pending, unsigned.distrusts()), ("SignatureRequired", false, true));
+        assert!(unsigned.message.contains("zundoko-operator sign") && unsigned.message.contains(&sidecar.display().to_string()), "{}", unsigned.message);
+        std::fs::write(&sidecar, sign_digest(&other, &digest(b"\0asm module")).unwrap()).unwrap();
+        let wrong = fetch_signed(Source::File(&path), &registry).unwrap_err();
+        assert_eq!(wrong.reason, "SignatureNotVerified");
+        assert!(wrong.message.contains("none of the trusted keys (team.pub"), "{}", wrong.message);
+        // A signature of other bytes: the module changed after it was signed.
+        std::fs::write(&sidecar, sign_digest(&key, &digest(b"another module")).unwrap()).unwrap();
+        assert_eq!(fetch_signed(Source::File(&path), &registry).unwrap_err().reason, "SignatureNotVerified");
+        std::fs::write(&sidecar, format!("{}\n", sign_digest(&key, &digest(b"\0asm module")).unwrap())).unwrap();
+        let fetched = fetch_signed(Source::File(&path), &registry).unwrap();
+        assert!(fetched.signed_by.is_some_and(|s| s.starts_with("team.pub")));
+        // Without the requirement, as before: no signature read.
+        std::fs::remove_file(&sidecar).unwrap();
+        assert_eq!(fetch(Source::File(&path), &Checks::default()).unwrap().signed_by, None);
+    }
+
+    #[test]
+    fn with_signatures_required_a_configmap_carries_its_signature_in_an_annotation_or_an_entry() {
+        use crate::supply::oci::{SignKey, signature::sign_digest};
+        let key = SignKey::generate();
+        let registry = requiring(&key);
+        let mut cm = ConfigMap { binary_data: Some([("rules.wasm".to_string(), k8s_openapi::ByteString(b"\0asm".to_vec()))].into()), ..ConfigMap::default() };
+        let source = |cm: &ConfigMap| fetch_signed(Source::ConfigMap { namespace: "ns", name: "cm", key: "rules.wasm", object: cm }, &registry);
+        let unsigned = source(&cm).unwrap_err();
+        assert_eq!(unsigned.reason, "SignatureRequired");
+        assert!(unsigned.message.contains("zundokokiyoshi.kaitoy.github.com/signature.rules.wasm"), "{}", unsigned.message);
+        let signature = sign_digest(&key, &digest(b"\0asm")).unwrap();
+        cm.data = Some([("rules.wasm.sig".to_string(), signature.clone())].into());
+        assert!(source(&cm).unwrap().signed_by.is_some(), "the entry beside the module");
+        cm.data = None;
+        cm.metadata.annotations = Some([(format!("{SIGNATURE_ANNOTATION_PREFIX}rules.wasm"), signature)].into());
+        assert!(source(&cm).unwrap().signed_by.is_some(), "the annotation");
+    }
+
     #[test]
     fn a_configmap_module_under_data_or_missing_is_named_as_the_problem() {
         let mut cm = ConfigMap::default();
@@ -328,7 +453,7 @@ mod tests {
     #[test]
     fn an_artifact_needs_a_registry() {
         let reference: ModuleRef = "localhost:5000/rules/ja:1".parse().unwrap();
-        let problem = fetch(Source::Oci { reference: &reference, digest: None, retry: false }, &Checks::default()).unwrap_err();
+        let problem = fetch(Source::Oci { reference: &reference, digest: None, retry: false, identity: false }, &Checks::default()).unwrap_err();
         assert!(problem.message.contains("no registry client"), "{}", problem.message);
     }
 }

@@ -6,6 +6,7 @@ plain HTTP API. For host/tests/trust.rs.
 
     cosign_sign.py keygen KEYDIR                       writes KEYDIR/py.key and KEYDIR/py.pub
     cosign_sign.py sign KEYDIR REGISTRY REPO DIGEST [--tamper] [--at OTHER_DIGEST]
+    cosign_sign.py sign-blob KEYDIR FILE               writes FILE.sig, as `cosign sign-blob --key`
 
 --tamper: the payload is changed after it was signed. --at: the signature (made for DIGEST) is
 stored as OTHER_DIGEST's, as if copied there.
@@ -47,6 +48,16 @@ def main():
             f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
         with open(f"{keydir}/py.pub", "wb") as f:
             f.write(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        return
+    if sys.argv[1] == "sign-blob":
+        # cosign sign-blob: ECDSA-SHA256 over the file's bytes, base64 DER.
+        _, _, keydir, path = sys.argv
+        with open(f"{keydir}/py.key", "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), password=None)
+        with open(path, "rb") as f:
+            blob = f.read()
+        with open(f"{path}.sig", "w") as f:
+            f.write(base64.b64encode(key.sign(blob, ec.ECDSA(hashes.SHA256()))).decode())
         return
     _, _, keydir, registry, repo, digest, *flags = sys.argv
     with open(f"{keydir}/py.key", "rb") as f:

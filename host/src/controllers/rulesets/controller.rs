@@ -171,19 +171,10 @@ pub async fn run(
     };
     let woken = futures::stream::unfold(wake, |mut wake| async move { wake.recv().await.map(|name| (ObjectRef::<ZundokoRules>::new(&name), wake)) });
     // The operator's trusted keys changed: every rule set's module is verified again. With
-    // --trusted-keys, its files are read again every KEYS_POLL while the controller runs.
+    // --trusted-keys, its files are read again every KEYS_POLL (by a task of their own, started
+    // here if the operator has not).
+    settings.registry.keys().keep_current();
     let keys_changed = futures::stream::unfold(settings.registry.keys().subscribe(), |mut changed| async move { changed.changed().await.ok().map(|()| ((), changed)) });
-    let reread = (!settings.registry.keys().paths().is_empty()).then(|| settings.registry.clone());
-    let reread = futures::stream::unfold(reread, |registry| async move {
-        let registry = registry?;
-        tokio::time::sleep(crate::supply::oci::keys::KEYS_POLL).await;
-        if registry.keys().reload() {
-            info!(keys = ?registry.keys().current().iter().map(|k| k.name.clone()).collect::<Vec<_>>(), unreadable = ?registry.keys().unreadable(), "--trusted-keys changed: every rule set is verified again");
-        }
-        Some(((), Some(registry)))
-    })
-    .filter_map(|()| async { None::<()> });
-    let keys_changed = futures::stream::select(keys_changed, reread);
     info!(namespaces = ?settings.namespaces, "starting the ZundokoRules controller");
     Controller::for_stream(rule_sets, store)
         .watches_stream(configmaps, named)

@@ -167,6 +167,12 @@ impl RulesSlot {
         self.0.send_replace(Some(rules))
     }
 
+    /// Take the rules out of the slot (they are no longer trusted): nothing serves until the
+    /// next swap; returns what served.
+    pub fn clear(&self) -> Option<Arc<dyn Rules>> {
+        self.0.send_replace(None)
+    }
+
     /// Resolves once some rules are serving.
     pub async fn loaded(&self) -> Arc<dyn Rules> {
         let mut rx = self.0.subscribe();

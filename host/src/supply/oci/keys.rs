@@ -1,9 +1,11 @@
 //! The operator's trusted keys (`--trusted-keys`), as they are now: read at start, read again
-//! as the files change (every [`KEYS_POLL`], by the rule set controller), so a key
-//! removed stops verifying without a restart. Unreadable (a key file gone bad, none left):
+//! as the files change (every [`KEYS_POLL`], by a task of their own that the operator and the
+//! rule set controller start, once per process), so a key removed stops verifying without a
+//! restart: for rule sets and for the default module alike, on a standby replica too. Unreadable (a key file gone bad, none left):
 //! nothing verifies until they are readable again; removing keys never switches signatures off.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -20,11 +22,31 @@ pub struct OperatorKeys {
     unreadable: RwLock<Option<String>>,
     /// Counts the changes, for those who verify again when they change.
     changed: tokio::sync::watch::Sender<u64>,
+    /// Whether the task reading them again runs.
+    watching: AtomicBool,
 }
 
 impl OperatorKeys {
     pub fn new(keys: Vec<TrustedKey>, paths: Vec<PathBuf>) -> Self {
-        OperatorKeys { paths, keys: RwLock::new(Arc::new(keys)), unreadable: RwLock::default(), changed: tokio::sync::watch::channel(0).0 }
+        OperatorKeys { paths, keys: RwLock::new(Arc::new(keys)), unreadable: RwLock::default(), changed: tokio::sync::watch::channel(0).0, watching: AtomicBool::new(false) }
+    }
+
+    /// Read the paths again every [`KEYS_POLL`] from now on, until the keys are dropped
+    /// (once, however many ask; nothing to do if the keys are fixed). Within a tokio runtime.
+    pub fn keep_current(self: &Arc<Self>) {
+        if self.paths.is_empty() || self.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let keys = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(KEYS_POLL).await;
+                let Some(keys) = keys.upgrade() else { return };
+                if keys.reload() {
+                    tracing::info!(keys = ?keys.current().iter().map(|k| k.name.clone()).collect::<Vec<_>>(), unreadable = ?keys.unreadable(), "--trusted-keys changed: what they verified is verified again");
+                }
+            }
+        });
     }
 
     pub fn paths(&self) -> &[PathBuf] {

@@ -46,6 +46,9 @@ pub struct RegistrySettings {
     /// PEM certificates of certificate authorities trusted beside the system's (a registry
     /// with a certificate from an internal CA).
     pub extra_ca_pem: Vec<Vec<u8>>,
+    /// `--require-signatures`: a module from a file or a ConfigMap serves only if a signature
+    /// by a trusted key is carried beside it (needs trusted keys).
+    pub require_signatures: bool,
     /// `HOST[:PORT]` patterns (`*` matches any run of characters in the host; a pattern
     /// without a port matches only a reference without one, `HOST:*` any port): with any, a
     /// reference naming another registry is refused before anything is asked or read. None:
@@ -71,6 +74,7 @@ impl Default for RegistrySettings {
             trusted_keys: Vec::new(),
             trusted_key_paths: Vec::new(),
             extra_ca_pem: Vec::new(),
+            require_signatures: false,
             allowed: Vec::new(),
         }
     }
@@ -125,6 +129,28 @@ impl PullError {
     }
 }
 
+/// What a module's signatures must pass: a signature by one key of each set (the operator's,
+/// a rule set's own), naming `identity` as its repository if given.
+struct Verifying<'a> {
+    keysets: &'a [&'a [TrustedKey]],
+    identity: Option<&'a str>,
+}
+
+impl Verifying<'_> {
+    /// The signer for each set of keys, or why one set has none.
+    fn verify(&self, manifest_digest: &str, found: &[Found]) -> Result<Vec<String>, String> {
+        self.keysets.iter().map(|keys| signature::verify(manifest_digest, found, keys, self.identity)).collect()
+    }
+}
+
+/// What the cache holds of an artifact.
+enum Cached {
+    Hit(Fetched),
+    /// The artifact and its signatures, which do not verify with the keys trusted now: why.
+    Distrusted(String),
+    Miss,
+}
+
 /// What a pull found: the module's bytes, checked.
 #[derive(Clone, Debug)]
 pub struct Fetched {
@@ -145,7 +171,7 @@ pub struct Registry {
     /// What pulls speak through (oci-client only pushes).
     wire: Wire,
     /// The operator's trusted keys as they are now.
-    keys: OperatorKeys,
+    keys: Arc<OperatorKeys>,
 }
 
 /// Whether `registry` (`HOST[:PORT]`) is one `pattern` allows (see `RegistrySettings::allowed`).
@@ -184,18 +210,21 @@ impl Registry {
     pub fn new(settings: RegistrySettings) -> Result<Arc<Registry>, String> {
         // oci-client's reqwest is built without a TLS provider: the process's is ring, as kube's.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        if settings.require_signatures && settings.trusted_keys.is_empty() && settings.trusted_key_paths.is_empty() {
+            return Err("--require-signatures needs trusted keys (--trusted-keys): without them no signature can verify".into());
+        }
         let cache = settings.cache_dir.as_deref().map(BlobCache::open).transpose()?;
         if let Some(cache) = &cache {
             cache.disk().set_max_bytes(settings.cache_max_bytes);
         }
         let permits = Semaphore::new(settings.concurrent_pulls.max(1));
         let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
-        let keys = OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone());
+        let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
         Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
     }
 
     /// The operator's trusted keys (`--trusted-keys`) as they are now.
-    pub fn keys(&self) -> &OperatorKeys {
+    pub fn keys(&self) -> &Arc<OperatorKeys> {
         &self.keys
     }
 
@@ -275,18 +304,20 @@ impl Registry {
     }
 
     /// The module of artifact `manifest_digest` in `reference`'s repository: from the cache
-    /// if it holds it (and, with trusted keys, its verification), else pulled, checked against
-    /// its digests and verified. `extra_keys`: a rule set's own keys, which must verify too.
-    pub async fn fetch(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
-        self.fetch_tries(self.settings.tries, reference, manifest_digest, auth, extra_keys).await
+    /// if it holds it (and, with trusted keys, signatures that verify with the keys trusted
+    /// now), else pulled, checked against its digests and verified. `extra_keys`: a rule set's
+    /// own keys, which must verify too; `identity`: the signature must name this repository
+    /// (a rule set's `requireIdentity`).
+    pub async fn fetch(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
+        self.fetch_tries(self.settings.tries, reference, manifest_digest, auth, extra_keys, identity).await
     }
 
     /// `fetch` with one try: for a reconcile, which requeues instead of pausing to try again.
-    pub async fn fetch_once(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
-        self.fetch_tries(1, reference, manifest_digest, auth, extra_keys).await
+    pub async fn fetch_once(&self, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
+        self.fetch_tries(1, reference, manifest_digest, auth, extra_keys, identity).await
     }
 
-    async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey]) -> Result<Fetched, PullError> {
+    async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
         self.allowed(reference)?;
         let pinned = reference.pinned(manifest_digest);
         if let Some(why) = self.keys.unreadable() {
@@ -294,27 +325,53 @@ impl Registry {
         }
         let operator_keys = self.keys.current();
         let keysets: Vec<&[TrustedKey]> = [operator_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
-        if let Some(fetched) = self.cached(&pinned, manifest_digest, &keysets) {
-            return Ok(fetched);
+        let identity = identity.then(|| pinned.repository_name());
+        if identity.is_some() && keysets.is_empty() {
+            let detail = "requireIdentity is set but no key is trusted (publicKeys or --trusted-keys): no signature to bind the repository with".into();
+            return Err(PullError::NotVerified { reference: pinned.to_string(), detail });
         }
-        self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &keysets)).await
+        let verifying = Verifying { keysets: &keysets, identity: identity.as_deref() };
+        let distrusted = match self.cached(&pinned, manifest_digest, &verifying) {
+            Cached::Hit(fetched) => return Ok(fetched),
+            Cached::Distrusted(why) => Some(why),
+            Cached::Miss => None,
+        };
+        match self.tries_up_to(tries, &pinned, || self.pull(&pinned, manifest_digest, auth, &verifying)).await {
+            // The signatures known do not verify with the keys trusted now, and the registry
+            // cannot be asked for others: a verdict, not a passing trouble (fail closed).
+            Err(error) if error.transient() && distrusted.is_some() => {
+                let why = distrusted.unwrap_or_default();
+                Err(PullError::NotVerified { reference: pinned.to_string(), detail: format!("{why} (the registry, asked for other signatures, could not answer)") })
+            }
+            outcome => outcome,
+        }
     }
 
-    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, keysets: &[&[TrustedKey]]) -> Option<Fetched> {
-        let cache = self.cache.as_ref()?;
-        let manifest = cache.get(manifest_digest)?;
-        let (layer_digest, size) = artifact::module_layer(&manifest).ok()?;
+    /// The artifact from the cache, if it holds the manifest, the layer and (with keys)
+    /// signatures that verify now: the cache keeps signatures, never verdicts.
+    fn cached(&self, pinned: &ModuleRef, manifest_digest: &str, verifying: &Verifying) -> Cached {
+        let Some(cache) = self.cache.as_ref() else { return Cached::Miss };
+        let Some(manifest) = cache.get(manifest_digest) else { return Cached::Miss };
+        let Ok((layer_digest, size)) = artifact::module_layer(&manifest) else { return Cached::Miss };
         // The bounds of a pull hold for what the cache serves too (it may have been filled
         // under a larger limit); the verifications first, before the layer is read and hashed.
         if size > self.settings.max_module_bytes {
-            return None;
+            return Cached::Miss;
         }
-        let mut signers = Vec::new();
-        for keys in keysets {
-            signers.push(cache.verified(manifest_digest, keys)?);
-        }
-        let bytes = cache.get(&layer_digest)?;
-        Some(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
+        let signers = if verifying.keysets.is_empty() {
+            Vec::new()
+        } else {
+            let Some(found) = cache.signatures(manifest_digest) else { return Cached::Miss };
+            match verifying.verify(manifest_digest, &found) {
+                Ok(signers) => signers,
+                Err(why) => {
+                    tracing::debug!(%pinned, %why, "the signatures kept in the cache do not verify now: asking the registry");
+                    return Cached::Distrusted(why);
+                }
+            }
+        };
+        let Some(bytes) = cache.get(&layer_digest) else { return Cached::Miss };
+        Cached::Hit(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by: (!signers.is_empty()).then(|| signers.join(" and ")), from_cache: true })
     }
 
     /// Run `op` up to `tries` times while it fails for a reason that may pass, each try bounded
@@ -352,7 +409,7 @@ impl Registry {
         }
     }
 
-    async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, keysets: &[&[TrustedKey]]) -> Result<Fetched, PullError> {
+    async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, verifying: &Verifying<'_>) -> Result<Fetched, PullError> {
         let mut session = self.wire.session(pinned, auth);
         let manifest = session.manifest(manifest_digest, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
         let actual = sha256(&manifest);
@@ -376,22 +433,22 @@ impl Registry {
                 bytes
             }
         };
-        let mut signers = Vec::new();
-        if !keysets.is_empty() {
+        let (signers, found) = if verifying.keysets.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
             let found = self.signatures(pinned, manifest_digest, auth).await?;
-            for keys in keysets {
-                let signer = signature::verify(manifest_digest, &found, keys).map_err(|detail| PullError::NotVerified { reference: pinned.to_string(), detail })?;
-                signers.push((signer, *keys));
-            }
-        }
+            let signers = verifying.verify(manifest_digest, &found).map_err(|detail| PullError::NotVerified { reference: pinned.to_string(), detail })?;
+            (signers, found)
+        };
         if let Some(cache) = &self.cache {
             cache.put(&layer_digest, &bytes);
             cache.put(manifest_digest, &manifest);
-            for (signer, keys) in &signers {
-                cache.put_verified(manifest_digest, keys, signer);
+            // The signatures, not the verdict: verified again whenever the cache serves them.
+            if !found.is_empty() {
+                cache.put_signatures(manifest_digest, &found);
             }
         }
-        let signed_by = (!signers.is_empty()).then(|| signers.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().join(" and "));
+        let signed_by = (!signers.is_empty()).then(|| signers.join(" and "));
         Ok(Fetched { pinned: pinned.clone(), manifest_digest: manifest_digest.into(), bytes, signed_by, from_cache: false })
     }
 

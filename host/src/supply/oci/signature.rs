@@ -199,8 +199,10 @@ pub struct Found {
 }
 
 /// Which trusted key signed the artifact `manifest_digest`, from the signatures found next to
-/// it; or why none did, naming the keys tried.
-pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Result<String, String> {
+/// it; or why none did, naming the keys tried. With `identity` (a rule set's `requireIdentity`:
+/// its repository, `REGISTRY/REPOSITORY`), only a payload whose `docker-reference` names that
+/// repository counts: a signed artifact copied from another repository does not verify here.
+pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey], identity: Option<&str>) -> Result<String, String> {
     let tried = keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
     if found.is_empty() {
         return Err(format!("the module is not signed (no signature at {}); keys trusted: {tried}", signature_tag(manifest_digest)));
@@ -222,7 +224,14 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Re
         // A signature is only worth the digest its payload names: one copied from another
         // artifact verifies, and names that artifact.
         match serde_json::from_slice::<Payload>(&sig.payload) {
-            Ok(p) if p.critical.image.docker_manifest_digest == manifest_digest => return Ok(key.name.clone()),
+            Ok(p) if p.critical.image.docker_manifest_digest == manifest_digest => match identity {
+                Some(wanted) if p.critical.identity.docker_reference != wanted => why.push(format!(
+                    "signature {i}: by {} for this artifact but in repository {}, not {wanted} (requireIdentity)",
+                    key.name,
+                    crate::text::printable(&p.critical.identity.docker_reference, 200)
+                )),
+                _ => return Ok(key.name.clone()),
+            },
             Ok(p) => why.push(format!(
                 "signature {i}: by {} but for {}, not this artifact",
                 key.name,
@@ -232,6 +241,38 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey]) -> Re
         }
     }
     Err(format!("no valid signature by a trusted key ({}); keys trusted: {tried}", why.join("; ")))
+}
+
+/// A module signed outside a registry (`zundoko-operator sign`, `--require-signatures`): an
+/// ECDSA P-256 signature over the module's SHA-256, base64 DER. The same as `cosign sign-blob
+/// --key` writes for the module file (it signs the file's SHA-256), so either may make it and
+/// `cosign verify-blob --key` checks it.
+pub fn sign_digest(key: &SignKey, digest: &str) -> Result<String, String> {
+    use p256::ecdsa::signature::hazmat::PrehashSigner as _;
+    let hash = digest_bytes(digest)?;
+    let signature: Signature = key.0.sign_prehash(&hash).map_err(|e| format!("cannot sign {digest}: {e}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(signature.to_der().as_bytes()))
+}
+
+/// Which trusted key made `signature` (as [`sign_digest`] writes it) over the module whose
+/// SHA-256 is `digest`; or why none did, naming the keys tried.
+pub fn verify_digest(digest: &str, signature: &str, keys: &[TrustedKey]) -> Result<String, String> {
+    use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
+    let tried = keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
+    let hash = digest_bytes(digest)?;
+    let der = base64::engine::general_purpose::STANDARD.decode(signature.trim()).map_err(|_| "the signature is not base64".to_string())?;
+    let signature = DerSignature::try_from(der.as_slice())
+        .and_then(Signature::try_from)
+        .map_err(|_| "the signature is not a DER ECDSA signature".to_string())?;
+    match keys.iter().find(|k| k.key.verify_prehash(&hash, &signature).is_ok()) {
+        Some(key) => Ok(key.name.clone()),
+        None => Err(format!("the signature over {digest} was made by none of the trusted keys ({tried})")),
+    }
+}
+
+/// The 32 bytes of `sha256:<hex>`.
+fn digest_bytes(digest: &str) -> Result<Vec<u8>, String> {
+    crate::supply::digest::hex_of(digest).and_then(|h| hex::decode(h).ok()).filter(|b| b.len() == 32).ok_or_else(|| format!("{digest} is not a sha256 digest"))
 }
 
 #[cfg(test)]
@@ -245,25 +286,52 @@ mod tests {
         let key = SignKey::generate();
         let payload = payload("127.0.0.1:5000/rules/ja", DIGEST);
         let found = [Found { signature: key.sign(&payload), payload }];
-        assert!(verify(DIGEST, &found, &[key.trusted("k")]).unwrap().starts_with("k (sha256:"));
+        assert!(verify(DIGEST, &found, &[key.trusted("k")], None).unwrap().starts_with("k (sha256:"));
     }
 
     #[test]
     fn unsigned_other_keys_other_digests_and_garbage_are_refused_naming_the_keys() {
         let (key, other) = (SignKey::generate(), SignKey::generate());
         let trusted = [other.trusted("team.pub")];
-        let unsigned = verify(DIGEST, &[], &trusted).unwrap_err();
+        let unsigned = verify(DIGEST, &[], &trusted, None).unwrap_err();
         assert!(unsigned.contains("not signed") && unsigned.contains("team.pub"), "{unsigned}");
         let p = payload("r/x", DIGEST);
-        let wrong = verify(DIGEST, &[Found { signature: key.sign(&p), payload: p.clone() }], &trusted).unwrap_err();
+        let wrong = verify(DIGEST, &[Found { signature: key.sign(&p), payload: p.clone() }], &trusted, None).unwrap_err();
         assert!(wrong.contains("none of the trusted keys") && wrong.contains("team.pub"), "{wrong}");
         let elsewhere = payload("r/x", &DIGEST.replace("01", "02"));
-        let copied = verify(DIGEST, &[Found { signature: other.sign(&elsewhere), payload: elsewhere }], &trusted).unwrap_err();
+        let copied = verify(DIGEST, &[Found { signature: other.sign(&elsewhere), payload: elsewhere }], &trusted, None).unwrap_err();
         assert!(copied.contains("not this artifact"), "{copied}");
         let mut tampered = p.clone();
         tampered.push(b' ');
-        assert!(verify(DIGEST, &[Found { signature: other.sign(&p), payload: tampered }], &trusted).is_err());
-        assert!(verify(DIGEST, &[Found { signature: "@@".into(), payload: p }], &trusted).unwrap_err().contains("not base64"));
+        assert!(verify(DIGEST, &[Found { signature: other.sign(&p), payload: tampered }], &trusted, None).is_err());
+        assert!(verify(DIGEST, &[Found { signature: "@@".into(), payload: p }], &trusted, None).unwrap_err().contains("not base64"));
+    }
+
+    #[test]
+    fn with_identity_required_only_a_payload_naming_this_repository_verifies() {
+        let key = SignKey::generate();
+        let trusted = [key.trusted("k")];
+        let p = payload("127.0.0.1:5000/rules/ja", DIGEST);
+        let found = [Found { signature: key.sign(&p), payload: p }];
+        assert!(verify(DIGEST, &found, &trusted, Some("127.0.0.1:5000/rules/ja")).is_ok());
+        let elsewhere = verify(DIGEST, &found, &trusted, Some("127.0.0.1:5000/rules/copy")).unwrap_err();
+        assert!(elsewhere.contains("in repository 127.0.0.1:5000/rules/ja, not 127.0.0.1:5000/rules/copy"), "{elsewhere}");
+        assert!(verify(DIGEST, &found, &trusted, None).is_ok(), "without the requirement the repository is not read");
+    }
+
+    #[test]
+    fn a_module_signed_over_its_digest_verifies_with_its_key_only_and_for_its_digest_only() {
+        let (key, other) = (SignKey::generate(), SignKey::generate());
+        let module = b"\0asm module";
+        let digest = crate::supply::digest::digest(module);
+        let signature = sign_digest(&key, &digest).unwrap();
+        assert!(verify_digest(&digest, &signature, &[other.trusted("o"), key.trusted("k")]).unwrap().starts_with("k (sha256:"));
+        // What `cosign sign-blob` writes: a plain ECDSA-SHA256 signature of the file's bytes.
+        assert!(verify_digest(&digest, &key.sign(module), &[key.trusted("k")]).is_ok());
+        let wrong = verify_digest(&digest, &signature, &[other.trusted("o")]).unwrap_err();
+        assert!(wrong.contains("none of the trusted keys (o (sha256:"), "{wrong}");
+        assert!(verify_digest(&crate::supply::digest::digest(b"another"), &signature, &[key.trusted("k")]).is_err());
+        assert!(verify_digest(&digest, "@@", &[key.trusted("k")]).unwrap_err().contains("not base64"));
     }
 
     #[test]

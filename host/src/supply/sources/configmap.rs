@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -13,6 +14,7 @@ use tracing::{debug, warn};
 
 use super::Candidate;
 use crate::supply::fetch::{Checks, Source, fetch_module};
+use crate::supply::oci::Registry;
 
 /// `NAMESPACE/NAME[:KEY]`, the key defaulting to `rules.wasm`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,30 +56,52 @@ impl ConfigMapRef {
         Source::ConfigMap { namespace: &self.namespace, name: &self.name, key: &self.key, object }
     }
 
-    /// The module a ConfigMap holds under the key (`fetch_module`; the swapper holds the pin),
-    /// or why there is none.
-    pub async fn candidate(&self, cm: &ConfigMap) -> Candidate {
+    /// The module a ConfigMap holds under the key (`fetch_module`: with `--require-signatures`
+    /// its signature verified with `registry`'s keys; the swapper holds the pin), or why there
+    /// is none.
+    pub async fn candidate(&self, cm: &ConfigMap, registry: &Registry) -> Candidate {
         let source = self.source(cm);
-        Candidate::fetched(source.origin(), fetch_module(source, &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &Checks::default()).await)
+        Candidate::fetched(source.origin(), fetch_module(source, &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(registry), &Checks::default()).await)
     }
 
     /// Fetch the ConfigMap once (at startup).
-    pub async fn fetch(&self, client: &Client) -> Result<Candidate, kube::Error> {
+    pub async fn fetch(&self, client: &Client, registry: &Registry) -> Result<Candidate, kube::Error> {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
-        Ok(self.candidate(&api.get(&self.name).await?).await)
+        Ok(self.candidate(&api.get(&self.name).await?, registry).await)
     }
 
     /// Offer the ConfigMap's module each time it changes, until the receiver is dropped.
     /// Watches only this one object (a `metadata.name` field selector, which RBAC
     /// `resourceNames` can allow).
-    pub async fn watch(self, client: Client, candidates: mpsc::Sender<Candidate>) {
+    pub async fn watch(self, client: Client, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>) {
         let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
         let mut changes = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
         let mut last_version: Option<String> = None;
+        // With --require-signatures, new keys verify the module again; what the ConfigMap
+        // offered last (the object, and its module's digest if it was offered).
+        let mut keys = registry.keys().subscribe();
+        let signed = registry.settings().require_signatures;
+        let mut last: Option<(ConfigMap, Option<String>)> = None;
         loop {
             tokio::select! {
                 _ = candidates.closed() => return,
+                Ok(()) = keys.changed(), if signed => {
+                    let Some((cm, offered)) = last.clone() else { continue };
+                    let again = self.candidate(&cm, &registry).await;
+                    let now = again.digest().map(str::to_owned);
+                    let again = match (&offered, now.is_some()) {
+                        // Offered before and not trusted now: withdrawn.
+                        (Some(was), false) if again.distrusts() => again.withdrawing(was),
+                        // Refused before (or withdrawn), trusted now: offered again.
+                        (None, true) => again,
+                        _ => continue,
+                    };
+                    last = Some((cm, now));
+                    if candidates.send(again).await.is_err() {
+                        return;
+                    }
+                }
                 next = changes.next() => match next {
                     None => return,
                     Some(Err(error)) => warn!(configmap = %self, %error, "watching the module ConfigMap failed; retrying"),
@@ -88,7 +112,9 @@ impl ConfigMapRef {
                         }
                         last_version = cm.metadata.resource_version.clone();
                         debug!(configmap = %self, resource_version = ?last_version, "the module ConfigMap changed");
-                        if candidates.send(self.candidate(&cm).await).await.is_err() {
+                        let candidate = self.candidate(&cm, &registry).await;
+                        last = Some((cm, candidate.digest().map(str::to_owned)));
+                        if candidates.send(candidate).await.is_err() {
                             return;
                         }
                     }
@@ -116,7 +142,8 @@ mod tests {
     #[test]
     fn a_module_under_data_or_missing_is_named_as_the_problem() {
         let r: ConfigMapRef = "ns/cm".parse().unwrap();
-        let candidate = |cm: &ConfigMap| futures::executor::block_on(r.candidate(cm));
+        let registry = Registry::new(crate::supply::oci::RegistrySettings::default()).unwrap();
+        let candidate = |cm: &ConfigMap| futures::executor::block_on(r.candidate(cm, &registry));
         let mut cm = ConfigMap::default();
         assert!(candidate(&cm).bytes.unwrap_err().contains("no key `rules.wasm`"));
         cm.data = Some([("rules.wasm".to_string(), "text".to_string())].into());

@@ -12,6 +12,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
@@ -21,6 +22,7 @@ use tracing::{debug, info, warn};
 
 use super::{Candidate, Origin};
 use crate::supply::fetch::{self, Checks, Source};
+use crate::supply::oci::Registry;
 
 #[derive(Clone, Debug)]
 pub struct FileSource {
@@ -32,26 +34,36 @@ pub struct FileSource {
 }
 
 impl FileSource {
-    /// Read the module file once (`fetch_module`). `None` if it does not exist (yet).
-    pub async fn read(&self) -> Option<Candidate> {
+    /// Read the module file once (`fetch_module`; with `--require-signatures` its signature
+    /// beside it verified with `registry`'s keys). `None` if it does not exist (yet).
+    pub async fn read(&self, registry: &Registry) -> Option<Candidate> {
         // No pin here (the swapper holds it, for every source) and no bound: a file is as big as
         // whoever wrote it made it, and the sandbox's checks bound what it may ask for.
-        let fetched = fetch::fetch_module(Source::File(&self.path), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &Checks::default()).await;
+        let fetched = fetch::fetch_module(Source::File(&self.path), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(registry), &Checks::default()).await;
         match fetched {
             Err(problem) if problem.reason == fetch::NOT_FOUND => None,
             fetched => Some(Candidate::fetched(Origin::File(self.path.clone()), fetched)),
         }
     }
 
+    /// The digest of the file's bytes now, signature or not.
+    async fn digest_now(&self) -> Option<String> {
+        let fetched = fetch::fetch_module(Source::File(&self.path), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &Checks::default()).await;
+        fetched.ok().map(|f| f.digest)
+    }
+
     /// Offer the file's content to `candidates` each time it changes, until the receiver is
     /// dropped. `offered` is the digest already offered (the startup module), if any.
-    pub async fn watch(self, candidates: mpsc::Sender<Candidate>, mut offered: Option<String>) {
+    pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut offered: Option<String>) {
         let dir = self.path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
         let (wake, mut woken) = mpsc::unbounded_channel::<Change>();
         let mut armed: Option<(RecommendedWatcher, u64)> = None;
         let mut missing_reported = false;
         let mut poll = tokio::time::interval(self.poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // With --require-signatures, new keys read the file again at once.
+        let mut keys = registry.keys().subscribe();
+        let signed = registry.settings().require_signatures;
         loop {
             // Arm (or re-arm, if the directory was replaced) the watch.
             let inode = std::fs::metadata(&dir).map(|m| m.ino()).ok();
@@ -61,6 +73,7 @@ impl FileSource {
             tokio::select! {
                 _ = candidates.closed() => return,
                 _ = poll.tick() => {}
+                Ok(()) = keys.changed(), if signed => {}
                 Some(first) = woken.recv() => {
                     // Debounce: read once the writes have stopped for `settle`, or, after a
                     // sign that a write is whole (a rename into place, as kubelet's `..data`
@@ -78,7 +91,7 @@ impl FileSource {
                     }
                 }
             }
-            let Some(candidate) = self.read().await else {
+            let Some(candidate) = self.read(&registry).await else {
                 if !missing_reported {
                     info!(path = %self.path.display(), "the module file is gone; the current module keeps serving until it is back");
                     missing_reported = true;
@@ -91,6 +104,12 @@ impl FileSource {
                 continue;
             }
             debug!(path = %self.path.display(), digest = %seen, "the module file changed");
+            // The bytes offered before, no longer trusted (the keys changed): withdrawn, not
+            // merely refused as a new module would be.
+            let candidate = match offered.as_deref().filter(|was| was.starts_with("sha256:")) {
+                Some(was) if candidate.distrusts() && self.digest_now().await.as_deref() == Some(was) => candidate.withdrawing(was),
+                _ => candidate,
+            };
             offered = Some(seen);
             if candidates.send(candidate).await.is_err() {
                 return;

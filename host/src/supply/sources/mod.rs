@@ -37,6 +37,12 @@ pub struct Candidate {
     /// The bytes' digest, or what made them unreadable: computed once, it tells a source
     /// whether it offered this already and the swapper whether it rejected it already.
     key: String,
+    /// Why the bytes are refused is a verdict of trust (`Problem::distrusts`), not a source's
+    /// passing trouble.
+    distrusts: bool,
+    /// The module with this digest, which the source offered before, is no longer trusted (its
+    /// signature does not verify with the keys trusted now): if it serves, it stops.
+    withdraws: Option<String>,
 }
 
 impl Candidate {
@@ -44,14 +50,21 @@ impl Candidate {
     /// or why there are none.
     pub fn fetched(origin: Origin, fetched: Result<Fetched, Problem>) -> Self {
         match fetched {
-            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), pending: false, key: f.digest },
+            Ok(f) => Candidate { origin: f.origin, bytes: Ok(f.bytes), reason: "ModuleUnreadable".into(), pending: false, key: f.digest, distrusts: false, withdraws: None },
             Err(problem) => Candidate::failed(origin, problem),
         }
     }
 
     /// A source that could not get bytes, for the reason its problem names.
     pub fn failed(origin: Origin, problem: Problem) -> Self {
-        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason, pending: problem.pending }
+        let distrusts = problem.distrusts();
+        Candidate { origin, key: format!("unreadable: {}", problem.message), bytes: Err(problem.message), reason: problem.reason, pending: problem.pending, distrusts, withdraws: None }
+    }
+
+    /// This refusal as the withdrawal of module `digest`, which the source offered before and
+    /// which is distrusted now (the same bytes, the keys changed).
+    pub fn withdrawing(self, digest: &str) -> Self {
+        Candidate { withdraws: Some(digest.into()), ..self }
     }
 
     /// Why there are no bytes (`RegistryUnreachable`, ...), if there are none.
@@ -63,6 +76,11 @@ impl Candidate {
     /// waiting for.
     pub fn pending(&self) -> bool {
         self.bytes.is_err() && self.pending
+    }
+
+    /// Whether it was refused by a verdict of trust (see [`Problem::distrusts`]).
+    pub fn distrusts(&self) -> bool {
+        self.distrusts
     }
 
     /// `sha256:<hex>` of the bytes, if there are any.
@@ -110,6 +128,8 @@ pub enum SwapOutcome {
     Rejected(Rejection),
     /// The same rejected bytes again: not reported a second time.
     AlreadyRejected,
+    /// The module serving is no longer trusted: nothing serves now (fail closed).
+    Withdrawn { old: String },
 }
 
 /// Where swap Events go: the operator's Pod when it knows it, otherwise its namespace.
@@ -164,8 +184,12 @@ impl Swapper {
         Ok(self.modules.load(bytes, &actual)?)
     }
 
-    /// Check a candidate and, if it passes, make it the module serving.
+    /// Check a candidate and, if it passes, make it the module serving. A withdrawal of the
+    /// module serving takes it out of the slot.
     pub async fn offer(self: &Arc<Self>, candidate: Candidate) -> SwapOutcome {
+        if let Some(withdrawn) = &candidate.withdraws {
+            return self.withdraw(withdrawn, &candidate).await;
+        }
         let origin = candidate.origin.clone();
         let new_digest = candidate.digest().map(str::to_owned);
         let current = self.slot.current().map(|r| r.identity().digest.clone());
@@ -223,6 +247,24 @@ impl Swapper {
                 SwapOutcome::Rejected(rejection)
             }
         }
+    }
+
+    /// Stop serving module `digest` if it serves: its source distrusts it now. Nothing serves
+    /// until a trusted module is offered (the Hikawas wait, the operator is not ready).
+    async fn withdraw(&self, digest: &str, candidate: &Candidate) -> SwapOutcome {
+        let current = self.slot.current().map(|r| r.identity().digest.clone());
+        if current.as_deref() != Some(digest) {
+            return SwapOutcome::Unchanged;
+        }
+        self.slot.clear();
+        self.metrics.module_withdrawn();
+        *self.last_rejected.lock().unwrap() = Some(candidate.key().to_owned());
+        let why = candidate.bytes.as_ref().err().map(String::as_str).unwrap_or_default();
+        warn!(origin = %candidate.origin, %digest, reason = %candidate.reason, error = %why, "the rules module serving is no longer trusted: it stops serving, nothing serves until a trusted one does");
+        let note = format!("rules module {digest} from {} withdrawn ({}): {why}; no module serves until a trusted one does", candidate.origin, candidate.reason);
+        self.publish(EventType::Warning, "ModuleWithdrawn", &note).await;
+        self.metrics.swap_rejected(&candidate.reason);
+        SwapOutcome::Withdrawn { old: digest.into() }
     }
 
     /// Offer every candidate the sources send, one at a time, until they all stop.

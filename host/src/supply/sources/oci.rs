@@ -3,6 +3,9 @@
 //! to the swapper as the file and ConfigMap sources offer theirs. A tag is resolved once at
 //! start; with `--module-oci-poll-secs` it is resolved again at that interval and a new digest is
 //! offered as a candidate (checked, swapped in with an Event, or rejected while the old serves).
+//! When the trusted keys change, the artifact serving is verified again at once (from the cache's
+//! signatures, or the registry's): if no key trusted now verifies it, it is withdrawn and nothing
+//! serves until a trusted module does (fail closed); a registry that cannot be asked keeps it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,7 +52,7 @@ impl OciSource {
     /// cache, checked against its digests and the registry's trusted keys; the swapper holds the
     /// pin), or why there is none.
     async fn candidate(&self, registry: &Registry, auth: &RegistryAuth, digest: &str) -> Candidate {
-        let source = Source::Oci { reference: &self.reference, digest: Some(digest), retry: true };
+        let source = Source::Oci { reference: &self.reference, digest: Some(digest), retry: true, identity: false };
         let fetched = fetch_module(source, auth, &[], Some(registry), &Checks::default()).await;
         if let Ok(f) = &fetched {
             info!(reference = %self.reference, pinned = %self.reference.pinned(digest), signed_by = f.signed_by.as_deref().unwrap_or("-"), from_cache = f.from_cache, "module pulled");
@@ -57,38 +60,58 @@ impl OciSource {
         Candidate::fetched(source.origin(), fetched)
     }
 
-    /// The digest the reference names now, if its module could be had, and that module as a
+    /// The artifact the reference names now, if its module could be had, and that module as a
     /// candidate.
-    pub async fn fetch(&self, registry: &Registry) -> (Option<String>, Candidate) {
+    pub async fn fetch(&self, registry: &Registry) -> (Option<Served>, Candidate) {
         match self.resolve(registry).await {
             Ok((auth, digest)) => {
                 let candidate = self.candidate(registry, &auth, &digest).await;
-                (candidate.bytes.is_ok().then_some(digest), candidate)
+                (Served::of(digest, &candidate), candidate)
             }
             Err(error) => (None, Candidate::failed(Origin::Oci(self.reference.to_string()), Problem::from(&error))),
         }
     }
 
     /// Keep the module the reference names serving: until one was had, try again with backoff;
-    /// then, with a poll interval, offer each new digest the tag points at.
-    pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut served: Option<String>) {
+    /// then, with a poll interval, offer each new digest the tag points at; whenever the trusted
+    /// keys change, verify again what serves.
+    pub async fn watch(self, registry: Arc<Registry>, candidates: mpsc::Sender<Candidate>, mut served: Option<Served>) {
         let mut pause = Duration::from_secs(1);
+        let mut keys = registry.keys().subscribe();
         loop {
             let wait = match (&served, self.poll) {
-                (None, _) => pause,
-                (Some(_), Some(poll)) if self.reference.is_tag() => poll,
-                (Some(_), _) => return,
+                (None, _) => Some(pause),
+                (Some(_), Some(poll)) if self.reference.is_tag() => Some(poll),
+                // A digest, or a tag not followed: only a change of keys is news.
+                (Some(_), _) => None,
             };
-            tokio::select! {
+            let sleep = async {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let keys_changed = tokio::select! {
                 _ = candidates.closed() => return,
-                _ = tokio::time::sleep(wait) => {}
+                _ = sleep => false,
+                Ok(()) = keys.changed() => true,
+            };
+            if keys_changed && let Some(serving) = served.clone() {
+                if let Some(withdrawn) = self.verify_again(&registry, &serving).await {
+                    if candidates.send(withdrawn).await.is_err() {
+                        return;
+                    }
+                    served = None;
+                    pause = Duration::from_secs(1);
+                }
+                continue;
             }
             match self.resolve(&registry).await {
-                Ok((_, digest)) if served.as_deref() == Some(digest.as_str()) => {}
+                Ok((_, digest)) if served.as_ref().is_some_and(|s| s.manifest == digest) => {}
                 Ok((auth, digest)) => {
                     info!(reference = %self.reference, %digest, "the tag points at a new artifact: offering it");
                     let candidate = self.candidate(&registry, &auth, &digest).await;
-                    let offered = candidate.bytes.is_ok();
+                    let offered = Served::of(digest, &candidate);
                     if let (None, Some(reason), Err(error)) = (&served, candidate.reason(), &candidate.bytes) {
                         pause = (pause * 2).min(MAX_PAUSE);
                         warn!(reference = %self.reference, reason, %error, retry_in_secs = pause.as_secs(), "no rules module yet: cannot pull the module; trying again");
@@ -96,8 +119,8 @@ impl OciSource {
                     if candidates.send(candidate).await.is_err() {
                         return;
                     }
-                    if offered {
-                        served = Some(digest);
+                    if offered.is_some() {
+                        served = offered;
                         pause = Duration::from_secs(1);
                     } else if served.is_some() {
                         pause = (pause * 2).min(MAX_PAUSE);
@@ -113,5 +136,32 @@ impl OciSource {
                 }
             }
         }
+    }
+
+    /// The artifact `digest` (which serves) verified again with the keys trusted now: `None`
+    /// while it still verifies (or cannot be asked: the registry down, without the cache's
+    /// signatures), else its withdrawal.
+    async fn verify_again(&self, registry: &Registry, serving: &Served) -> Option<Candidate> {
+        let (auth, digest) = (self.auth().unwrap_or(RegistryAuth::Anonymous), &serving.manifest);
+        let again = self.candidate(registry, &auth, digest).await;
+        if again.bytes.is_ok() || !again.distrusts() {
+            return None;
+        }
+        warn!(reference = %self.reference, %digest, "the trusted keys changed and no longer verify the module serving: withdrawing it");
+        Some(again.withdrawing(&serving.module))
+    }
+}
+
+/// The artifact whose module the source offered: its manifest digest and the module's.
+#[derive(Clone, Debug)]
+pub struct Served {
+    pub manifest: String,
+    pub module: String,
+}
+
+impl Served {
+    /// What `candidate`, the module of artifact `manifest`, offers, if it has bytes.
+    fn of(manifest: String, candidate: &Candidate) -> Option<Served> {
+        Some(Served { module: candidate.digest()?.to_owned(), manifest })
     }
 }

@@ -40,6 +40,8 @@ pub struct OciSpec {
     pub pull_secret: Option<SecretReference>,
     /// The rule set's own trusted keys, or why one is not a key.
     pub keys: Result<Vec<TrustedKey>, String>,
+    /// `requireIdentity`: a signature must name this repository.
+    pub identity: bool,
 }
 
 
@@ -75,7 +77,7 @@ impl SourceSpec {
                     .map(|(i, pem)| TrustedKey::from_pem(&format!("spec publicKeys[{i}]"), pem))
                     .collect::<Result<Vec<_>, _>>();
                 let digest = reference.as_ref().ok().and_then(|r| r.digest.clone()).or(digest);
-                SourceRef::Oci(OciSpec { reference, digest, pull_secret: oci.pull_secret.clone(), keys })
+                SourceRef::Oci(OciSpec { reference, digest, pull_secret: oci.pull_secret.clone(), keys, identity: oci.require_identity })
             }
             // The CRD's validation refuses it; a source without either names nothing.
             (None, None) => SourceRef::Oci(OciSpec {
@@ -83,6 +85,7 @@ impl SourceSpec {
                 digest: None,
                 pull_secret: None,
                 keys: Ok(Vec::new()),
+                identity: false,
             }),
         };
         SourceSpec { source, pin: pin.map(normalize_pin) }
@@ -259,7 +262,7 @@ impl Sources {
         };
         let pinned = reference.pinned(&digest);
         // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
-        let source = Source::Oci { reference, digest: Some(&digest), retry: false };
+        let source = Source::Oci { reference, digest: Some(&digest), retry: false, identity: oci.identity };
         let checks = Checks { pin: pin.as_deref(), pinned_by, max_bytes: None };
         let fetched = match fetch_module(source, &auth, keys, Some(&self.registry), &checks).await {
             Ok(fetched) => fetched,
@@ -301,7 +304,9 @@ impl Sources {
                 return Ok(Some(self.check_oci(spec, oci, pinned_by).await));
             }
         };
-        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: None };
+        // With --require-signatures a ConfigMap's module is verified too: with other keys, again.
+        let trust = self.registry.settings().require_signatures.then(|| self.registry.keys().trust(&[])).flatten();
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: trust.clone() };
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
             let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
             return Ok(Some(checked(None, Err(problem))));
@@ -317,6 +322,7 @@ impl Sources {
         if let Some(last) = last
             && last.spec == *spec
             && last.resource_version == version
+            && last.trust == trust
         {
             return Ok(Some(last.clone()));
         }
@@ -333,7 +339,7 @@ impl Sources {
             return Ok(Some(checked(None, Err(problem))));
         };
         let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
-        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], None, &checks).await {
+        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
             Ok(fetched) => self.load(fetched).await,
             Err(problem) => Err(problem),
         };
