@@ -65,7 +65,9 @@ pub fn release_after_compile() {
 }
 
 // mimalloc's own API (libmimalloc-sys, linked for the global allocator): purge what it holds
-// unused, now (`force`: every thread's abandoned memory too).
+// unused, now (`force`: every thread's abandoned memory too). Named here so that every binary
+// of the library links it (tests and benches too, which keep the system allocator).
+extern crate mimalloc as _;
 unsafe extern "C" {
     fn mi_collect(force: bool);
 }
