@@ -68,9 +68,9 @@ fn first_call(module: &RulesModule, name: &str, input: &Observed, what: &str) {
 
 #[test]
 fn each_call_of_a_python_or_javascript_module_starts_from_a_fresh_instance() {
-    // A small pool: 16 slots, the fewest a CPython component instantiates in (it is several
-    // core instances), so forty calls in a row reuse its memory slots with what the calls
-    // before wrote in them (a megabyte of heap or more, eight now and then).
+    // A small pool: 16 slots (a CPython component is more than 8 core instances), so forty
+    // calls in a row reuse its memory slots with what the calls before wrote in them (a
+    // megabyte of heap or more, eight now and then).
     let engine = engine(16);
     for name in FIXTURES {
         let Some(bytes) = fixture(name) else { continue };
