@@ -6,8 +6,10 @@
 //!   for big modules (its time and peak RSS, from wait4: what the Pod's memory limit must hold);
 //! - start to serving with a warm compiled-module cache (load: map the code, check the world,
 //!   `info`, the smoke test's first call);
-//! - per call, a fresh instance plus `reconcile`, at 5 and 100 children: median time, fuel,
-//!   the guest's peak linear memory, and the ratio to Rust.
+//! - per call, a fresh instance plus `reconcile`, at 5 and 100 children: median time, the
+//!   process's mean CPU (user + system: the page faults a fresh instance takes are system
+//!   time), fuel, the guest's peak linear memory, the ratio to Rust, and then how many pool
+//!   slots stand idle and what they keep resident (the pool's RSS between calls).
 //!
 //! `ZUNDOKO_BENCH_CALLS_ONLY=1` skips the compiles and warm starts (the code comes from a cache
 //! kept in target/tmp/ across runs): for A/B runs of the per-call figures and for profiling
