@@ -133,8 +133,8 @@ JS_KIT_STAMP := sdk/js/node_modules/.installed
 # ConfigMap's 1 MiB: serve them from a file, a volume or a registry.
 PY_MAX_BYTES := 25165824
 JS_MAX_BYTES := 16777216
-PY_FIXTURES := hostile no-callback
-JS_FIXTURES := hostile
+PY_FIXTURES := hostile no-callback fresh
+JS_FIXTURES := hostile fresh
 
 $(PY_KIT_STAMP): sdk/python/requirements.txt
 	@command -v $(PYTHON) > /dev/null || { echo "the Python rules kit needs python3 (3.11 or later) with venv (apt-get install python3-venv)" >&2; exit 1; }
@@ -183,7 +183,7 @@ $(JS_FIXTURE_FILES): $(FIXTURES)/zundoko-js-%.wasm: $$(wildcard guest/fixtures-j
 guest-langs: kit-python kit-js $(PY_MODULES) $(JS_MODULES) ## Build every Python and JavaScript rule set in rules/ into target/modules/ (not part of make guest).
 
 .PHONY: fixtures-langs
-fixtures-langs: kit-python kit-js $(PY_FIXTURE_FILES) $(JS_FIXTURE_FILES) ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm).
+fixtures-langs: kit-python kit-js $(PY_FIXTURE_FILES) $(JS_FIXTURE_FILES) ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm, ...).
 
 .PHONY: test-langs
 test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test), and the kits' own (sdk/tests).

@@ -6,8 +6,15 @@
 //!   for big modules (its time and peak RSS, from wait4: what the Pod's memory limit must hold);
 //! - start to serving with a warm compiled-module cache (load: map the code, check the world,
 //!   `info`, the smoke test's first call);
-//! - per call, a fresh instance plus `reconcile`, at 5 and 100 children: median time, fuel,
-//!   the guest's peak linear memory, and the ratio to Rust.
+//! - per call, a fresh instance plus `reconcile`, at 5 and 100 children: median time, the
+//!   process's mean CPU (user + system: the page faults a fresh instance takes are system
+//!   time), fuel, the guest's peak linear memory, the ratio to Rust, and then how many pool
+//!   slots stand idle and what they keep resident (the pool's RSS between calls).
+//!
+//! `ZUNDOKO_BENCH_CALLS_ONLY=1` skips the compiles and warm starts (the code comes from a cache
+//! kept in target/tmp/ across runs): for A/B runs of the per-call figures and for profiling
+//! (`perf record -g`); `ZUNDOKO_BENCH_CALLS=N` makes N calls per size in Python and JavaScript
+//! (default 50).
 //!
 //! Words/s of 1,000 Hikawas and the operator's RSS while 100 sing, per language, are
 //! `make bench-scale` runs (`ZUNDOKO_BENCH_LATENCIES=0 ZUNDOKO_BENCH_RUNS=ceiling,wasm,python,js`). Prints figures;
@@ -25,6 +32,15 @@ use zundoko_rules::Observed;
 mod common;
 use common::observed;
 
+
+/// CPU time of this process so far, user and system (page faults are system time).
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -79,6 +95,9 @@ fn main() {
     let scratch = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/tmp/bench-languages-{}", std::process::id()));
     let limits = SandboxLimits::default();
     let plan_limits = PlanLimits::default();
+    let calls_only = std::env::var("ZUNDOKO_BENCH_CALLS_ONLY").is_ok_and(|v| v == "1");
+    let kept_cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/bench-languages-cache");
+    let interpreter_calls: u32 = std::env::var("ZUNDOKO_BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
     println!("classic rules in three languages (release, this machine; medians)");
     println!();
     println!(
@@ -86,13 +105,21 @@ fn main() {
         "language", "bytes", "budget (fuel, memory)", "compile", "child compile, RSS", "warm start"
     );
     println!("{:-<10}-+-{:->10}-+-{:->22}-+-{:->12}-+-{:->19}-+-{:->10}", "", "", "", "", "", "");
-    let mut served: Vec<(&str, RulesModule)> = Vec::new();
+    let mut served: Vec<(&str, RulesModule, SandboxEngine)> = Vec::new();
     for language in &LANGUAGES {
         let path: PathBuf = modules.join(language.file);
         let Ok(bytes) = std::fs::read(&path) else {
             println!("{:<10} | SKIPPED: {} is missing (make guest-langs needs componentize-py and node)", language.name, path.display());
             continue;
         };
+        if calls_only {
+            // The code from a cache kept across runs: only the calls are measured.
+            let engine = SandboxEngine::new(limits.clone()).unwrap().with_compiled_cache(&kept_cache).unwrap();
+            let module = engine.load(&bytes).unwrap_or_else(|e| panic!("{}: {e}", language.name));
+            println!("{:<10} | {:>10} | (loaded from {})", language.name, bytes.len(), kept_cache.display());
+            served.push((language.name, module, engine));
+            continue;
+        }
         // Cold, in this process.
         let cold = SandboxEngine::new(limits.clone()).unwrap();
         let started = Instant::now();
@@ -122,20 +149,25 @@ fn main() {
             child_rss_mib,
             ms(median(warm))
         );
-        served.push((language.name, module));
+        served.push((language.name, module, cold));
     }
     println!();
-    println!("per call: a fresh instance + reconcile (time, fuel, the guest's peak linear memory)");
+    println!("per call: a fresh instance + reconcile (median time; mean CPU of the process, user + system, page faults");
+    println!("included; fuel; the guest's peak linear memory); then the pool's idle slots and what they keep resident");
     println!();
-    println!("{:<10} | {:>8} | {:>10} | {:>12} | {:>10} | {:>11}", "language", "children", "time (us)", "fuel", "memory MiB", "x Rust time");
-    println!("{:-<10}-+-{:->8}-+-{:->10}-+-{:->12}-+-{:->10}-+-{:->11}", "", "", "", "", "", "");
+    println!(
+        "{:<10} | {:>8} | {:>10} | {:>9} | {:>12} | {:>10} | {:>11} | {:>15}",
+        "language", "children", "time (us)", "CPU (us)", "fuel", "memory MiB", "x Rust time", "idle slots, MiB"
+    );
+    println!("{:-<10}-+-{:->8}-+-{:->10}-+-{:->9}-+-{:->12}-+-{:->10}-+-{:->11}-+-{:->15}", "", "", "", "", "", "", "", "");
     let mut rust_time = std::collections::HashMap::new();
-    for (name, module) in &served {
+    for (name, module, engine) in &served {
         for children in [5u32, 100] {
             // At the start of 2026, so a Python module's time.time() reads a date.
             let input = Observed { now: 1_767_225_600_000, ..observed(children) };
             let first = module.reconcile(&input).unwrap();
-            let calls = if *name == "Rust" { 2_000 } else { 50 };
+            let calls: u32 = if *name == "Rust" { 2_000 } else { interpreter_calls };
+            let cpu_before = process_cpu();
             let times: Vec<Duration> = (0..calls)
                 .map(|_| {
                     let started = Instant::now();
@@ -143,19 +175,24 @@ fn main() {
                     started.elapsed()
                 })
                 .collect();
+            let cpu = (process_cpu() - cpu_before) / calls;
             let time = median(times);
+            let pool = engine.engine().pooling_allocator_metrics().expect("the pooling allocator");
+            let idle = format!("{}, {:.1}", pool.unused_warm_memories(), pool.unused_memory_bytes_resident() as f64 / (1 << 20) as f64);
             if *name == "Rust" {
                 rust_time.insert(children, time);
             }
             let ratio = rust_time.get(&children).map_or("-".into(), |rust| format!("{:.0}", time.as_secs_f64() / rust.as_secs_f64()));
             println!(
-                "{:<10} | {:>8} | {:>10} | {:>12} | {:>10.1} | {:>11}",
+                "{:<10} | {:>8} | {:>10} | {:>9} | {:>12} | {:>10.1} | {:>11} | {:>15}",
                 name,
                 children,
                 us(time),
+                us(cpu),
                 first.fuel_used,
                 first.peak_memory_bytes as f64 / (1 << 20) as f64,
-                ratio
+                ratio,
+                idle
             );
         }
     }

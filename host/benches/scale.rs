@@ -847,27 +847,36 @@ fn print_summary(concurrency: u16, summary: &[(usize, u64, Vec<Run>)]) {
     println!();
     println!("== Summary: the operator against the API server's ceiling, concurrency {concurrency} ==");
     println!(
-        "{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} | {:>9} | {:>8} {:>8}",
-        "Hikawas", "latency", "run", "words/s", "ceiling", "ratio", "CPU/word", "RSS peak", "RSS end"
+        "{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} {:>6} | {:>9} | {:>8} {:>8} {:>8}",
+        "Hikawas", "latency", "run", "words/s", "ceiling", "ratio", "x wasm", "CPU/word", "RSS idle", "RSS peak", "RSS end"
     );
-    println!("{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} | {:>9} | {:>8} {:>8}", "", "ms", "", "", "words/s", "", "ms", "MiB", "MiB");
+    println!(
+        "{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} {:>6} | {:>9} | {:>8} {:>8} {:>8}",
+        "", "ms", "", "", "words/s", "", "", "ms", "MiB", "MiB", "MiB"
+    );
     for (n, latency_ms, runs) in summary {
         let ceilings: Vec<&Run> = runs.iter().filter(|r| r.name.starts_with("ceiling")).collect();
         let ceiling = (!ceilings.is_empty()).then(|| ceilings.iter().map(|r| r.words_per_sec()).sum::<f64>() / ceilings.len() as f64);
+        // Python's and JavaScript's words/s against Rust's (the `wasm` run) in the same run.
+        let wasm = runs.iter().find(|r| r.name == "wasm").map(|r| r.words_per_sec());
         for r in runs.iter().filter(|r| !r.name.starts_with("ceiling")) {
             let (ceiling_text, ratio) = match ceiling {
                 Some(c) => (format!("{c:.0}"), format!("{:.2}", r.words_per_sec() / c)),
                 None => ("-".into(), "-".into()),
             };
+            let to_wasm = wasm.map_or("-".into(), |w| format!("{:.2}", r.words_per_sec() / w));
+            let idle = if r.rss_idle_kib == 0 { "-".to_string() } else { format!("{:.1}", mib(r.rss_idle_kib)) };
             println!(
-                "{:>8} {:>8} {:<8} | {:>8.0} {:>8} {:>6} | {:>9.3} | {:>8.1} {:>8.1}",
+                "{:>8} {:>8} {:<8} | {:>8.0} {:>8} {:>6} {:>6} | {:>9.3} | {:>8} {:>8.1} {:>8.1}",
                 n,
                 latency_ms,
                 r.name,
                 r.words_per_sec(),
                 ceiling_text,
                 ratio,
+                to_wasm,
                 r.client_cpu_s * 1000.0 / r.words.max(1) as f64,
+                idle,
                 mib(r.rss_peak_kib),
                 mib(r.rss_end_kib)
             );

@@ -47,6 +47,11 @@ pub struct GuestOutcome<T> {
 /// one ioctl is then the only syscall per call. Measured (release, 2-core VM): 5 children
 /// 14 us -> 8 us, 1,000 children 215 us -> 170 us; 1 MiB is no faster. Without PAGEMAP_SCAN
 /// the whole 256 KiB would be memset, so keep the 64 KiB that was measured best then.
+/// An interpreter's call (CPython, SpiderMonkey) writes megabytes of its snapshot, yet more
+/// than this keeps no more resident: wasmtime's scan reports at most 32 runs of written pages
+/// (its pagemap.rs, MAX_REGIONS) and gives the rest back with madvise. Measured (issue 38,
+/// docs/benchmarks.md): at 16 and 64 MiB an idle Python slot keeps 0.2 MiB, as at 256 KiB,
+/// and no call got faster; 0 is slower.
 const KEEP_RESIDENT: usize = 256 << 10;
 const KEEP_RESIDENT_WITHOUT_PAGEMAP: usize = 64 << 10;
 /// Tables (one small funcref table, in wit-component's shim for the log import).
