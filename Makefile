@@ -134,7 +134,7 @@ JS_KIT_STAMP := sdk/js/node_modules/.installed
 PY_MAX_BYTES := 25165824
 JS_MAX_BYTES := 16777216
 PY_FIXTURES := hostile no-callback fresh
-JS_FIXTURES := hostile fresh
+JS_FIXTURES := hostile fresh math-random
 
 $(PY_KIT_STAMP): sdk/python/requirements.txt
 	@command -v $(PYTHON) > /dev/null || { echo "the Python rules kit needs python3 (3.11 or later) with venv (apt-get install python3-venv)" >&2; exit 1; }

@@ -1,9 +1,10 @@
 //! `simulate` and `run` agree: the same module, sung through the simulator and through the
 //! operator on the local API server with the same entropy (`--entropy-seed`: each Hikawa's n-th
 //! decision gets the n-th entropy of `simulate --seed`), says the same song word for word. For
-//! a module that asks for callbacks (`requeue-after`) and for one that never does (its own
-//! words call it again, as the WIT contract says). And a Hikawa that waits costs nothing while
-//! it waits.
+//! a module that asks for callbacks (`requeue-after`), for one that never does (its own words
+//! call it again, as the WIT contract says), and for a JavaScript one deciding by
+//! `Math.random()` and reading `Date.now()` (served from the call's entropy and now). And a
+//! Hikawa that waits costs nothing while it waits.
 
 mod common;
 
@@ -24,12 +25,12 @@ fn load(bytes: &[u8]) -> Arc<dyn Rules> {
     Arc::new(engine.load(bytes).unwrap())
 }
 
-/// A Python fixture from target/fixtures/ (`make fixtures-langs`), loaded with an interpreter's
-/// room; None (said loudly) when it was not built and CI is not set.
-fn python_fixture(name: &str) -> Option<Arc<dyn Rules>> {
+/// A Python or JavaScript fixture from target/fixtures/ (`make fixtures-langs`), loaded with an
+/// interpreter's room; None (said loudly) when it was not built and CI is not set.
+fn language_fixture(name: &str) -> Option<Arc<dyn Rules>> {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures").join(format!("{name}.wasm"));
     if !path.exists() {
-        common::ci::cannot_run(&format!("{} is missing: run `make fixtures-langs` (needs python3 with venv)", path.display()));
+        common::ci::cannot_run(&format!("{} is missing: run `make fixtures-langs` (needs python3 with venv, node and npm)", path.display()));
         return None;
     }
     let limits = SandboxLimits { fuel: 2_000_000_000, memory_bytes: 256 << 20, inline_fuel: 2_000_000_000, ..SandboxLimits::default() };
@@ -98,8 +99,19 @@ async fn a_module_that_never_asks_for_a_callback_sings_the_song_simulate_sings()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_module_written_to_the_wit_alone_without_callbacks_sings_the_song_simulate_sings() {
     // As someone outside the project writes one: the bindings alone, no kit, no requeue-after.
-    let Some(rules) = python_fixture("zundoko-py-no-callback") else { return };
+    let Some(rules) = language_fixture("zundoko-py-no-callback") else { return };
     same_songs(rules, 7).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_module_deciding_by_math_random_and_date_now_sings_the_song_simulate_sings() {
+    // As a JavaScript author writes one: Zun or Doko by Math.random() < 0.5, and a call whose
+    // Date.now() is not its observed.now fails. Both come from the call's input (the virtual
+    // WASI), so the operator's song is simulate's, word for word, and seeds sing other songs.
+    let Some(rules) = language_fixture("zundoko-js-math-random") else { return };
+    let songs: std::collections::HashSet<Vec<String>> = (1..=4).map(|seed| simulated(rules.as_ref(), "diff", seed)).collect();
+    assert!(songs.len() > 1, "Math.random() decides nothing: every seed sings {songs:?}");
+    same_songs(rules, 11).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,9 +2,13 @@
 //   node sdk/js/build.mjs RULES_DIR OUT.wasm [ENTRY]
 // RULES_DIR/app.js (or ENTRY) and what it imports (the rule set's own modules and zundoko-kit)
 // are bundled into one ES module with rolldown, then componentize-js builds the component for
-// the world zundokokiyoshi:rules/zundoko-rules with every WASI feature it can drop dropped
-// (stdio, random, clocks, http, fetch-event): the component imports as little WASI as
-// possible, and Math.random()/Date.now() cannot be what decides (entropy and now are).
+// the world zundokokiyoshi:rules/zundoko-rules with the WASI features clocks and random kept and
+// the others (stdio, http, fetch-event) dropped. The operator serves those imports from the
+// call's input (host/src/supply/sandbox/wasi/): Date.now() is the call's `now`, performance.now()
+// the virtual monotonic clock (0 when the call starts), and Math.random() reads wasi:random at
+// each draw (StarlingMonkey replaces SpiderMonkey's generator, so no seed is in the
+// pre-initialised snapshot), from bytes the call's `entropy` seeds: a JavaScript author's
+// Math.random() < 0.5 decides, and the same input replays the same decision.
 import { componentize } from '@bytecodealliance/componentize-js';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -39,7 +43,7 @@ const { component } = await componentize({
   // The WIT text itself: componentize-js's splicer only sees the working directory.
   witWorld: await readFile(join(root, 'wit/zundoko-rules.wit'), 'utf8'),
   worldName: 'zundoko-rules',
-  disableFeatures: ['stdio', 'random', 'clocks', 'http', 'fetch-event'],
+  disableFeatures: ['stdio', 'http', 'fetch-event'],
 });
 await mkdir(dirname(resolve(out)), { recursive: true });
 await writeFile(out, component);

@@ -5,10 +5,12 @@
 //   rule-error  returns Err(invalid-params)
 //   loop        an endless loop
 //   alloc       grows memory without end
-//   clock       reads Date.now() (built without WASI clocks) and puts it in the status message
-//   perf        reads performance.now() likewise
-//   random      reads Math.random() (built without WASI random: a fixed sequence) and puts the
-//               first values in the status message
+//   clock       reads Date.now() and new Date() (the call's now, from the virtual WASI) and
+//               puts them in the status message
+//   perf        reads performance.now() (the virtual monotonic clock) before and after some
+//               work, likewise
+//   random      reads Math.random() (drawn from the call's entropy) and puts the first values
+//               in the status message
 //   (else)      the classic rules
 import { invalidParams, param } from 'zundoko-kit';
 import { exportRules } from 'zundoko-kit/component';
@@ -49,9 +51,13 @@ class Hostile {
         for (;;) hoard.push(new Uint8Array(1 << 20).fill(1));
       }
       case 'clock':
-        return withMessage(observed, `clock: Date.now ${Date.now()}`);
-      case 'perf':
-        return withMessage(observed, `perf: performance.now ${performance.now()}`);
+        return withMessage(observed, `clock: Date.now ${Date.now()}, new Date ${new Date().toISOString()}`);
+      case 'perf': {
+        const before = performance.now();
+        let sum = 0;
+        for (let i = 0; i < 100000; i++) sum += i;
+        return withMessage(observed, `perf: performance.now ${before}..${performance.now()} (${sum})`);
+      }
       case 'random':
         return withMessage(observed, `random: ${[0, 1, 2].map(() => Math.random()).join(' ')}`);
       default:

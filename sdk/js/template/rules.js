@@ -3,9 +3,10 @@
 //
 // The rules get everything they may know in `observed` (the Hikawa, its children in order, the
 // time, 64 random bits) and answer with a plan; they have no clock, no randomness and no I/O of
-// their own: use `observed.now` and `observed.entropy` (BigInts), never Date or Math.random (the
-// component is built without WASI's clocks and random: Date.now() is the moment it was built,
-// Math.random() the same sequence in every call). `zundoko-kit/steps` builds the
+// their own: use `observed.now` and `observed.entropy` (BigInts) rather than Date or Math.random
+// (in the component Date.now() is observed.now and Math.random() is drawn from observed.entropy,
+// so a song replays either way, but natively, under node --test, they are the machine's clock
+// and randomness and a test would not replay). `zundoko-kit/steps` builds the
 // plans a song is made of; throw `invalidParams(...)` (or inconsistentSong, internal) from
 // 'zundoko-kit' to refuse; `log('info', ...)` from 'zundoko-kit/log' writes to the operator's log.
 

@@ -15,8 +15,9 @@ setLogSink((level, message) => hostLog(level, message));
 
 /** The world's `rules` export: `rules` is any object with `info()` ({name, version,
  * description}) and `reconcile(observed)` (a plan, or throws a RuleError). Any other exception
- * traps the call (the operator reports GuestTrapped); its message goes to the log first, as
- * the component has no stderr. */
+ * traps the call (the operator reports GuestTrapped); it goes to the log first, as the component
+ * has no stderr: its message on a line `panic: ...`, which the host names the trap with (as the
+ * Rust SDK's panic hook writes it), then the stack. */
 export function exportRules(rules) {
   return {
     info() {
@@ -28,10 +29,20 @@ export function exportRules(rules) {
         return rules.reconcile(observed);
       } catch (e) {
         if (e instanceof RuleError) throw { tag: e.kind, val: e.message };
-        // SpiderMonkey's `stack` holds only the frames: the message first.
-        hostLog('error', `reconcile threw ${String(e)}${e?.stack ? `\n${e.stack}` : ''}`);
+        // SpiderMonkey's `stack` holds only the frames: the message on a line of its own.
+        hostLog('error', `panic: ${describe(e)}`);
+        if (typeof e?.stack === 'string') hostLog('error', `reconcile threw from:\n${e.stack}`);
         throw e;
       }
     },
   };
+}
+
+/** What was thrown, as text, whatever it is (a value whose toString throws included). */
+function describe(thrown) {
+  try {
+    return String(thrown);
+  } catch {
+    return 'a value that cannot be shown as text';
+  }
 }

@@ -6,9 +6,10 @@
 // an absent option is `undefined`, an action is `{tag: 'say' | 'set-status' | 'requeue-after',
 // val}`. A rule set gets everything it may know in `observed` and returns a plan, or throws a
 // RuleError. It has no clock, no randomness and no I/O of its own: the time is `observed.now`,
-// 64 random bits are `observed.entropy` (the component is built without WASI's clocks and
-// random: `Date.now()` is the moment the component was built, `Math.random()` the same sequence
-// in every call, `performance.now()` traps).
+// 64 random bits are `observed.entropy`. In a component the operator serves `Date.now()` from
+// `observed.now` and `Math.random()` from `observed.entropy` (its virtual WASI), so a decision
+// by them still replays; natively (node --test) they are the machine's, so the kit's engines
+// read `observed` alone.
 //
 // - model: RuleError (invalidParams, inconsistentSong, internal), words(), waitMillis(), apply()
 // - steps: the plans a song is made of (sayWord, sayKiyoshi, wait, songOver)
