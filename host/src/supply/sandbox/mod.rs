@@ -7,6 +7,7 @@ pub mod compiler_process;
 mod convert;
 mod error;
 mod guest_memory;
+mod guest_threads;
 mod host_state;
 mod limits;
 pub mod metadata;

@@ -10,6 +10,7 @@ use zundoko_rules::{ModuleInfo, Observed, Plan};
 use super::bindings::{self, ALLOWED_IMPORTS, RULES_EXPORT, ZundokoRules, ZundokoRulesPre};
 use super::convert;
 use super::error::GuestError;
+use super::guest_threads::GuestThreads;
 use super::host_state::{GuestLog, HostState};
 use super::limits::SandboxLimits;
 use super::wasi::{self, CallInput};
@@ -70,6 +71,8 @@ pub struct SandboxEngine {
     compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
     /// Where modules compile (all of them: `IN_PROCESS_MAX_BYTES` is 0), if not here.
     compiler: Option<super::compiler_process::CompilerProcess>,
+    /// The threads WASI modules' calls run on, kept between calls.
+    threads: Arc<GuestThreads>,
 }
 
 impl SandboxEngine {
@@ -104,7 +107,10 @@ impl SandboxEngine {
         let mut linker = Linker::new(&engine);
         bindings::zundokokiyoshi::rules::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         wasi::add_to_linker(&mut linker)?;
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None })
+        // As many kept threads as calls can run at once on the node's cores.
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let threads = GuestThreads::new(GUEST_THREAD_STACK + limits.wasm_stack_bytes, cores.min(limits.max_concurrent_calls as usize));
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
@@ -189,6 +195,7 @@ impl SandboxEngine {
         let mut module = RulesModule {
             pre,
             uses_wasi,
+            threads: Arc::clone(&self.threads),
             limits,
             identity: Arc::new(ModuleIdentity {
                 info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
@@ -275,8 +282,9 @@ fn precheck_bytes(bytes: &[u8]) -> Result<(), GuestError> {
 #[derive(Clone)]
 pub struct RulesModule {
     pre: ZundokoRulesPre<HostState>,
-    /// The module imports WASI: its calls get the virtual WASI, on a thread of their own.
+    /// The module imports WASI: its calls get the virtual WASI, on one of `threads`.
     uses_wasi: bool,
+    threads: Arc<GuestThreads>,
     limits: SandboxLimits,
     identity: Arc<ModuleIdentity>,
 }
@@ -379,19 +387,9 @@ impl RulesModule {
         // Its memory budget first: interpreter calls in flight hold at most the ceiling.
         // What the host may hold for it beside (the virtual WASI's bounds) is counted too.
         let _memory = super::guest_memory::IN_FLIGHT.reserve(self.host_bytes_per_call(), self.limits.max_memory_bytes);
-        // wasmtime-wasi's synchronous host functions block on a tokio runtime: inside an
-        // async worker that would nest runtimes (a panic), so the call gets a thread outside
-        // any runtime, where they use wasmtime-wasi's own. Tens of microseconds, against
-        // milliseconds for an interpreter's call.
-        std::thread::scope(|scope| {
-            std::thread::Builder::new()
-                .name("wasi-guest".into())
-                .stack_size(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes)
-                .spawn_scoped(scope, || self.call_here(fuel, input, f))
-                .map_err(|e| GuestError::Host(format!("no thread for the guest call: {e}")))
-                .and_then(|thread| thread.join().map_err(|_| GuestError::Host("the guest call's thread panicked".into())))
-                .unwrap_or_else(|e| (Err(e), 0))
-        })
+        // wasmtime-wasi's synchronous host functions block on a tokio runtime: the call runs
+        // on a thread outside any runtime (see guest_threads.rs).
+        self.threads.run(|| self.call_here(fuel, input, f)).unwrap_or_else(|e| (Err(GuestError::Host(e)), 0))
     }
 
     /// What one call of this module may make the process hold: its memory budget and, for a
