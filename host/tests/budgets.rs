@@ -6,6 +6,8 @@
 //! The components come from `make guest-langs`; without them (no python3 or node on this
 //! machine) the tests say so loudly and pass, except in CI (CI=true), where they fail.
 
+mod common;
+
 use std::path::PathBuf;
 
 use zundoko_operator::supply::sandbox::budget::{self, Budget};
@@ -95,7 +97,7 @@ fn a_module_asking_for_less_than_the_defaults_gets_less() {
     let defaults = SandboxLimits::default();
     let (memory_mib, fuel) = (16u64, 20_000_000u64);
     assert!(((memory_mib << 20) as usize) < defaults.memory_bytes && fuel < defaults.fuel);
-    let thrifty = budget::with_section(&without_budget(&bytes), format!(r#"{{"memoryMiB":{memory_mib},"fuel":{fuel},"moduleMiB":16}}"#).as_bytes());
+    let thrifty = budget::with_section(&common::without_budget(&bytes), format!(r#"{{"memoryMiB":{memory_mib},"fuel":{fuel},"moduleMiB":16}}"#).as_bytes());
     let module = engine(defaults).load(&thrifty).unwrap_or_else(|e| panic!("the thrifty module does not load: {e}"));
     assert_eq!((module.limits().memory_bytes, module.limits().fuel), ((memory_mib << 20) as usize, fuel));
     // A small call fits; the call at 1,000 children (about 88 M fuel) is stopped at 20 M.
@@ -107,34 +109,3 @@ fn a_module_asking_for_less_than_the_defaults_gets_less() {
     }
 }
 
-/// The component without its `zundoko:budget` section (what scripts/set-budget.py removes).
-fn without_budget(bytes: &[u8]) -> Vec<u8> {
-    fn leb(data: &[u8], mut at: usize) -> (usize, usize) {
-        let (mut value, mut shift) = (0usize, 0);
-        loop {
-            let byte = data[at];
-            at += 1;
-            value |= ((byte & 0x7f) as usize) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                return (value, at);
-            }
-        }
-    }
-    let mut kept = bytes[..8].to_vec();
-    let mut at = 8;
-    while at < bytes.len() {
-        let start = at;
-        let (size, body) = leb(bytes, at + 1);
-        at = body + size;
-        if bytes[start] == 0 {
-            let (name_len, name_at) = leb(bytes, body);
-            if &bytes[name_at..name_at + name_len] == budget::SECTION.as_bytes() {
-                continue;
-            }
-        }
-        kept.extend_from_slice(&bytes[start..at]);
-    }
-    assert!(budget::read(&kept).unwrap() == Budget::default(), "the section is gone");
-    kept
-}

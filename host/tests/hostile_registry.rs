@@ -38,19 +38,10 @@ struct Run {
 /// segment is capped at 2 GiB (an unbounded read aborts there instead of taking the machine),
 /// and it is killed after 90 s.
 fn run(args: &[&str]) -> Run {
-    use std::os::unix::process::CommandExt as _;
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"));
     command.args(args).env("RUST_LOG", "warn").env_remove("RUST_BACKTRACE").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit { rlim_cur: 2 << 30, rlim_max: 2 << 30 };
-            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::limit_data(&mut command, 2 << 30);
+
     let started = Instant::now();
     // Reaped by wait4 below (std's wait gives no rusage).
     #[allow(clippy::zombie_processes)]

@@ -299,7 +299,7 @@ fn measure_languages() {
     for (lang, name) in [("Rust", "zundoko-classic")].into_iter().chain(LANGS) {
         let bytes = if lang == "Rust" { common::module_bytes(name) } else if let Some(bytes) = lang_module(name) { bytes } else { continue };
         // The ladder's cap, not the budget the module asks for.
-        let bytes = without_budget(&bytes);
+        let bytes = common::without_budget(&bytes);
         let cache = std::env::temp_dir().join(format!("zundoko-languages-{}", std::process::id()));
         let mut found = None;
         for mib in [1usize, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
@@ -325,37 +325,6 @@ fn measure_languages() {
         let _ = std::fs::remove_dir_all(&cache);
         println!("{lang:<10} memory: a call at 1,000 children succeeds with a cap of {} MiB (ladder 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)", found.map_or("none".into(), |m| m.to_string()));
     }
-}
-
-/// The component without its `zundoko:budget` section (see scripts/set-budget.py).
-fn without_budget(bytes: &[u8]) -> Vec<u8> {
-    fn leb(data: &[u8], mut at: usize) -> (usize, usize) {
-        let (mut value, mut shift) = (0usize, 0);
-        loop {
-            let byte = data[at];
-            at += 1;
-            value |= ((byte & 0x7f) as usize) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                return (value, at);
-            }
-        }
-    }
-    let mut kept = bytes[..8].to_vec();
-    let mut at = 8;
-    while at < bytes.len() {
-        let start = at;
-        let (size, body) = leb(bytes, at + 1);
-        at = body + size;
-        if bytes[start] == 0 {
-            let (name_len, name_at) = leb(bytes, body);
-            if &bytes[name_at..name_at + name_len] == b"zundoko:budget" {
-                continue;
-            }
-        }
-        kept.extend_from_slice(&bytes[start..at]);
-    }
-    kept
 }
 
 fn long_observed(children: u32) -> Observed {

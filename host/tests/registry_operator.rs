@@ -11,8 +11,6 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,7 +39,6 @@ impl Operator {
     /// data segment is capped at 2 GiB: an unbounded read aborts there instead of taking the
     /// machine.
     fn spawn(cluster: &Cluster, dir: &Path, env: &[(&str, String)]) -> Operator {
-        use std::os::unix::process::CommandExt as _;
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, cluster.server.kubeconfig_yaml()).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -59,29 +56,16 @@ impl Operator {
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                let limit = libc::rlimit { rlim_cur: 2 << 30, rlim_max: 2 << 30 };
-                if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        common::limit_data(&mut command, 2 << 30);
+
         Operator { child: command.spawn().unwrap(), port, log }
     }
 
     /// The status and body of GET `path` on its HTTP port.
     fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+        common::http_get(self.port, path)
     }
+
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

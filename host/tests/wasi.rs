@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use common::fixture_path;
 use zundoko_operator::supply::sandbox::compiler_process::CompilerProcess;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
-use zundoko_rules::{Action, Observed, Plan};
+use zundoko_rules::Observed;
 
 const FIXTURE: &str = "zundoko-py-hostile";
 const NOW_MS: i64 = 1_767_225_600_123;
@@ -63,16 +63,7 @@ fn with_params(params: &[(&str, &str)], entropy: u64) -> Observed {
     Observed { now: NOW_MS, entropy, ..common::observed_with(params) }
 }
 
-/// The status message of a plan (what the fixture reports its findings in).
-fn message(plan: &Plan) -> String {
-    plan.actions
-        .iter()
-        .find_map(|a| match a {
-            Action::SetStatus(status) => Some(status.message.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no status in {plan:?}"))
-}
+use common::status_message as message;
 
 #[test]
 fn a_python_module_that_behaves_sings_and_its_calls_replay_exactly() {

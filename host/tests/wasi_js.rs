@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use common::fixture_path;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
-use zundoko_rules::{Action, Observed, Plan};
+use zundoko_rules::Observed;
 
 const FIXTURE: &str = "zundoko-js-hostile";
 const NOW_MS: i64 = 1_767_225_600_123;
@@ -54,16 +54,7 @@ fn hikawa(misbehave: &str, now: i64, entropy: u64) -> Observed {
     Observed { now, entropy, ..common::observed_with(&[("misbehave", misbehave)]) }
 }
 
-/// The status message of a plan (what the fixture reports its findings in).
-fn message(plan: &Plan) -> String {
-    plan.actions
-        .iter()
-        .find_map(|a| match a {
-            Action::SetStatus(status) => Some(status.message.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no status in {plan:?}"))
-}
+use common::status_message as message;
 
 #[test]
 fn a_javascript_module_that_behaves_sings_and_its_calls_replay_exactly() {

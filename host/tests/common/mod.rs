@@ -67,3 +67,75 @@ pub mod registry;
 pub mod replica;
 pub mod rules;
 pub mod running;
+
+/// The component without its `zundoko:budget` section (what scripts/set-budget.py removes), for the tests of what a module asks for.
+pub fn without_budget(bytes: &[u8]) -> Vec<u8> {
+    fn leb(data: &[u8], mut at: usize) -> (usize, usize) {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let byte = data[at];
+            at += 1;
+            value |= ((byte & 0x7f) as usize) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                return (value, at);
+            }
+        }
+    }
+    let mut kept = bytes[..8].to_vec();
+    let mut at = 8;
+    while at < bytes.len() {
+        let start = at;
+        let (size, body) = leb(bytes, at + 1);
+        at = body + size;
+        if bytes[start] == 0 {
+            let (name_len, name_at) = leb(bytes, body);
+            if &bytes[name_at..name_at + name_len] == zundoko_operator::supply::sandbox::budget::SECTION.as_bytes() {
+                continue;
+            }
+        }
+        kept.extend_from_slice(&bytes[start..at]);
+    }
+    assert!(zundoko_operator::supply::sandbox::budget::read(&kept).unwrap() == zundoko_operator::supply::sandbox::budget::Budget::default(), "the section is gone");
+    kept
+}
+
+/// The status message of a plan (what a fixture reports its findings in).
+pub fn status_message(plan: &zundoko_rules::Plan) -> String {
+    plan.actions
+        .iter()
+        .find_map(|a| match a {
+            zundoko_rules::Action::SetStatus(status) => Some(status.message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no status in {plan:?}"))
+}
+
+/// The status and body of GET `path` on 127.0.0.1:`port` (an operator's HTTP port).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// Cap a process's data segment at `bytes` (RLIMIT_DATA), so that a runaway allocation in it
+/// fails there instead of taking the machine's memory.
+pub fn limit_data(command: &mut std::process::Command, bytes: u64) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

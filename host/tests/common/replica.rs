@@ -1,8 +1,6 @@
 //! Replicas of the operator as the cluster runs them: `zundoko-operator run` processes
 //! configured with the rendered Deployment's environment, against the local API server.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -86,15 +84,9 @@ impl Replica {
     }
 
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        Some((status, body))
+        crate::common::http_get(self.port, path)
     }
+
 
     pub fn metric(&self, line_prefix: &str) -> Option<f64> {
         let (_, text) = self.get("/metrics")?;
