@@ -41,19 +41,22 @@ pub struct GuestOutcome<T> {
     pub peak_memory_bytes: usize,
 }
 
-/// A returned pool slot's memory is reset in place, not with madvise, up to this much: the
-/// whole initial memory (256 KiB, the Makefile's `--initial-memory`), which holds even a
-/// 1,000-children call. With PAGEMAP_SCAN (Linux 6.7+) only the pages the call wrote are
+/// A returned pool slot's memory is reset in place, not with madvise, up to this much of the
+/// pages a call wrote. A Rust module's whole initial memory is 256 KiB (the Makefile's
+/// `--initial-memory`), which holds even a 1,000-children call. With PAGEMAP_SCAN (Linux 6.7+) only the pages the call wrote are
 /// copied back or zeroed, so the next call neither faults them in nor pays a TLB shootdown;
 /// one ioctl is then the only syscall per call. Measured (release, 2-core VM): 5 children
 /// 14 us -> 8 us, 1,000 children 215 us -> 170 us; 1 MiB is no faster. Without PAGEMAP_SCAN
 /// the whole 256 KiB would be memset, so keep the 64 KiB that was measured best then.
-/// An interpreter's call (CPython, SpiderMonkey) writes megabytes of its snapshot, yet more
-/// than this keeps no more resident: wasmtime's scan reports at most 32 runs of written pages
-/// (its pagemap.rs, MAX_REGIONS) and gives the rest back with madvise. Measured (issue 38,
-/// docs/benchmarks.md): at 16 and 64 MiB an idle Python slot keeps 0.2 MiB, as at 256 KiB,
-/// and no call got faster; 0 is slower.
-const KEEP_RESIDENT: usize = 256 << 10;
+/// An interpreter's call (CPython, SpiderMonkey) writes 1-2 MiB of its snapshot in hundreds of
+/// runs of pages; the patched wasmtime (vendor/README.md) scans past 32 runs, so with a budget
+/// that holds them every written page is copied back from the image in place and the clean
+/// ones stay mapped: a warm slot's next call faults nothing in. Measured (issue 38,
+/// docs/benchmarks.md, release, this 2-core VM): Python 5 children 2.0 ms -> 0.9-1.2 ms,
+/// JavaScript 1.4 -> 0.53-0.59 ms, page faults of the languages bench 244k -> 53k; an idle
+/// Python slot keeps 1.6-2.1 MiB, JavaScript 1.1 MiB; 16 and 64 MiB were no faster. It also
+/// bounds what a warm slot keeps of a module that writes more per call.
+const KEEP_RESIDENT: usize = 4 << 20;
 const KEEP_RESIDENT_WITHOUT_PAGEMAP: usize = 64 << 10;
 /// Tables (one small funcref table, in wit-component's shim for the log import).
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
