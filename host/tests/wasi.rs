@@ -179,6 +179,38 @@ fn randomness_comes_from_the_calls_entropy() {
     assert_ne!(random(5), random(6), "another entropy, other bytes");
 }
 
+/// The kit seeds Python's `random` when a call first draws instead of at every call's start
+/// (sdk/python/zundoko_kit/lazy_seed.py): a call that draws only from `random` must still get
+/// numbers from its own entropy, never the state baked into the snapshot.
+#[test]
+fn random_seeded_on_first_draw_comes_from_the_calls_entropy() {
+    if !built() {
+        return;
+    }
+    let module = module();
+    let draw = |entropy| message(&module.reconcile(&hikawa("draw", entropy)).unwrap().value);
+    assert_eq!(draw(5), draw(5), "the same entropy, the same numbers");
+    let drawn: std::collections::HashSet<String> = (5..9).map(draw).collect();
+    assert_eq!(drawn.len(), 4, "another entropy, other numbers: {drawn:?}");
+}
+
+/// A rule set that takes `random.random` before the kit is imported keeps the C function, which
+/// draws without seeding: the kit must leave `random` reseeded at every call's start for it.
+#[test]
+fn random_held_before_the_kit_is_still_seeded_by_each_call() {
+    let path = fixture_path("zundoko-py-held-random");
+    if !path.exists() {
+        common::ci::cannot_run(&format!("{} is missing: build it with `make fixtures-langs`", path.display()));
+        return;
+    }
+    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&cache_dir()).unwrap();
+    let module = engine.load(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("the held-random fixture loads: {e}"));
+    let held = |entropy| message(&module.reconcile(&with_params(&[], entropy)).unwrap().value);
+    assert_eq!(held(5), held(5), "the same entropy, the same numbers");
+    let drawn: std::collections::HashSet<String> = (5..9).map(held).collect();
+    assert_eq!(drawn.len(), 4, "another entropy, other numbers: {drawn:?}");
+}
+
 #[test]
 fn sockets_and_name_lookup_are_refused() {
     if !built() {

@@ -10,6 +10,8 @@ takes seconds to compile), its misbehaviour chosen per call by `spec.params["mis
               change it); the status message gives the first and last readings of each
   random      reads os.urandom(32) and random.random() 10,000 times each (`params["reads"]`);
               the status message gives a sha256 of it all
+  draw        draws from the `random` module only (random, randint, getrandbits, choice); the
+              status message gives the numbers
   socket      tries a TCP socket to 127.0.0.1:80 (socket.socket + connect, then
               create_connection) and a name lookup; the status message gives what each raised
   sleep       time.sleep(3600); the status message gives time.time() and time.monotonic()
@@ -84,6 +86,13 @@ def _random(observed):
         digest.update(os.urandom(32))
         digest.update(repr(random.random()).encode())
     return _with_message(observed, f"random: sha256 {digest.hexdigest()}")
+
+
+def _draw(observed):
+    """Only the `random` module, none of os.urandom: a generator left unseeded says the same
+    numbers whatever the entropy."""
+    drawn = [random.random(), random.randint(0, 10**9), random.getrandbits(32), random.choice("abcdefgh")]
+    return _with_message(observed, f"draw: {drawn!r}")
 
 
 def _socket(observed):
@@ -166,6 +175,8 @@ class Hostile:
             return _clock(observed)
         if what == "random":
             return _random(observed)
+        if what == "draw":
+            return _draw(observed)
         if what == "socket":
             return _socket(observed)
         if what == "sleep":

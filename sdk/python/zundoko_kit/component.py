@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import traceback
 
+from . import lazy_seed
 from .model import (
     ChildKind,
     Hikawa,
@@ -111,6 +112,8 @@ def export_rules(rules):
             return plan_to_wit(plan, wit)
 
     _warm_up(rules, wit)
+    # `random` seeded when a call first draws, not at every call's start (lazy_seed.py).
+    lazy_seed.install()
     return Rules
 
 

@@ -73,7 +73,10 @@ class RuleSet:
         """This rule set with the Hikawa's `spec.params` applied."""
         hikawa = observed.hikawa
         if not hikawa.params:
-            # Nothing to apply: `self` is never changed by a decision, so it serves as it is.
+            # Nothing to apply: `self` is never changed by a decision, so it serves as it is
+            # (still refused if its own words cannot tell Zun from Doko, as below).
+            if self.words.zun == self.words.doko:
+                raise InvalidParams(f"params.zun and params.doko must differ (both are {debug_str(self.words.zun)})")
             return self
         # A shallow copy with its own words: only `words` and `zuns` change below. (Not a deep
         # copy: that was two thirds of a classic call's interpreter time.)
