@@ -3,7 +3,7 @@
 // that must match them word for word.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { mix } from 'zundoko-kit/song';
+import { RuleSet, mix } from 'zundoko-kit/song';
 import { T0, newHikawa, sing } from 'zundoko-kit/testing';
 import { RuleError } from 'zundoko-kit';
 import { classic } from '../rules.js';
@@ -126,6 +126,12 @@ test('params change the words and the call', () => {
     assert.equal(song.kiyoshi, 'キ・ヨ・シ！');
     assert.deepEqual(song.words.slice(-3), ['ズン', 'ズン', 'ドコ']);
   }
+});
+
+test('the same zun and doko are refused without params too, as in Rust', () => {
+  // The engine skips the params' copy when there are none; the words must still differ.
+  const same = new RuleSet({ info: classic().info(), words: { zun: 'Zun', doko: 'Zun', kiyoshi: 'K' } });
+  assert.throws(() => same.reconcile(newHikawa(500)), (e) => e instanceof RuleError && e.kind === 'invalid-params');
 });
 
 test('module info', () => {

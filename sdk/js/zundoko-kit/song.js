@@ -2,7 +2,7 @@
 // next word, which word, and when to say Kiyoshi. The classic rules are this engine with their
 // own words; a new rule set may use it or write its own `reconcile` (the scaffold does).
 
-import { I64_MAX, U64_MASK, inconsistentSong, invalidParams, param, saturatingI64, words } from './model.js';
+import { I64_MAX, U64_MASK, inconsistentSong, invalidParams, param, saturatingI64 } from './model.js';
 import { kiyoshiName, zundokoName } from './naming.js';
 import { debugStr, isBlank } from './rust.js';
 
@@ -28,6 +28,13 @@ export function mix(z) {
   return z ^ (z >> 31n);
 }
 
+// How #endsWithCall reads a word: from an array of words, or from the observed children.
+const wordItself = (word) => word;
+const wordOfChild = (said) => said.word;
+
+/** The zun and doko words are the same word. */
+const sameWords = (word) => invalidParams(`params.zun and params.doko must differ (both are ${debugStr(word)})`);
+
 /** A rule set: fixed defaults (`info`, `words` {zun, doko, kiyoshi}, `zuns`, `strict`) that
  * `spec.params` may override per Hikawa. */
 export class RuleSet {
@@ -46,8 +53,14 @@ export class RuleSet {
 
   /** This rule set with the Hikawa's `spec.params` applied. */
   withParams(observed) {
-    const rules = new RuleSet({ info: this.module, words: this.words, zuns: this.zuns, strict: this.strict });
     const hikawa = observed.hikawa;
+    if (hikawa.params.length === 0) {
+      // Nothing to apply: `this` is never changed by a decision, so it serves as it is. (The
+      // copy and the four lookups were half of a classic call's interpreter time.)
+      if (this.words.zun === this.words.doko) throw sameWords(this.words.zun);
+      return this;
+    }
+    const rules = new RuleSet({ info: this.module, words: this.words, zuns: this.zuns, strict: this.strict });
     for (const key of [PARAM_ZUN, PARAM_DOKO, PARAM_KIYOSHI]) {
       const word = param(hikawa, key);
       if (word !== undefined) {
@@ -55,9 +68,7 @@ export class RuleSet {
         rules.words[key] = word;
       }
     }
-    if (rules.words.zun === rules.words.doko) {
-      throw invalidParams(`params.zun and params.doko must differ (both are ${debugStr(rules.words.zun)})`);
-    }
+    if (rules.words.zun === rules.words.doko) throw sameWords(rules.words.zun);
     const zuns = param(hikawa, PARAM_ZUNS);
     if (zuns !== undefined) {
       const n = UNSIGNED.test(zuns) ? BigInt(zuns) : undefined;
@@ -71,13 +82,21 @@ export class RuleSet {
 
   /** Does the song so far (an array of words) end the way that calls for Kiyoshi? */
   songComplete(said) {
-    let i = said.length - 1;
-    const next = () => (i >= 0 ? said[i--] : undefined);
-    if (next() !== this.words.doko) return false;
+    return this.#endsWithCall(said, wordItself);
+  }
+
+  /** songComplete on `items`, whose words `wordOf(item)` reads (so the engine reads the observed
+   * children where they are instead of copying their words first). */
+  #endsWithCall(items, wordOf) {
+    const { zun, doko } = this.words;
+    let i = items.length - 1;
+    if ((i >= 0 ? wordOf(items[i]) : undefined) !== doko) return false;
     for (let n = 0; n < this.zuns; n++) {
-      if (next() !== this.words.zun) return false;
+      i--;
+      if ((i >= 0 ? wordOf(items[i]) : undefined) !== zun) return false;
     }
-    return !(this.strict && next() === this.words.zun);
+    i--;
+    return !(this.strict && (i >= 0 ? wordOf(items[i]) : undefined) === zun);
   }
 
   /** The word for this entropy (a BigInt): Zun or Doko with equal chance. */
@@ -90,13 +109,14 @@ export class RuleSet {
   reconcile(observed) {
     const rules = this.withParams(observed);
     const hikawa = observed.hikawa;
-    observed.zundokos.forEach((said, position) => {
-      const expected = position + 1;
-      if (said.index !== expected) {
-        throw inconsistentSong(`expected word ${expected} but found ${said.index} (${said.name}): a word is missing`);
+    const zundokos = observed.zundokos;
+    const said = zundokos.length;
+    for (let position = 0; position < said; position++) {
+      const child = zundokos[position];
+      if (child.index !== position + 1) {
+        throw inconsistentSong(`expected word ${position + 1} but found ${child.index} (${child.name}): a word is missing`);
       }
-    });
-    const said = observed.zundokos.length;
+    }
     const plan = { actions: [] };
 
     if (observed.kiyoshi !== undefined) {
@@ -104,7 +124,7 @@ export class RuleSet {
       return plan;
     }
 
-    const last = observed.zundokos.at(-1);
+    const last = zundokos.at(-1);
     const interval = hikawa.intervalMillis;
     // Nothing said yet, or no record of when: the next word may come at once.
     const due =
@@ -118,7 +138,7 @@ export class RuleSet {
       return plan;
     }
 
-    if (rules.songComplete(words(observed))) {
+    if (rules.#endsWithCall(zundokos, wordOfChild)) {
       plan.actions.push({
         tag: 'say',
         val: { kind: 'kiyoshi', namespace: hikawa.namespace, name: kiyoshiName(hikawa.name), index: said + 1, word: rules.words.kiyoshi },
