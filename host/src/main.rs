@@ -12,6 +12,7 @@ fn main() -> std::process::ExitCode {
     // Before any thread starts: see memory.rs.
     zundoko_operator::process::memory::no_transparent_huge_pages();
     zundoko_operator::process::memory::limit_malloc_arenas();
+    zundoko_operator::process::memory::purge_freed_segments_at_once();
     let cli = Cli::parse();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Command::Run(args) = &cli.command {

@@ -12,6 +12,7 @@ mod host_state;
 mod limits;
 pub mod metadata;
 mod module;
+mod sealed_code;
 mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};

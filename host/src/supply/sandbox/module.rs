@@ -157,12 +157,8 @@ impl SandboxEngine {
                     return Ok(component);
                 }
                 let code = compiler.compile(bytes, &self.limits)?;
-                cache.keep(&self.engine, bytes, &code);
-                // SAFETY: what the operator's own binary, run as the compiler process with this
-                // engine's limits, returned from `precompile_component` for these bytes (a child
-                // only so that its memory is bounded); wasmtime refuses code made by another
-                // version or with other settings.
-                unsafe { Component::deserialize(&self.engine, &code) }.map_err(|e| {
+                // Kept, and mapped from a sealed copy rather than copied (compiled_cache.rs).
+                cache.keep_and_load(&self.engine, bytes, &code).map_err(|e| {
                     GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}"))
                 })
             }

@@ -101,6 +101,11 @@ impl FileSource {
             missing_reported = false;
             let seen = candidate.key().to_owned();
             if offered.as_deref() == Some(seen.as_str()) {
+                // The poll reads the whole file (18 MB for a CPython component) every few
+                // seconds: its bytes given back at once, not kept by the allocator until it
+                // next purges (an idle operator may not for long).
+                drop(candidate);
+                crate::process::memory::release_freed();
                 continue;
             }
             debug!(path = %self.path.display(), digest = %seen, "the module file changed");

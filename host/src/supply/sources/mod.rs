@@ -205,8 +205,15 @@ impl Swapper {
         let this = self.clone();
         let started = std::time::Instant::now();
         let checked = match candidate.bytes {
-            Ok(bytes) => tokio::task::spawn_blocking(move || this.validate(&bytes, candidate.key))
-                .await
+            Ok(bytes) => tokio::task::spawn_blocking(move || {
+                let checked = this.validate(&bytes, candidate.key);
+                // The module's bytes are dropped only now, after the compile's own release:
+                // given back too, or mimalloc keeps them while the operator idles.
+                drop(bytes);
+                crate::process::memory::release_freed();
+                checked
+            })
+            .await
                 .unwrap_or_else(|e| Err(Rejection::Guest(GuestError::Host(format!("checking the module panicked: {e}"))))),
             Err(message) => Err(Rejection::Source { reason: candidate.reason, message }),
         };

@@ -1,0 +1,61 @@
+//! A module's compiled code is mapped, not copied into the operator's anonymous memory: the
+//! Python classic rules' code is about 36 MiB, and loaded from the compiled cache with
+//! `Component::deserialize` it was all resident, anonymous, for as long as the module served
+//! (release, idle with the Python rules: 98.6 MiB RSS, 36 MiB of it that copy). Mapped from a
+//! sealed memfd (sandbox/sealed_code.rs), only the pages in use are resident.
+//! Alone in its test binary: other tests' threads would allocate while it measures.
+
+mod common;
+
+use std::path::PathBuf;
+
+use zundoko_operator::process::memory::{no_transparent_huge_pages, purge_freed_segments_at_once, release_after_compile};
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A field of /proc/self/status, in kB.
+fn status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The engine the languages tests use (roomy limits), on the compiled cache they share.
+fn engine() -> SandboxEngine {
+    SandboxEngine::new(SandboxLimits { fuel: 2_000_000_000, memory_bytes: 256 << 20, inline_fuel: 2_000_000_000, ..SandboxLimits::default() })
+        .unwrap()
+        .with_compiled_cache(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
+        .unwrap()
+}
+
+#[test]
+fn the_python_rules_code_loaded_from_the_cache_is_mapped_not_copied_into_anonymous_memory() {
+    // As main.rs does first thing.
+    no_transparent_huge_pages();
+    purge_freed_segments_at_once();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/modules/zundoko-classic-py.wasm");
+    if !path.exists() {
+        common::ci::cannot_run(&format!("{} is missing, so its code's residency was not measured: build it with `make guest-langs`", path.display()));
+        return;
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    // Compiled once into the cache (a cold compile, if the languages tests have not made it).
+    drop(engine().load(&bytes).unwrap());
+    release_after_compile();
+
+    let before = status_kb("RssAnon:");
+    let module = engine().load(&bytes).unwrap();
+    release_after_compile();
+    let after = status_kb("RssAnon:");
+    let code_kb = module.code_bytes() as u64 / 1024;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    println!("RssAnon {before} kB -> {after} kB loading the Python rules from the cache (their code: {code_kb} kB), the `info` call's instance included");
+    assert!(code_kb > 16 << 10, "the Python rules' code is tens of MiB: {code_kb} kB");
+    assert!(maps.contains("/memfd:zundoko-compiled-code"), "the code is not mapped from a sealed memfd:\n{maps}");
+    // Copied, the code alone would add its whole size; mapped, the load adds the heap's
+    // metadata and the instance's written pages.
+    assert!(after < before + code_kb / 3, "anonymous memory grew by {} kB loading {code_kb} kB of code: copied, not mapped", after.saturating_sub(before));
+    assert_eq!(module.info().unwrap().name, "zundoko-classic-py", "the mapped code runs");
+}
