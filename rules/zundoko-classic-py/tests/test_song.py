@@ -2,6 +2,8 @@
 The same checks as the Rust rules' (rules/zundoko-classic/tests/song.rs), and the decisions
 that must match them word for word."""
 
+import dataclasses
+
 import pytest
 
 from rules import rules
@@ -16,7 +18,7 @@ from zundoko_kit import (
     Say,
     StatusUpdate,
 )
-from zundoko_kit.song import mix
+from zundoko_kit.song import Words, mix
 from zundoko_kit.testing import T0, new_hikawa, sing
 
 CALL = ["Zun", "Zun", "Zun", "Zun", "Doko"]
@@ -119,6 +121,14 @@ def test_bad_params_are_refused_with_the_rust_message(params, message):
     with pytest.raises(InvalidParams) as e:
         rules().reconcile(new_hikawa(500, params))
     assert e.value.message == message
+
+
+def test_the_same_zun_and_doko_are_refused_without_params_too_as_in_rust():
+    # The engine serves itself as it is when there are no params; its words must still differ.
+    same = dataclasses.replace(rules(), words=Words("Zun", "Zun", "K"))
+    with pytest.raises(InvalidParams) as e:
+        same.reconcile(new_hikawa(500))
+    assert e.value.message == 'params.zun and params.doko must differ (both are "Zun")'
 
 
 def test_params_change_the_words_and_the_call():
