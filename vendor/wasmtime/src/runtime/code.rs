@@ -435,11 +435,4 @@ impl<'a> ModuleWithCode<'a> {
         let range = self.module.compiled_module().function_range(key);
         &self.store_code.text()[range]
     }
-
-    /// zundoko-operator patch (vendor/README.md): the text section, for code offsets
-    /// remembered by `Module::defined_func_text_starts`.
-    #[inline]
-    pub(crate) fn text(&self) -> &[u8] {
-        self.store_code.text()
-    }
 }

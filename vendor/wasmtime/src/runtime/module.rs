@@ -160,11 +160,6 @@ struct ModuleInner {
 
     /// The checksum of the source binary from which this module was compiled.
     checksum: WasmChecksum,
-
-    /// zundoko-operator patch (vendor/README.md): where each defined function and its
-    /// array-to-wasm trampoline start in the text section, found once per module instead of
-    /// at every funcref an instance makes (`defined_func_text_starts`).
-    defined_func_text_starts: OnceLock<Box<[core::sync::atomic::AtomicU64]>>,
 }
 
 impl fmt::Debug for Module {
@@ -563,7 +558,6 @@ impl Module {
                 serializable,
                 offsets,
                 checksum,
-                defined_func_text_starts: OnceLock::new(),
             })?,
         })
     }
@@ -649,48 +643,6 @@ impl Module {
 
     pub(crate) fn compiled_module(&self) -> &CompiledModule {
         &self.inner.module
-    }
-
-    /// zundoko-operator patch (vendor/README.md): the offsets in the text section of the
-    /// array-to-wasm trampoline and of the code of the defined function `def_index`, as
-    /// `compiled_module().function_range(..).start` gives them, remembered per module.
-    ///
-    /// Every funcref an instance makes looked both up again (`func_loc`: a search of the
-    /// module's functions by namespace, then a binary search of its trampolines). An
-    /// instance of a dynamically linked module (componentize-py's CPython) makes one for each
-    /// element of its tables when it is instantiated, thousands, and a fresh instance per
-    /// call made that a sixth of a call's CPU.
-    pub(crate) fn defined_func_text_starts(
-        &self,
-        def_index: wasmtime_environ::DefinedFuncIndex,
-    ) -> (usize, usize) {
-        use core::sync::atomic::{AtomicU64, Ordering};
-        let env_module = self.env_module();
-        let starts = self.inner.defined_func_text_starts.get_or_init(|| {
-            (0..env_module.num_defined_funcs())
-                .map(|_| AtomicU64::new(0))
-                .collect()
-        });
-        // 0: not looked up yet; else the trampoline's start + 1 above, the function's below.
-        let slot = &starts[wasmtime_environ::EntityRef::index(def_index)];
-        let known = slot.load(Ordering::Relaxed);
-        if known != 0 {
-            return ((known >> 32) as usize - 1, (known & 0xffff_ffff) as usize);
-        }
-        let module = self.compiled_module();
-        let module_index = env_module.module_index;
-        let array = module
-            .function_range(wasmtime_environ::FuncKey::ArrayToWasmTrampoline(module_index, def_index))
-            .start;
-        let wasm = module
-            .function_range(wasmtime_environ::FuncKey::DefinedWasmFunction(module_index, def_index))
-            .start;
-        if let (Ok(a), Ok(w)) = (u32::try_from(array), u32::try_from(wasm)) {
-            if a < u32::MAX {
-                slot.store((u64::from(a + 1) << 32) | u64::from(w), Ordering::Relaxed);
-            }
-        }
-        (array, wasm)
     }
 
     pub(crate) fn engine_code(&self) -> &Arc<EngineCode> {

@@ -880,32 +880,18 @@ impl Instance {
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
         let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
-        // zundoko-operator patch (vendor/README.md): the code offsets come from the module's
-        // memo (`Module::defined_func_text_starts`), not from two `func_loc` searches each time.
-        let runtime_module = self
-            .runtime_module()
-            .expect("funcref impossible in fake module");
-        let (array_start, wasm_start) = runtime_module.defined_func_text_starts(def_index);
-        let module_with_code =
-            ModuleWithCode::in_store(registry, runtime_module).expect("module not in store");
-        let text = module_with_code.text();
-        let array_call = VmPtr::from(NonNull::from(&text[array_start..]).cast());
-        let wasm_call = Some(VmPtr::from(
-            NonNull::new(text[wasm_start..].as_ptr().cast::<VMWasmCallFunction>().cast_mut())
-                .unwrap(),
-        ));
-        let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
-        // SAFETY: as in `initialize_and_return_funcref`: the offset is `self.offsets`'s for
-        // this function, within our `VMContext`.
+        let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
+        let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
+        // SAFETY: the type/offset/keys here are all valid for the defined
+        // function at `def_index`.
         unsafe {
-            let func_ref_ptr = self.vmctx_plus_offset_raw::<VMFuncRef>(vmctx_offset);
-            func_ref_ptr.write(VMFuncRef {
-                array_call,
-                wasm_call,
-                vmctx,
+            self.initialize_and_return_funcref(
+                registry,
                 type_index,
-            });
-            Some(func_ref_ptr)
+                vmctx_offset,
+                array_to_wasm_key,
+                wasm_key,
+            )
         }
     }
 
