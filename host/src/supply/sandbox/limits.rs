@@ -13,7 +13,10 @@ pub struct SandboxLimits {
     pub max_log_lines: usize,
     /// Longest log line kept, in bytes; longer lines are cut.
     pub max_log_line_bytes: usize,
-    /// Guest calls that may run at once (instance slots kept ready in the pool).
+    /// Guest calls that may run at once (instance slots kept ready in the pool). Under 128:
+    /// wasmtime splits a pool of 128 slots or more into a shard per core, a thread looks for
+    /// a module's warm slot in its own shard only, and so every shard warms copies of its own
+    /// of each module (an interpreter's slot keeps about 7 MiB of its snapshot mapped).
     pub max_concurrent_calls: u32,
     /// Fuel a call may use on the async runtime's own thread (`RulesModule::reconcile_quick`);
     /// a call that needs more is made again, from the start and with the whole `fuel`, on the
@@ -44,7 +47,7 @@ impl Default for SandboxLimits {
             wasm_stack_bytes: 512 << 10,
             max_log_lines: 64,
             max_log_line_bytes: 1024,
-            max_concurrent_calls: 128,
+            max_concurrent_calls: 127,
             inline_fuel: 2_000_000,
             // Room for an interpreter (see docs/benchmarks.md's figures per language): a CPython
             // call at 100 children stays well under both.

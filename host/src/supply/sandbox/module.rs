@@ -12,6 +12,7 @@ use super::convert;
 use super::error::GuestError;
 use super::guest_threads::GuestThreads;
 use super::host_state::{GuestLog, HostState};
+use super::in_flight::{GUEST_MEMORY, InFlight};
 use super::limits::SandboxLimits;
 use super::wasi::{self, CallInput};
 
@@ -76,6 +77,8 @@ pub struct SandboxEngine {
     compiler: Option<super::compiler_process::CompilerProcess>,
     /// The threads WASI modules' calls run on, kept between calls.
     threads: Arc<GuestThreads>,
+    /// How many of one WASI module's calls run at once: the node's cores (in_flight.rs).
+    calls_per_module: usize,
 }
 
 impl SandboxEngine {
@@ -112,8 +115,9 @@ impl SandboxEngine {
         wasi::add_to_linker(&mut linker)?;
         // As many kept threads as calls can run at once on the node's cores.
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
-        let threads = GuestThreads::new(GUEST_THREAD_STACK + limits.wasm_stack_bytes, cores.min(limits.max_concurrent_calls as usize));
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads })
+        let calls_per_module = cores.min(limits.max_concurrent_calls as usize);
+        let threads = GuestThreads::new(GUEST_THREAD_STACK + limits.wasm_stack_bytes, calls_per_module);
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
@@ -195,6 +199,8 @@ impl SandboxEngine {
             pre,
             uses_wasi,
             threads: Arc::clone(&self.threads),
+            calls: Arc::new(InFlight::new()),
+            calls_at_once: self.calls_per_module,
             limits,
             identity: Arc::new(ModuleIdentity {
                 info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
@@ -284,6 +290,10 @@ pub struct RulesModule {
     /// The module imports WASI: its calls get the virtual WASI, on one of `threads`.
     uses_wasi: bool,
     threads: Arc<GuestThreads>,
+    /// This module's WASI calls in flight, at most `calls_at_once` (in_flight.rs): shared by
+    /// its clones, its own (another module's calls never wait on it).
+    calls: Arc<InFlight>,
+    calls_at_once: usize,
     limits: SandboxLimits,
     identity: Arc<ModuleIdentity>,
 }
@@ -383,9 +393,12 @@ impl RulesModule {
         if !self.uses_wasi {
             return self.call_here(fuel, input, f);
         }
-        // Its memory budget first: interpreter calls in flight hold at most the ceiling.
-        // What the host may hold for it beside (the virtual WASI's bounds) is counted too.
-        let _memory = super::guest_memory::IN_FLIGHT.reserve(self.host_bytes_per_call(), self.limits.max_memory_bytes);
+        // Its turn among the module's calls first (no more at once than cores), then its memory
+        // budget: interpreter calls in flight hold at most the ceiling. What the host may hold
+        // for it beside (the virtual WASI's bounds) is counted too. Always in this order, and
+        // a turn is never awaited while memory is held: no call waits on one that waits on it.
+        let _turn = self.calls.reserve(1, self.calls_at_once);
+        let _memory = GUEST_MEMORY.reserve(self.host_bytes_per_call(), self.limits.max_memory_bytes);
         // wasmtime-wasi's synchronous host functions block on a tokio runtime: the call runs
         // on a thread outside any runtime (see guest_threads.rs).
         self.threads.run(|| self.call_here(fuel, input, f)).unwrap_or_else(|e| (Err(GuestError::Host(e)), 0))
