@@ -97,6 +97,15 @@ fn proc_status_kib(pid: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The process's proportional set size (kB): each page divided by how many times it is mapped.
+/// VmRSS counts a page once per mapping, and an interpreter's warm pool slots each map the
+/// pages of its snapshot they read (one copy, in memory and in the Pod's memory cgroup): PSS is
+/// what the process holds.
+fn pss_kib(pid: &str) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup.lines().find(|l| l.starts_with("Pss:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
 fn clock_ticks_per_sec() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
@@ -184,6 +193,8 @@ struct Run {
     threads_end: u64,
     breakdown_idle: String,
     breakdown_end: String,
+    /// PSS idle, the most sampled (every 250 ms while the songs run) and at the end, in kB.
+    pss_kib: (u64, u64, u64),
     sizes: String,
     client_cpu_s: f64,
     server_cpu_s: f64,
@@ -568,6 +579,8 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, r
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_idle = proc_status_kib(&pid, "VmRSS:");
     let breakdown_idle = memory_breakdown(&pid);
+    let pss_idle = pss_kib(&pid);
+    let mut pss_peak = pss_idle;
 
     // Profiling (dev tooling): perf attached to the operator for the songs only.
     let mut recording = perf.map(|file| {
@@ -588,6 +601,7 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, r
     let metrics = loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert!(operator.try_wait().unwrap().is_none(), "the operator exited");
+        pss_peak = pss_peak.max(pss_kib(&pid));
         let Some((200, text)) = http_get(port, "/metrics").await else { continue };
         let kiyoshis = metric(&text, "zundoko_words_total{kind=\"kiyoshi\"}");
         samples.push((started.elapsed().as_secs_f64(), metric(&text, "zundoko_words_total{")));
@@ -629,6 +643,7 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, r
         threads_end: proc_status_kib(&pid, "Threads:"),
         breakdown_idle,
         breakdown_end: memory_breakdown(&pid),
+        pss_kib: (pss_idle, pss_peak, pss_kib(&pid)),
         client_cpu_s: client_cpu,
         server_cpu_s: server_cpu,
         reconciles: metric(&metrics, "zundoko_reconciles_total"),
@@ -740,6 +755,8 @@ fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Run]) {
     for r in runs.iter().filter(|r| !r.breakdown_end.is_empty()) {
         println!("{:<8} RSS idle: {}", r.name, r.breakdown_idle);
         println!("{:<8} RSS end:  {}", r.name, r.breakdown_end);
+        let (idle, peak, end) = r.pss_kib;
+        println!("{:<8} PSS idle {:.1}, peak (sampled) {:.1}, end {:.1} MiB", r.name, mib(idle), mib(peak), mib(end));
     }
     if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
         println!("{}", r.sizes);

@@ -2,6 +2,7 @@
 //! wasm module (except its callstack and register state). An
 //! `InstanceHandle` is a reference-counting handle for an `Instance`.
 
+#[cfg(feature = "debug")] // zundoko-operator patch: only used with it
 use crate::code::ModuleWithCode;
 use crate::module::ModuleRegistry;
 use crate::prelude::*;
@@ -960,25 +961,41 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        let module_with_code = ModuleWithCode::in_store(
-            registry,
-            self.runtime_module()
-                .expect("funcref impossible in fake module"),
-        )
-        .expect("module not in store");
+        // zundoko-operator patch (vendor/README.md): without the `debug` feature a store's
+        // code is always the engine's own (`StoreCodeStorage::Shared`), so the functions are
+        // found in the module's engine code, without looking the store's copy up in the
+        // registry's maps for every funcref (a CPython instance makes thousands).
+        #[cfg(not(feature = "debug"))]
+        let (array_to_wasm, wasm) = {
+            let _ = registry;
+            let module = self
+                .runtime_module()
+                .expect("funcref impossible in fake module");
+            let text = module.engine_code().text();
+            let compiled = module.compiled_module();
+            (
+                &text[compiled.function_range(array_to_wasm_key)],
+                &text[compiled.function_range(wasm_key)],
+            )
+        };
+        #[cfg(feature = "debug")]
+        let (array_to_wasm, wasm) = {
+            let module_with_code = ModuleWithCode::in_store(
+                registry,
+                self.runtime_module()
+                    .expect("funcref impossible in fake module"),
+            )
+            .expect("module not in store");
+            (
+                module_with_code.function(array_to_wasm_key),
+                module_with_code.function(wasm_key),
+            )
+        };
 
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
+        let array_call = VmPtr::from(NonNull::from(array_to_wasm).cast());
 
         let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
-            )
-            .unwrap(),
+            NonNull::new(wasm.as_ptr().cast::<VMWasmCallFunction>().cast_mut()).unwrap(),
         ));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
