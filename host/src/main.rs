@@ -3,9 +3,11 @@ use zundoko_operator::cli::{self, Cli, Command};
 
 /// mimalloc rather than glibc's malloc: a word makes a few hundred small allocations (requests,
 /// answers, watch events, the guest's input), and glibc's malloc and free were a fifth of the
-/// operator's CPU; mimalloc takes about 8% off the CPU per word (`make bench-scale`).
+/// operator's CPU; mimalloc takes about 8% off the CPU per word (`make bench-scale`). Buffers of
+/// 4 MiB and more are mapped on their own, so they go back to the system when freed on any
+/// thread (process/allocator.rs).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: zundoko_operator::process::allocator::OperatorAllocator = zundoko_operator::process::allocator::OperatorAllocator;
 
 /// An error ends the process with one line naming it (its causes joined), no backtrace.
 fn main() -> std::process::ExitCode {

@@ -1,12 +1,13 @@
-//! What a compile leaves in the operator's memory, with the allocator the operator runs with:
-//! mimalloc (main.rs), not glibc's malloc, so `malloc_trim` has no heap of ours to give back.
+//! What a compile leaves in the operator's memory, with the allocator the operator runs with
+//! (main.rs: mimalloc, big buffers mapped on their own, process/allocator.rs), not glibc's
+//! malloc, so `malloc_trim` has no heap of ours to give back.
 //! Measured on the operator itself (release, `zundoko-operator run` against the local API
 //! server, its module file swapped from the Rust classic rules to the Python ones, compiled in
 //! the child process; docs/benchmarks.md): RSS 21 MiB idle, 82 MiB once the Python module
 //! serves (anonymous 63 MiB: its code, 36 MiB, and the instance's), the same anonymous memory
 //! with `release_after_compile` or without it, and 6 MiB less of the binary's file pages with it.
 //! So this test asserts what production does: the code the compiler child hands back (one
-//! buffer of tens of MiB) is returned to the system once dropped, by mimalloc itself; and
+//! buffer of tens of MiB) is returned to the system once dropped (a mapping of its own, the allocator); and
 //! `release_after_compile` drops the binary's clean code pages (Cranelift's, after a compile in
 //! this process as `check`, `test` and `simulate` do).
 //! Alone in its test binary: other tests' threads would allocate and run code while it measures.
@@ -17,7 +18,7 @@ use std::process::{Command, Stdio};
 use zundoko_operator::process::memory::{no_transparent_huge_pages, release_after_compile};
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: zundoko_operator::process::allocator::OperatorAllocator = zundoko_operator::process::allocator::OperatorAllocator;
 
 /// Resident bytes of the whole process (/proc/self/statm).
 fn resident_bytes() -> u64 {
