@@ -15,9 +15,10 @@
 //! Printed per run: words (children: Zundokos and Kiyoshis; each is a child, an Event and a
 //! status write), seconds from the first Hikawa created to the last Kiyoshi, words/s over the
 //! whole run and over the steady middle (10% to 90% of the words), the client's RSS idle
-//! (before any Hikawa), peak (VmHWM) and at the end (all songs over, every child in the
-//! caches), CPU per word of the client and of the API server, reconciles, requests and watch
-//! events per word; then the ratios operator/ceiling and wasm/native.
+//! (before any Hikawa), peak (VmHWM while the songs run; the start's own peak, loading the
+//! module, is printed apart) and at the end (all songs over, every child in the caches), its
+//! PSS, CPU per word of the client and of the API server, reconciles, requests and watch events
+//! per word; then the ratios operator/ceiling and wasm/native.
 //!
 //! Each size runs at each injected latency (the local API server waits that long before it
 //! handles each request, from every client: the operator, the ceiling's client and this
@@ -195,6 +196,9 @@ struct Run {
     breakdown_end: String,
     /// PSS idle, the most sampled (every 250 ms while the songs run) and at the end, in kB.
     pss_kib: (u64, u64, u64),
+    /// VmHWM when idle: the peak of the start (loading the module), in kB. `rss_peak_kib` is
+    /// the peak after that, while the songs run.
+    rss_start_peak_kib: u64,
     sizes: String,
     client_cpu_s: f64,
     server_cpu_s: f64,
@@ -581,6 +585,10 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, r
     let breakdown_idle = memory_breakdown(&pid);
     let pss_idle = pss_kib(&pid);
     let mut pss_peak = pss_idle;
+    // The peak so far is the start's (a module read from the cache and loaded); from here on
+    // VmHWM is the peak while the songs run ("5" resets it, Linux 4.0+).
+    let start_peak = proc_status_kib(&pid, "VmHWM:");
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
 
     // Profiling (dev tooling): perf attached to the operator for the songs only.
     let mut recording = perf.map(|file| {
@@ -644,6 +652,7 @@ async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, r
         breakdown_idle,
         breakdown_end: memory_breakdown(&pid),
         pss_kib: (pss_idle, pss_peak, pss_kib(&pid)),
+        rss_start_peak_kib: start_peak,
         client_cpu_s: client_cpu,
         server_cpu_s: server_cpu,
         reconciles: metric(&metrics, "zundoko_reconciles_total"),
@@ -756,7 +765,14 @@ fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Run]) {
         println!("{:<8} RSS idle: {}", r.name, r.breakdown_idle);
         println!("{:<8} RSS end:  {}", r.name, r.breakdown_end);
         let (idle, peak, end) = r.pss_kib;
-        println!("{:<8} PSS idle {:.1}, peak (sampled) {:.1}, end {:.1} MiB", r.name, mib(idle), mib(peak), mib(end));
+        println!(
+            "{:<8} PSS idle {:.1}, peak (sampled) {:.1}, end {:.1} MiB; RSS peak of the start (loading the module) {:.1} MiB",
+            r.name,
+            mib(idle),
+            mib(peak),
+            mib(end),
+            mib(r.rss_start_peak_kib)
+        );
     }
     if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
         println!("{}", r.sizes);
@@ -814,7 +830,7 @@ async fn bench() {
     println!("         {concurrency} words in flight (the operator: {concurrency} reconciles at once, a reconcile is one word of one Hikawa).");
     println!("wasm:    zundoko-operator run --module zundoko-classic.wasm --concurrency {concurrency} (its own process); native: --native-rules classic.");
     println!("words = children (Zundokos and Kiyoshis), each a child, an Event and a status write; seconds from the first Hikawa created");
-    println!("to the last Kiyoshi; RSS of the client process (idle: ready, before any Hikawa; end: every song over); CPU per word of the");
+    println!("to the last Kiyoshi; RSS of the client process (idle: ready, before any Hikawa; peak: while the songs run; end: every song over); CPU per word of the");
     println!("client process (its own utime + stime) and of the API server process; requests and watch events (bytes the client");
     println!("decoded) per word. latency: what the API server waits before handling each request, for every client.");
     let total = Instant::now();

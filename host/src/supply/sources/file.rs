@@ -59,6 +59,7 @@ impl FileSource {
         let (wake, mut woken) = mpsc::unbounded_channel::<Change>();
         let mut armed: Option<(RecommendedWatcher, u64)> = None;
         let mut missing_reported = false;
+        let mut last_read: Option<Stamp> = None;
         let mut poll = tokio::time::interval(self.poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // With --require-signatures, new keys read the file again at once.
@@ -70,9 +71,10 @@ impl FileSource {
             if inode.is_some() && armed.as_ref().map(|a| a.1) != inode {
                 armed = arm(&dir, wake.clone()).map(|w| (w, inode.unwrap()));
             }
+            let mut polled = false;
             tokio::select! {
                 _ = candidates.closed() => return,
-                _ = poll.tick() => {}
+                _ = poll.tick() => polled = true,
                 Ok(()) = keys.changed(), if signed => {}
                 Some(first) = woken.recv() => {
                     // Debounce: read once the writes have stopped for `settle`, or, after a
@@ -91,6 +93,13 @@ impl FileSource {
                     }
                 }
             }
+            // The poll reads the file again only if its stamp changed (an event or new keys
+            // always read it). Taken before the read: a write during it is read next time.
+            let now = Stamp::of(&self.path);
+            if polled && last_read.as_ref() == Some(&now) {
+                continue;
+            }
+            last_read = Some(now);
             let Some(candidate) = self.read(&registry).await else {
                 if !missing_reported {
                     info!(path = %self.path.display(), "the module file is gone; the current module keeps serving until it is back");
@@ -101,9 +110,8 @@ impl FileSource {
             missing_reported = false;
             let seen = candidate.key().to_owned();
             if offered.as_deref() == Some(seen.as_str()) {
-                // The poll reads the whole file (18 MB for a CPython component) every few
-                // seconds: its bytes given back at once, not kept by the allocator until it
-                // next purges (an idle operator may not for long).
+                // Read again, unchanged (an event or a stamp that changed, not the bytes):
+                // what the allocator holds freed is given back at once.
                 drop(candidate);
                 crate::process::memory::release_freed();
                 continue;
@@ -120,6 +128,25 @@ impl FileSource {
                 return;
             }
         }
+    }
+}
+
+/// What the poll compares before it reads the module file again: the file's and its
+/// signature's identity, size and times, through the symlinks. Kubelet's swap makes new files
+/// (other inodes); a write in place changes the times. Read whole at every poll only to be
+/// found unchanged, a CPython component (18 MB) raised the operator's peak RSS by as much,
+/// every few seconds (issue 38), and cost the idle operator its hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp([Option<(u64, u64, u64, i64, i64, i64, i64)>; 2]);
+
+impl Stamp {
+    fn of(path: &Path) -> Self {
+        let of = |path: &Path| {
+            std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+        };
+        let mut signature = path.as_os_str().to_owned();
+        signature.push(fetch::SIGNATURE_SUFFIX);
+        Stamp([of(path), of(Path::new(&signature))])
     }
 }
 
@@ -169,5 +196,40 @@ fn arm(dir: &Path, wake: mpsc::UnboundedSender<Change>) -> Option<RecommendedWat
             warn!(dir = %dir.display(), %error, "cannot watch the module directory; polling it");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_changes_with_a_write_in_place_a_swap_and_a_signature_but_not_by_itself() {
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-stamp-").unwrap();
+        let path = dir.join("rules.wasm");
+        std::fs::write(&path, b"\0asm one").unwrap();
+        let first = Stamp::of(&path);
+        assert_eq!(Stamp::of(&path), first, "nothing changed, nothing read");
+        // The same size, written in place: the times move (nanoseconds).
+        std::thread::sleep(Duration::from_millis(2));
+        std::fs::write(&path, b"\0asm two").unwrap();
+        let in_place = Stamp::of(&path);
+        assert_ne!(in_place, first, "a write in place of the same size");
+        // Kubelet's way: a new file renamed over the old one, the times set back as they were.
+        let next = dir.join("next.wasm");
+        std::fs::write(&next, b"\0asm two").unwrap();
+        let old_times = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::File::options().write(true).open(&next).unwrap().set_modified(old_times).unwrap();
+        std::fs::rename(&next, &path).unwrap();
+        let swapped = Stamp::of(&path);
+        assert_ne!(swapped, in_place, "a file renamed into place (another inode)");
+        // Its signature beside it, new or gone.
+        std::fs::write(dir.join("rules.wasm.sig"), b"sig").unwrap();
+        assert_ne!(Stamp::of(&path), swapped, "a signature that appeared");
+        std::fs::remove_file(dir.join("rules.wasm.sig")).unwrap();
+        assert_eq!(Stamp::of(&path), swapped, "and went");
+        std::fs::remove_file(&path).unwrap();
+        assert_ne!(Stamp::of(&path), swapped, "a file that is gone");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
