@@ -36,6 +36,20 @@ pub type InUse = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 type HmacSha256 = hmac::Hmac<sha2_011::Sha256>;
 
+/// [`DiskCache::mac_in_pieces`]: the body's pieces in order, then the tag to check.
+pub struct MacInPieces(HmacSha256);
+
+impl MacInPieces {
+    pub fn update(&mut self, piece: &[u8]) {
+        self.0.update(piece);
+    }
+
+    /// Whether `tag` is the MAC of the pieces given (compared in constant time).
+    pub fn verify(self, tag: &[u8]) -> bool {
+        self.0.verify_slice(tag).is_ok()
+    }
+}
+
 pub struct DiskCache {
     root: PathBuf,
     key: [u8; KEY_BYTES],
@@ -109,6 +123,12 @@ impl DiskCache {
         mac.update(context);
         mac.update(body);
         mac
+    }
+
+    /// A MAC under the cache's key, bound to `context`, of a body given in pieces: as
+    /// [`verify`](Self::verify) for a body too big to hold whole.
+    pub fn mac_in_pieces(&self, context: &[u8]) -> MacInPieces {
+        MacInPieces(self.mac(context, &[]))
     }
 
     /// The MAC of `body` under the cache's key, bound to `context` (the entry's name).

@@ -5,9 +5,9 @@
 //!
 //! The code is loaded as code, so it is believed only if the operator wrote it: each file ends
 //! with an HMAC-SHA256, under the cache's key (`supply/disk_cache.rs`, which the compiler
-//! process never sees), of the file's name and the code. A file is opened once, read whole,
-//! its MAC checked over those bytes, and those same bytes handed to wasmtime: what was checked
-//! is what runs. A file whose MAC does not verify (damaged, another module's code under this
+//! process never sees), of the file's name and the code. A file is opened once and copied in
+//! pieces into a sealed memfd, its MAC computed on the way; wasmtime gets the memfd only if the
+//! MAC of what it holds verifies: what was checked is what runs. A file whose MAC does not verify (damaged, another module's code under this
 //! name, written by anyone but the operator) is dropped, with a warning, and compiled anew.
 //!
 //! wasmtime maps the checked bytes from a sealed memfd (`sealed_code.rs`), never the cache's
@@ -107,6 +107,72 @@ impl CompiledCache {
         // mapped by path again, which another writer could swap in between).
         let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
         let len = file.metadata().ok()?.len();
+        let sealed = match self.copy_checked(&mut file, len, &Self::context(path)) {
+            Ok(Some(sealed)) => sealed,
+            Ok(None) => {
+                tracing::warn!(path = %path.display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
+                self.drop_entry(path);
+                return None;
+            }
+            // No memfd here, or the file could not be read through: the whole file, as bytes.
+            Err(_) => return self.read_whole(engine, path, file, len),
+        };
+        crate::supply::disk_cache::touch(&file);
+        drop(file);
+        // SAFETY: the memfd holds exactly the bytes that carry the MAC, under the operator's
+        // own key, that the operator writes only over what this engine's
+        // `precompile_component` (here or in the compiler process) returned for this module,
+        // and it was sealed before the MAC was checked; wasmtime refuses them if they were made
+        // by another version or with other settings.
+        match unsafe { sealed_code::load_sealed(engine, &sealed) } {
+            Ok(component) => Some(component),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "a compiled module in the cache does not fit this engine; compiling again");
+                self.drop_entry(path);
+                None
+            }
+        }
+    }
+
+    /// The code of the cache file `file` (`len` bytes: the code, then its MAC) copied into a
+    /// sealed memfd in pieces, its MAC computed on the way: `Some` only if the MAC of exactly
+    /// what the memfd holds verifies. The code is never whole in this process's memory (a
+    /// CPython component's, 36 MiB, read whole and then copied, was the start's peak: 78 MiB
+    /// with the Python rules), and the memfd is sealed before the check, so what was checked
+    /// is what runs. `Err` if no memfd could be made or the file not read through.
+    fn copy_checked(&self, file: &mut std::fs::File, len: u64, context: &[u8]) -> std::io::Result<Option<std::fs::File>> {
+        if len > MAX_FILE_BYTES || len <= MAC_BYTES as u64 {
+            return Ok(None);
+        }
+        let mut mac = self.disk.mac_in_pieces(context);
+        let sealed = sealed_code::sealed_from(|memfd| {
+            let mut piece = vec![0u8; 1 << 20];
+            let mut left = len - MAC_BYTES as u64;
+            while left > 0 {
+                let want = piece.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                let read = file.read(&mut piece[..want])?;
+                if read == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                mac.update(&piece[..read]);
+                memfd.write_all(&piece[..read])?;
+                left -= read as u64;
+            }
+            Ok(())
+        })?;
+        // The tag, and nothing after it (a file that grew since its length was read is not
+        // what was checked).
+        let mut tag = [0u8; MAC_BYTES];
+        file.read_exact(&mut tag)?;
+        let at_end = file.read(&mut [0u8; 1])? == 0;
+        Ok((at_end && mac.verify(&tag)).then_some(sealed))
+    }
+
+    /// [`read`](Self::read) without a memfd: the file read whole, checked, then loaded (copied
+    /// into memory by `sealed_code::load`'s own fallback).
+    fn read_whole(&self, engine: &Engine, path: &Path, mut file: std::fs::File, len: u64) -> Option<Component> {
+        use std::io::Seek as _;
+        file.rewind().ok()?;
         // Sized to the file up front: grown by doubling, the buffer of a 36 MiB file would
         // reserve 64 MiB.
         let mut bytes = Vec::with_capacity(len.min(MAX_FILE_BYTES) as usize + 1);
@@ -123,11 +189,8 @@ impl CompiledCache {
         crate::supply::disk_cache::touch(&file);
         drop(file);
         let code = &bytes[..bytes.len() - MAC_BYTES];
-        // SAFETY: these bytes carry the MAC, under the operator's own key, that the operator
-        // writes only over what this engine's `precompile_component` (here or in the
-        // compiler process) returned for this module; wasmtime refuses them if they were
-        // made by another version or with other settings. They are mapped from a sealed copy
-        // of these checked bytes, never from the cache's file.
+        // SAFETY: as in `read`: these bytes carry the operator's MAC over what this engine's
+        // `precompile_component` returned; wasmtime refuses code of another version.
         match unsafe { sealed_code::load(engine, code) } {
             Ok(component) => Some(component),
             Err(error) => {

@@ -13,7 +13,7 @@
 //! kernel refuses every write, through any descriptor, so what was checked is what runs.
 
 use std::fs::File;
-use std::io::Write as _;
+use std::io::{Read as _, Seek as _, Write as _};
 use std::os::fd::{AsRawFd as _, FromRawFd as _};
 
 use wasmtime::Engine;
@@ -24,6 +24,12 @@ const SEALS: libc::c_int = libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SE
 
 /// `code` in a new memfd, sealed (see the module doc).
 pub fn sealed_copy(code: &[u8]) -> std::io::Result<File> {
+    sealed_from(|file| file.write_all(code))
+}
+
+/// A new memfd that `fill` writes, then sealed (see the module doc): for code copied in pieces,
+/// never whole in memory.
+pub fn sealed_from(fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::io::Result<File> {
     let name = c"zundoko-compiled-code";
     // MFD_NOEXEC_SEAL: the file is never executed as a program (its pages are mapped
     // executable by wasmtime, which the exec seal does not govern); it also keeps memfd_create
@@ -40,7 +46,7 @@ pub fn sealed_copy(code: &[u8]) -> std::io::Result<File> {
     }
     // SAFETY: a descriptor just made, owned by nothing else.
     let mut file = unsafe { File::from_raw_fd(fd) };
-    file.write_all(code)?;
+    fill(&mut file)?;
     // SAFETY: fcntl on a descriptor this function owns.
     if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -56,20 +62,41 @@ pub fn sealed_copy(code: &[u8]) -> std::io::Result<File> {
 ///
 /// As `Component::deserialize`: `code` is what this engine's `precompile_component` returned.
 pub unsafe fn load(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
-    let mapped = sealed_copy(code).map_err(wasmtime::Error::from).and_then(|file| {
-        // wasmtime 48 takes a component's file by path only: the memfd's own, through /proc,
-        // which opens this very file (no name another process could swap in).
-        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-        // SAFETY: the file holds exactly `code` (the caller's guarantee) and can no longer
-        // change (sealed); wasmtime opens its own descriptor, so `file` may close after.
-        unsafe { Component::deserialize_file(engine, path) }
-    });
-    match mapped {
+    match sealed_copy(code) {
+        // SAFETY: the file holds exactly `code` (the caller's guarantee), sealed.
+        Ok(file) => unsafe { load_sealed(engine, &file) },
+        Err(error) => {
+            tracing::warn!(%error, "cannot make a sealed memfd for compiled code; copying it into memory instead (all of it resident)");
+            // SAFETY: the caller's guarantee.
+            unsafe { Component::deserialize(engine, code) }
+        }
+    }
+}
+
+/// The component whose compiled code `file` (a memfd from [`sealed_copy`] or [`sealed_from`])
+/// holds, mapped from it; if wasmtime cannot map it (no /proc), its bytes are read back and
+/// copied into memory, with a warning.
+///
+/// # Safety
+///
+/// As `Component::deserialize`: the file holds what this engine's `precompile_component`
+/// returned.
+pub unsafe fn load_sealed(engine: &Engine, file: &File) -> wasmtime::Result<Component> {
+    // wasmtime 48 takes a component's file by path only: the memfd's own, through /proc,
+    // which opens this very file (no name another process could swap in).
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    // SAFETY: the caller's guarantee; the file can no longer change (sealed), and wasmtime
+    // opens its own descriptor, so `file` may close after.
+    match unsafe { Component::deserialize_file(engine, path) } {
         Ok(component) => Ok(component),
         Err(error) => {
             tracing::warn!(error = %format!("{error:#}"), "cannot map compiled code from a sealed memfd; copying it into memory instead (all of it resident)");
-            // SAFETY: the caller's guarantee.
-            unsafe { Component::deserialize(engine, code) }
+            let mut code = Vec::new();
+            let mut reader = file;
+            reader.rewind()?;
+            reader.read_to_end(&mut code)?;
+            // SAFETY: the caller's guarantee (read back from the sealed file).
+            unsafe { Component::deserialize(engine, &code) }
         }
     }
 }
@@ -77,7 +104,6 @@ pub unsafe fn load(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read as _, Seek as _};
 
     #[test]
     fn a_sealed_copy_holds_the_bytes_and_refuses_every_write_even_reopened_through_proc() {
