@@ -175,11 +175,20 @@ pub async fn run(
     // here if the operator has not).
     settings.registry.keys().keep_current();
     let keys_changed = futures::stream::unfold(settings.registry.keys().subscribe(), |mut changed| async move { changed.changed().await.ok().map(|()| ((), changed)) });
+    // A shard taken: its rule sets' status is this replica's to write now, not at their next
+    // refresh (REFRESH_EVERY later): a standby that took over after its leader died, having
+    // reconciled them as a non-writer, left their status unwritten for up to that long.
+    let taken = futures::stream::unfold(ctx.shards.taken(), |mut taken| async move {
+        match taken.recv().await {
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some(((), taken)),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+        }
+    });
     info!(namespaces = ?settings.namespaces, "starting the ZundokoRules controller");
     Controller::for_stream(rule_sets, store)
         .watches_stream(configmaps, named)
         .reconcile_on(woken)
-        .reconcile_all_on(keys_changed)
+        .reconcile_all_on(futures::stream::select(keys_changed, taken))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
