@@ -101,7 +101,7 @@ pub fn sign(args: &SignArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
     let digest = crate::supply::digest(&bytes);
     let signature = crate::supply::oci::signature::sign_digest(&key, &digest).map_err(anyhow::Error::msg)?;
-    let sidecar = std::path::PathBuf::from(format!("{}{}", args.module.display(), crate::supply::fetch::SIGNATURE_SUFFIX));
+    let sidecar = crate::supply::fetch::signature_beside(&args.module);
     std::fs::write(&sidecar, format!("{signature}\n")).with_context(|| format!("cannot write {}", sidecar.display()))?;
     let key_name = args.module.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     writeln!(out, "module:      {} ({digest})", args.module.display())?;

@@ -208,6 +208,13 @@ pub const SIGNATURE_ANNOTATION_PREFIX: &str = "zundokokiyoshi.kaitoy.github.com/
 /// A module file's signature is the file beside it named so (`rules.wasm.sig`: how a
 /// ConfigMap's `rules.wasm.sig` entry appears next to its module when mounted).
 pub const SIGNATURE_SUFFIX: &str = ".sig";
+
+/// The signature file beside the module file `path` (`rules.wasm.sig`).
+pub fn signature_beside(path: &Path) -> PathBuf {
+    let mut sidecar = path.as_os_str().to_owned();
+    sidecar.push(SIGNATURE_SUFFIX);
+    PathBuf::from(sidecar)
+}
 /// A signature is about 100 bytes of base64: more is not one.
 const MAX_SIGNATURE_BYTES: u64 = 4096;
 
@@ -218,7 +225,7 @@ fn signed_beside(source: &Source<'_>, digest: &str, registry: &Registry) -> Resu
     let origin = source.origin();
     let (found, beside) = match source {
         Source::File(path) => {
-            let sidecar = PathBuf::from(format!("{}{SIGNATURE_SUFFIX}", path.display()));
+            let sidecar = signature_beside(path);
             (read_signature(&sidecar)?, format!("in {}", sidecar.display()))
         }
         Source::ConfigMap { key, object, .. } => {

@@ -28,17 +28,7 @@ pub fn swapped(hikawas: Store<Hikawa>, default_swaps: impl Stream<Item = ()> + S
 /// children are the truth), as after a restart: what this replica remembered of them from an
 /// earlier hold is forgotten.
 pub fn taken(hikawas: Store<Hikawa>, ctx: Arc<Context>) -> impl Stream<Item = ObjectRef<Hikawa>> + Send {
-    let taken = futures::stream::unfold(ctx.shards.taken(), |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(shard) => return Some((shard, rx)),
-                // Missed some: every shard is worth a look then.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    });
-    taken.flat_map(move |shard| {
+    ctx.shards.taken().flat_map(move |shard| {
         let mine: Vec<ObjectRef<Hikawa>> = hikawas
             .state()
             .iter()

@@ -178,12 +178,7 @@ pub async fn run(
     // A shard taken: its rule sets' status is this replica's to write now, not at their next
     // refresh (REFRESH_EVERY later): a standby that took over after its leader died, having
     // reconciled them as a non-writer, left their status unwritten for up to that long.
-    let taken = futures::stream::unfold(ctx.shards.taken(), |mut taken| async move {
-        match taken.recv().await {
-            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some(((), taken)),
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
-        }
-    });
+    let taken = ctx.shards.taken().map(|_| ());
     info!(namespaces = ?settings.namespaces, "starting the ZundokoRules controller");
     Controller::for_stream(rule_sets, store)
         .watches_stream(configmaps, named)

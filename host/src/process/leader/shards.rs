@@ -148,9 +148,19 @@ impl ShardTable {
         self.held.subscribe()
     }
 
-    /// Shards as they are taken: their Hikawas are decided from the API server's state.
-    pub fn taken(&self) -> broadcast::Receiver<u16> {
-        self.taken.subscribe()
+    /// Shards as they are taken, from now on: their Hikawas are decided from the API server's
+    /// state, their rule sets' status is written. Ends when the table does.
+    pub fn taken(&self) -> impl futures::Stream<Item = u16> + Send + use<> {
+        futures::stream::unfold(self.taken.subscribe(), |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(shard) => return Some((shard, rx)),
+                    // Some were overwritten unread; the newer ones follow.
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
     }
 
     pub fn held_count(&self) -> usize {

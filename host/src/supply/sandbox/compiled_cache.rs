@@ -7,8 +7,9 @@
 //! with an HMAC-SHA256, under the cache's key (`supply/disk_cache.rs`, which the compiler
 //! process never sees), of the file's name and the code. A file is opened once and copied in
 //! pieces into a sealed memfd, its MAC computed on the way; wasmtime gets the memfd only if the
-//! MAC of what it holds verifies: what was checked is what runs. A file whose MAC does not verify (damaged, another module's code under this
-//! name, written by anyone but the operator) is dropped, with a warning, and compiled anew.
+//! MAC of what it holds verifies: what was checked is what runs. A file whose MAC does not
+//! verify (damaged, another module's code under this name, written by anyone but the
+//! operator) is dropped, with a warning, and compiled anew.
 //!
 //! wasmtime maps the checked bytes from a sealed memfd (`sealed_code.rs`), never the cache's
 //! file (which anyone with the UID can write after the check): only the code's pages in use are
@@ -109,11 +110,7 @@ impl CompiledCache {
         let len = file.metadata().ok()?.len();
         let sealed = match self.copy_checked(&mut file, len, &Self::context(path)) {
             Ok(Some(sealed)) => sealed,
-            Ok(None) => {
-                tracing::warn!(path = %path.display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
-                self.drop_entry(path);
-                return None;
-            }
+            Ok(None) => return self.not_ours(path),
             // No memfd here, or the file could not be read through: the whole file, as bytes.
             Err(_) => return self.read_whole(engine, path, file, len),
         };
@@ -124,7 +121,20 @@ impl CompiledCache {
         // `precompile_component` (here or in the compiler process) returned for this module,
         // and it was sealed before the MAC was checked; wasmtime refuses them if they were made
         // by another version or with other settings.
-        match unsafe { sealed_code::load_sealed(engine, &sealed) } {
+        self.fitting(path, unsafe { sealed_code::load_sealed(engine, &sealed) })
+    }
+
+    /// A file whose MAC does not verify: dropped, to be compiled again.
+    fn not_ours(&self, path: &Path) -> Option<Component> {
+        tracing::warn!(path = %path.display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
+        self.drop_entry(path);
+        None
+    }
+
+    /// The component loaded from checked code, or, if wasmtime refused it (another version or
+    /// other settings), the file dropped, to be compiled again.
+    fn fitting(&self, path: &Path, loaded: wasmtime::Result<Component>) -> Option<Component> {
+        match loaded {
             Ok(component) => Some(component),
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "a compiled module in the cache does not fit this engine; compiling again");
@@ -182,23 +192,14 @@ impl CompiledCache {
             self.disk.verify(&Self::context(path), code, tag)
         };
         if !authentic {
-            tracing::warn!(path = %path.display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
-            self.drop_entry(path);
-            return None;
+            return self.not_ours(path);
         }
         crate::supply::disk_cache::touch(&file);
         drop(file);
         let code = &bytes[..bytes.len() - MAC_BYTES];
         // SAFETY: as in `read`: these bytes carry the operator's MAC over what this engine's
         // `precompile_component` returned; wasmtime refuses code of another version.
-        match unsafe { sealed_code::load(engine, code) } {
-            Ok(component) => Some(component),
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "a compiled module in the cache does not fit this engine; compiling again");
-                self.drop_entry(path);
-                None
-            }
-        }
+        self.fitting(path, unsafe { sealed_code::load(engine, code) })
     }
 
     /// Through a temporary file and a rename, the code and its MAC in one file: a reader finds

@@ -144,9 +144,7 @@ impl Stamp {
         let of = |path: &Path| {
             std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
         };
-        let mut signature = path.as_os_str().to_owned();
-        signature.push(fetch::SIGNATURE_SUFFIX);
-        Stamp([of(path), of(Path::new(&signature))])
+        Stamp([of(path), of(&fetch::signature_beside(path))])
     }
 }
 
