@@ -158,7 +158,7 @@ kits: kit-python kit-js ## Install the pinned Python and JavaScript rules toolch
 # rebuilt only when the rule set, the kit, the WIT or the toolchain changed.
 PY_KIT_SOURCES := $(wildcard sdk/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP) sdk/budget.py
 JS_KIT_SOURCES := $(wildcard sdk/js/zundoko-kit/*.js sdk/js/zundoko-kit/package.json) \
-	sdk/js/build.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) sdk/budget.py
+	sdk/js/build.mjs sdk/js/lift-view.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) sdk/budget.py
 PY_MODULES := $(PY_RULE_SETS:%=$(MODULES)/%.wasm)
 JS_MODULES := $(JS_RULE_SETS:%=$(MODULES)/%.wasm)
 PY_FIXTURE_FILES := $(PY_FIXTURES:%=$(FIXTURES)/zundoko-py-%.wasm)
@@ -186,8 +186,9 @@ guest-langs: kit-python kit-js $(PY_MODULES) $(JS_MODULES) ## Build every Python
 fixtures-langs: kit-python kit-js $(PY_FIXTURE_FILES) $(JS_FIXTURE_FILES) ## Build the Python and JavaScript test fixtures into target/fixtures/ (zundoko-py-hostile.wasm, zundoko-js-hostile.wasm, ...).
 
 .PHONY: test-langs
-test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test), and the kits' own (sdk/tests).
+test-langs: kit-python kit-js ## Run the native tests of every Python and JavaScript rule set (pytest, node --test), and the kits' own (sdk/tests, sdk/js/test).
 	$(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider sdk/tests
+	$(NODE) --test sdk/js/test/
 	@set -e; for r in $(PY_RULE_SETS); do $(MAKE) --no-print-directory test-rules-python NAME=$$r; done; \
 	  for r in $(JS_RULE_SETS); do $(MAKE) --no-print-directory test-rules-js NAME=$$r; done
 

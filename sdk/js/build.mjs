@@ -10,10 +10,14 @@
 // pre-initialised snapshot), from bytes the call's `entropy` seeds: a JavaScript author's
 // Math.random() < 0.5 decides, and the same input replays the same decision.
 import { componentize } from '@bytecodealliance/componentize-js';
+// The splicer componentize-js generates the bindings with (the file it imports itself: the package
+// exports no path to it). lift-view.mjs says why its bindings are rewritten.
+import { splicer } from './node_modules/@bytecodealliance/componentize-js/lib/spidermonkey-embedding-splicer.js';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
+import { installLiftView } from './lift-view.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
@@ -38,6 +42,7 @@ const bundle = await rolldown({
 await bundle.write({ file: bundlePath, format: 'esm', codeSplitting: false });
 await bundle.close();
 
+const liftView = installLiftView(splicer);
 const { component } = await componentize({
   sourcePath: bundlePath,
   // The WIT text itself: componentize-js's splicer only sees the working directory.
@@ -45,6 +50,11 @@ const { component } = await componentize({
   worldName: 'zundoko-rules',
   disableFeatures: ['stdio', 'http', 'fetch-event'],
 });
+const [shared] = liftView.result();
+if (!(shared > 0)) {
+  console.error('sdk/js/build.mjs: componentize-js made its bindings without the splicer lift-view.mjs wraps');
+  process.exit(1);
+}
 await mkdir(dirname(resolve(out)), { recursive: true });
 await writeFile(out, component);
 console.log(`${out}: ${component.length} bytes`);

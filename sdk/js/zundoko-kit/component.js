@@ -8,12 +8,14 @@
 // Only a component imports this module (natively the log import does not exist).
 
 import { log as hostLog } from 'zundokokiyoshi:rules/log@0.1.0';
+import { warmBindingsRealm } from './bindings-realm.js';
 import { setLogSink } from './log.js';
 import { RuleError, waitMillis, words } from './model.js';
 import { RuleSet } from './song.js';
 import { sayKiyoshi, sayWord, songOver, wait } from './steps.js';
 
 setLogSink((level, message) => hostLog(level, message));
+warmBindingsRealm();
 
 /** The world's `rules` export: `rules` is any object with `info()` ({name, version,
  * description}) and `reconcile(observed)` (a plan, or throws a RuleError). Any other exception
