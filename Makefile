@@ -158,7 +158,7 @@ kits: kit-python kit-js ## Install the pinned Python and JavaScript rules toolch
 # rebuilt only when the rule set, the kit, the WIT or the toolchain changed.
 PY_KIT_SOURCES := $(wildcard sdk/python/zundoko_kit/*.py) wit/zundoko-rules.wit $(PY_KIT_STAMP) sdk/budget.py
 JS_KIT_SOURCES := $(wildcard sdk/js/zundoko-kit/*.js sdk/js/zundoko-kit/package.json) \
-	sdk/js/build.mjs sdk/js/lift-view.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) sdk/budget.py
+	sdk/js/build.mjs sdk/js/bindings-rewrite.mjs wit/zundoko-rules.wit $(JS_KIT_STAMP) sdk/budget.py
 PY_MODULES := $(PY_RULE_SETS:%=$(MODULES)/%.wasm)
 JS_MODULES := $(JS_RULE_SETS:%=$(MODULES)/%.wasm)
 PY_FIXTURE_FILES := $(PY_FIXTURES:%=$(FIXTURES)/zundoko-py-%.wasm)

@@ -11,13 +11,13 @@
 // Math.random() < 0.5 decides, and the same input replays the same decision.
 import { componentize } from '@bytecodealliance/componentize-js';
 // The splicer componentize-js generates the bindings with (the file it imports itself: the package
-// exports no path to it). lift-view.mjs says why its bindings are rewritten.
+// exports no path to it). bindings-rewrite.mjs says why and how its bindings are rewritten.
 import { splicer } from './node_modules/@bytecodealliance/componentize-js/lib/spidermonkey-embedding-splicer.js';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
-import { installLiftView } from './lift-view.mjs';
+import { installRewrite } from './bindings-rewrite.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
@@ -42,7 +42,7 @@ const bundle = await rolldown({
 await bundle.write({ file: bundlePath, format: 'esm', codeSplitting: false });
 await bundle.close();
 
-const liftView = installLiftView(splicer);
+const rewrite = installRewrite(splicer);
 const { component } = await componentize({
   sourcePath: bundlePath,
   // The WIT text itself: componentize-js's splicer only sees the working directory.
@@ -50,9 +50,8 @@ const { component } = await componentize({
   worldName: 'zundoko-rules',
   disableFeatures: ['stdio', 'http', 'fetch-event'],
 });
-const [shared] = liftView.result();
-if (!(shared > 0)) {
-  console.error('sdk/js/build.mjs: componentize-js made its bindings without the splicer lift-view.mjs wraps');
+if (rewrite.rewrites().length !== 1) {
+  console.error('sdk/js/build.mjs: componentize-js made its bindings without the splicer bindings-rewrite.mjs wraps');
   process.exit(1);
 }
 await mkdir(dirname(resolve(out)), { recursive: true });

@@ -1,0 +1,122 @@
+// componentize-js's generated bindings, rewritten for what a call costs.
+//
+// The bindings are JavaScript that componentize-js 0.23 generates from the WIT and runs inside the
+// component: they read each call's input out of linear memory, call the rule set, and write the
+// plan back. SpiderMonkey interprets them (no JIT in wasm), in every call, so their per-field and
+// per-character steps were most of a JavaScript call (the classic rules, fuel per call at 5
+// children: 2.22M before the kit's warm-up, 1.42M after it, 0.85M with these rewrites; per child
+// 76k -> 27k; host/tests/js_call_fuel.rs bounds them). Three rewrites, each exact about what it
+// replaces:
+//
+// 1. An export reads its input through one view of memory, made at its start. Generated, every
+//    field is read through `dataView($memory)` (a call comparing `$memory.buffer` with the last
+//    view's) and every string through another `$memory.buffer`. Everything an export lifts was
+//    written by the host before the call, below the memory's size at its start, and a buffer
+//    over a size stays valid when the memory grows (StarlingMonkey then hands out a new buffer
+//    and leaves the old one attached: the memory's base never moves). The lift allocates nothing
+//    in linear memory (it decodes into the JavaScript heap), so one view reads all of it.
+// 2. The lifted input is not freed. Generated, each string and list is handed back to the
+//    allocator (`$dealloc`) once decoded: wasted in an instance the operator drops after the
+//    call (every call runs in a fresh one); the input stays counted in the call's memory.
+// 3. A string is lowered by the engine's own encoder. Generated, its UTF-8 length is counted
+//    character by character in interpreted JavaScript before the allocation; `TextEncoder.encode`
+//    makes the same bytes natively (a lone surrogate becomes U+FFFD, three bytes, in both), and
+//    they are copied into the allocation.
+//
+// Each export's lift is the code from its start to its first use of the interface's result
+// (`var ... = ret;`); the lowering after it, which allocates, reads and writes memory as
+// generated. Bindings of any other shape fail the build with a message naming this file: a newer
+// componentize-js is to be measured before this is dropped or changed. `installRewrite` wraps the
+// splicer object componentize-js itself imports (one module instance per file), so the pinned
+// package is used as installed, unpatched.
+
+const EXPORT_START = /\n(async )?function (export_[\w$]+)\(([^)]*)\) \{\n/g;
+const LIFT_END = /\n\s*var [^=;]+= ret;/g;
+const READ = 'dataView($memory)';
+const STRING_VIEW = 'new Uint8Array($memory.buffer, ';
+const FREE = /\n\s*if \(len\w+ !== 0\) \$dealloc\([^;]*\);/g;
+const ALLOCATES = /\$realloc\(|_utf8AllocateAndEncode\(/;
+const ENCODER_START = '\nfunction _utf8AllocateAndEncode(s, realloc, memory) {\n';
+// What the generated encoder does that the native one replaces, and what it returns.
+const ENCODER_STEPS = ['codepoints++;', 'const ptr = realloc(0, 0, 1, len);', 'TEXT_ENCODER_UTF8.encodeInto(', 'return res;'];
+const NATIVE_ENCODER = `${ENCODER_START}  if (typeof s !== 'string') {
+    throw new TypeError('expected a string, received [' + typeof s + ']');
+  }
+  if (s.length === 0) { return { ptr: 1, len: 0 }; }
+  const bytes = TEXT_ENCODER_UTF8.encode(s);
+  const len = bytes.length;
+  const ptr = realloc(0, 0, 1, len);
+  new Uint8Array(memory.buffer, ptr, len).set(bytes);
+  return { ptr, len };
+}`;
+
+/** The bindings rewritten (see the top of this file), or an error naming what is not the shape
+ * this knows. Returns the text and what was rewritten: reads through one view, frees dropped,
+ * encoders replaced. */
+export function rewriteBindings(bindings) {
+  const lifted = liftThroughOneView(bindings);
+  const encoded = encodeNatively(lifted.bindings);
+  return { bindings: encoded.bindings, reads: lifted.reads, frees: lifted.frees, encoders: encoded.encoders };
+}
+
+/** Rewrites 1 and 2: each export's lift reads through one view, and frees nothing. */
+export function liftThroughOneView(bindings) {
+  let out = '';
+  let from = 0;
+  let reads = 0;
+  let frees = 0;
+  for (const start of bindings.matchAll(EXPORT_START)) {
+    const bodyStart = start.index + start[0].length;
+    LIFT_END.lastIndex = bodyStart;
+    const end = LIFT_END.exec(bindings);
+    if (end === null) throw new Error(`${shape()}: ${start[2]} never uses its result`);
+    const lift = bindings.slice(bodyStart, end.index);
+    const liftReads = count(lift, READ) + count(lift, STRING_VIEW);
+    if (liftReads === 0) continue;
+    if (ALLOCATES.test(lift)) throw new Error(`${shape()}: ${start[2]} allocates while it lifts`);
+    out += bindings.slice(from, bodyStart);
+    out += '  const $liftBuffer = $memory.buffer, $liftView = new DataView($liftBuffer);\n';
+    frees += lift.match(FREE)?.length ?? 0;
+    out += lift.replaceAll(READ, '$liftView').replaceAll(STRING_VIEW, 'new Uint8Array($liftBuffer, ').replace(FREE, '');
+    from = end.index;
+    reads += liftReads;
+  }
+  if (reads === 0) throw new Error(`${shape()}: no export reads its arguments through ${READ}`);
+  return { bindings: out + bindings.slice(from), reads, frees };
+}
+
+/** Rewrite 3: strings lowered by `TextEncoder.encode`. */
+export function encodeNatively(bindings) {
+  const start = bindings.indexOf(ENCODER_START);
+  if (start < 0) throw new Error(`${shape()}: no _utf8AllocateAndEncode`);
+  const end = bindings.indexOf('\n}\n', start);
+  const generated = bindings.slice(start, end + 2);
+  const missing = ENCODER_STEPS.filter((step) => !generated.includes(step));
+  if (missing.length > 0) throw new Error(`${shape()}: _utf8AllocateAndEncode has no ${missing.join(', ')}`);
+  // Callers read `ptr` and `len` only (the generated one also returned `codepoints`).
+  const rest = bindings.slice(0, start) + bindings.slice(end + 2);
+  if (rest.includes('.codepoints')) throw new Error(`${shape()}: a caller reads the encoded string's codepoints`);
+  return { bindings: bindings.slice(0, start) + NATIVE_ENCODER + bindings.slice(end + 2), encoders: 1 };
+}
+
+/** Make `splicer.spliceBindings` return rewritten bindings; `rewrites()` lists what each splice
+ * rewrote (a build checks that its splice went through here). */
+export function installRewrite(splicer) {
+  const splice = splicer.spliceBindings;
+  const rewrites = [];
+  splicer.spliceBindings = (...args) => {
+    const out = splice(...args);
+    const { bindings, ...rewritten } = rewriteBindings(out.jsBindings);
+    rewrites.push(rewritten);
+    return { ...out, jsBindings: bindings };
+  };
+  return { rewrites: () => rewrites, uninstall: () => (splicer.spliceBindings = splice) };
+}
+
+function count(text, needle) {
+  return text.split(needle).length - 1;
+}
+
+function shape() {
+  return 'sdk/js/bindings-rewrite.mjs: the bindings componentize-js generated are not the shape this knows';
+}
