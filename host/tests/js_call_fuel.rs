@@ -5,12 +5,12 @@
 //! - It warms the global componentize-js's bindings run in (`sdk/js/zundoko-kit/bindings-realm.js`):
 //!   SpiderMonkey makes a global's standard classes on first use, and every call starts from the
 //!   snapshot, so every call made String's methods, Promise, Uint8Array and BigInt again. Without
-//!   it: 1.69M at 5 children.
+//!   it: 1.32M at 5 children.
 //! - Its build rewrites the bindings (`sdk/js/bindings-rewrite.mjs`): an export lifts its input
-//!   through one view of memory, not a `dataView($memory)` per field (without: 72k per child); it
-//!   does not free the lifted input in an instance dropped after the call (without: 33.7k per
-//!   child); it lowers a string with the engine's encoder, not a count of its UTF-8 bytes in
-//!   interpreted JavaScript (without: 1.03M at 5 children).
+//!   through one view of memory, not a `dataView($memory)` per field (without: 76k per child);
+//!   it does not free the lifted input in an instance dropped after the call (without: 33.7k per
+//!   child, 0.92M at 5 children); it lowers a string with the engine's encoder, not a count of
+//!   its UTF-8 bytes in interpreted JavaScript (without: 1.03M at 5 children).
 //!
 //! With all of them: 0.88M at 5 children and 30k per child, against 2.22M and 76k before.
 //!
@@ -27,9 +27,10 @@ use zundoko_rules::{Observed, Said};
 
 const MODULE: &str = "zundoko-classic-js";
 
-/// 0.88M with everything; 1.03M with the generated string encoder, 1.69M without the warm-up.
+/// 0.88M with everything; 0.92M freeing the lifted input, 1.03M with the generated string encoder,
+/// 1.32M without the warm-up.
 const MOST_FUEL_AT_5: u64 = 960_000;
-/// 30k with everything; 33.7k freeing the lifted input, 72k reading field by field.
+/// 30k with everything; 33.7k freeing the lifted input, 76k reading field by field.
 const MOST_FUEL_PER_CHILD: u64 = 32_000;
 
 fn module() -> Option<RulesModule> {

@@ -4,8 +4,8 @@
 // component: they read each call's input out of linear memory, call the rule set, and write the
 // plan back. SpiderMonkey interprets them (no JIT in wasm), in every call, so their per-field and
 // per-character steps were most of a JavaScript call (the classic rules, fuel per call at 5
-// children: 2.22M before the kit's warm-up, 1.42M after it, 0.85M with these rewrites; per child
-// 76k -> 27k; host/tests/js_call_fuel.rs bounds them). Three rewrites, each exact about what it
+// children: 2.22M before the kit's warm-up, 1.42M after it, 0.88M with these rewrites; per child
+// 76k -> 30k; host/tests/js_call_fuel.rs bounds them). Three rewrites, each exact about what it
 // replaces:
 //
 // 1. An export reads its input through one view of memory, made at its start. Generated, every
