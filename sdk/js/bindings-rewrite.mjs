@@ -110,7 +110,7 @@ export function installRewrite(splicer) {
     rewrites.push(rewritten);
     return { ...out, jsBindings: bindings };
   };
-  return { rewrites: () => rewrites, uninstall: () => (splicer.spliceBindings = splice) };
+  return { rewrites: () => rewrites };
 }
 
 function count(text, needle) {
