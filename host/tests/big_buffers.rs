@@ -66,7 +66,7 @@ fn a_buffer_grown_past_the_threshold_and_shrunk_below_it_keeps_its_bytes() {
     // SAFETY: a valid layout, freed with the same.
     unsafe {
         let p = std::alloc::alloc(layout);
-        assert!(!p.is_null() && p as usize % (1 << 16) == 0);
+        assert!(!p.is_null() && (p as usize).is_multiple_of(1 << 16));
         std::alloc::dealloc(p, layout);
     }
 }

@@ -1,40 +1,22 @@
 //! deploy/ as a cluster gets it from `make deploy`: rendered offline by `kubectl kustomize`
-//! with the built classic module, then checked. Every object is there; RBAC is least
-//! privilege and still lets the operator do its job; the pod meets Pod Security "restricted";
-//! the module ConfigMap is mounted so a swap reaches the running pod; the CRDs are the binary's.
+//! with the built classic module, then checked. Every object is there; the pod meets Pod
+//! Security "restricted"; the module ConfigMap is mounted so a swap reaches the running pod; the
+//! CRDs are the binary's. Its RBAC: deploy_rbac.rs; its network policy: deploy_network_policy.rs.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::LazyLock;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use common::deploy::{documents, render};
-use common::rbac::RbacRules;
+use common::deploy::{ACCOUNT, DOCS, MODULE_CONFIGMAP, NAMESPACE, RENDERED, documents, env, of_kind, operator_rbac};
 
-const NAMESPACE: &str = "zundoko-system";
-const ACCOUNT: &str = "zundoko-operator";
-const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
-const MODULE_CONFIGMAP: &str = "zundoko-rules";
 const MODULE_KEY: &str = "rules.wasm";
-/// Every verb a resource request can carry. The RBAC-only verbs (bind, escalate,
-/// impersonate...) are powers the operator must never hold.
-const VERBS: [&str; 8] = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
-
-/// Rendered once for all the tests of this binary.
-static RENDERED: LazyLock<String> = LazyLock::new(|| render(&common::module_bytes("zundoko-classic")));
-static DOCS: LazyLock<Vec<Value>> = LazyLock::new(|| documents(&RENDERED));
-
-fn of_kind(kind: &str) -> Vec<&'static Value> {
-    DOCS.iter().filter(|d| d["kind"] == kind).collect()
-}
 
 fn one<T: DeserializeOwned>(kind: &str) -> T {
     let found = of_kind(kind);
@@ -52,10 +34,6 @@ fn operator_container() -> Container {
     pod.containers[0].clone()
 }
 
-fn env(c: &Container, name: &str) -> Option<String> {
-    c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone())
-}
-
 /// A setting of the operator's: its flag in command/args (`--f V` or `--f=V`), else its env twin.
 fn setting(c: &Container, flag: &str, env_name: &str) -> Option<String> {
     let args: Vec<&String> = c.command.iter().flatten().chain(c.args.iter().flatten()).collect();
@@ -68,10 +46,6 @@ fn setting(c: &Container, flag: &str, env_name: &str) -> Option<String> {
         }
     }
     env(c, env_name)
-}
-
-fn operator_rbac() -> RbacRules {
-    RbacRules::for_service_account(&DOCS, NAMESPACE, ACCOUNT)
 }
 
 #[test]
@@ -105,243 +79,6 @@ fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
     assert_eq!(kinds, expected);
     assert_eq!(of_kind("Namespace")[0]["metadata"]["name"], NAMESPACE);
     assert_eq!(of_kind("ServiceAccount")[0]["metadata"]["name"], ACCOUNT);
-}
-
-#[test]
-fn rbac_has_no_wildcards_no_url_rules_and_only_request_verbs() {
-    for doc in DOCS.iter().filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole") {
-        let role = format!("{} {}", doc["kind"].as_str().unwrap(), doc["metadata"]["name"].as_str().unwrap());
-        assert!(doc.get("aggregationRule").is_none(), "{role} is aggregated");
-        let rules: Vec<PolicyRule> = serde_json::from_value(doc["rules"].clone()).unwrap();
-        assert!(!rules.is_empty(), "{role} has no rules");
-        for rule in rules {
-            assert!(rule.non_resource_urls.is_none(), "{role}: the operator requests no non-resource URL: {rule:?}");
-            assert!(rule.api_groups.as_ref().is_some_and(|g| !g.is_empty()), "{role}: a rule without apiGroups: {rule:?}");
-            assert!(rule.resources.as_ref().is_some_and(|r| !r.is_empty()), "{role}: a rule without resources: {rule:?}");
-            let values = rule.api_groups.iter().flatten().chain(rule.resources.iter().flatten()).chain(&rule.verbs).chain(rule.resource_names.iter().flatten());
-            for value in values {
-                assert!(!value.contains('*'), "{role}: wildcard {value:?} in {rule:?}");
-            }
-            for verb in &rule.verbs {
-                assert!(VERBS.contains(&verb.as_str()), "{role}: verb {verb:?} in {rule:?}");
-            }
-        }
-    }
-    // Bindings grant to the operator's service account and to no one else.
-    let operator = Subject { kind: "ServiceAccount".into(), name: ACCOUNT.into(), namespace: Some(NAMESPACE.into()), api_group: None };
-    for doc in DOCS.iter().filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding") {
-        let subjects: Vec<Subject> = serde_json::from_value(doc["subjects"].clone()).unwrap();
-        assert_eq!(subjects, std::slice::from_ref(&operator), "{} {}", doc["kind"], doc["metadata"]["name"]);
-    }
-}
-
-/// What the operator does, as the API server sees each request:
-/// (verb, api group, resource, subresource, namespace, name).
-const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
-    // The controller's caches, cluster-wide.
-    ("list", GROUP, "hikawas", "", "", ""),
-    ("watch", GROUP, "hikawas", "", "", ""),
-    ("list", GROUP, "zundokos", "", "", ""),
-    ("watch", GROUP, "zundokos", "", "", ""),
-    ("list", GROUP, "kiyoshis", "", "", ""),
-    ("watch", GROUP, "kiyoshis", "", "", ""),
-    // Singing: children and status in the Hikawa's namespace, any namespace.
-    ("create", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
-    ("create", GROUP, "kiyoshis", "", "team-a", "hikawa-sample-kiyoshi"),
-    // A create that finds the name taken: whose is it?
-    ("get", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
-    ("get", GROUP, "kiyoshis", "", "team-a", "hikawa-sample-kiyoshi"),
-    ("patch", GROUP, "hikawas", "status", "default", "hikawa-sample"),
-    ("create", "events.k8s.io", "events", "", "default", ""),
-    ("patch", "events.k8s.io", "events", "", "default", "hikawa-sample.17a3b"),
-    // Shard Leases and the members Lease, in its own namespace.
-    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-00"),
-    ("create", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
-    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-31"),
-    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-members"),
-    // The module ConfigMap, read and watched by name (a metadata.name field selector).
-    ("get", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
-    ("list", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
-    ("watch", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
-    // Rule sets: cached cluster-wide, their status patched; their ConfigMaps in the
-    // operator's namespace watched by metadata, and the ones they name read.
-    ("list", GROUP, "zundokorules", "", "", ""),
-    ("watch", GROUP, "zundokorules", "", "", ""),
-    ("patch", GROUP, "zundokorules", "status", "", "classic"),
-    ("list", "", "configmaps", "", NAMESPACE, ""),
-    ("watch", "", "configmaps", "", NAMESPACE, ""),
-    ("get", "", "configmaps", "", NAMESPACE, "rules-candidate"),
-    // A rule set's pull secret, read by name in the operator's namespace.
-    ("get", "", "secrets", "", NAMESPACE, "zundoko-registry-pull"),
-];
-
-/// What least privilege leaves out.
-const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
-    // Hikawas belong to their users: no writes to spec, no create or delete; the caches
-    // serve reads, and the status is only merge-patched.
-    ("get", GROUP, "hikawas", "", "default", "hikawa-sample"),
-    ("update", GROUP, "hikawas", "status", "default", "hikawa-sample"),
-    // A Lease is taken and renewed by update with its resourceVersion, never patched.
-    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-00"),
-    ("patch", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-members"),
-    ("create", GROUP, "hikawas", "", "default", ""),
-    ("update", GROUP, "hikawas", "", "default", "hikawa-sample"),
-    ("patch", GROUP, "hikawas", "", "default", "hikawa-sample"),
-    ("delete", GROUP, "hikawas", "", "default", "hikawa-sample"),
-    ("update", GROUP, "hikawas", "finalizers", "default", "hikawa-sample"),
-    // Children are created, never changed or deleted (garbage collection removes them).
-    ("update", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
-    ("delete", GROUP, "zundokos", "", "default", "hikawa-sample-zundoko-001"),
-    ("deletecollection", GROUP, "kiyoshis", "", "default", ""),
-    // Events only through events.k8s.io, and never deleted.
-    ("create", "", "events", "", "default", ""),
-    ("delete", "events.k8s.io", "events", "", "default", "hikawa-sample.17a3b"),
-    // Leases: only its own, only in its namespace; create can be granted to no name only.
-    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "someone-elses-lease"),
-    ("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-controller-manager"),
-    ("create", "coordination.k8s.io", "leases", "", "default", ""),
-    ("list", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
-    ("watch", "coordination.k8s.io", "leases", "", NAMESPACE, ""),
-    ("delete", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-00"),
-    // No shard beyond the configured count, and not the single leader Lease of old.
-    ("get", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator-shard-32"),
-    ("update", "coordination.k8s.io", "leases", "", NAMESPACE, "zundoko-operator"),
-    // Rule sets belong to their users: no spec writes, no create or delete.
-    ("get", GROUP, "zundokorules", "", "", "classic"),
-    ("patch", GROUP, "zundokorules", "", "", "classic"),
-    ("update", GROUP, "zundokorules", "", "", "classic"),
-    ("delete", GROUP, "zundokorules", "", "", "classic"),
-    ("update", GROUP, "zundokorules", "status", "", "classic"),
-    // ConfigMaps: only read, only in the operator's namespace.
-    ("list", "", "configmaps", "", "", ""),
-    ("list", "", "configmaps", "", "default", ""),
-    ("get", "", "configmaps", "", "kube-system", "kube-root-ca.crt"),
-    ("get", "", "configmaps", "", "default", MODULE_CONFIGMAP),
-    ("create", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
-    ("update", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
-    ("patch", "", "configmaps", "", NAMESPACE, MODULE_CONFIGMAP),
-    // Nothing else at all.
-    // Secrets: only the pull secrets named in the Role, only read, only there.
-    ("get", "", "secrets", "", NAMESPACE, "anything"),
-    ("list", "", "secrets", "", NAMESPACE, ""),
-    ("watch", "", "secrets", "", NAMESPACE, ""),
-    ("get", "", "secrets", "", "default", "zundoko-registry-pull"),
-    ("update", "", "secrets", "", NAMESPACE, "zundoko-registry-pull"),
-    ("list", "", "pods", "", "", ""),
-    ("create", "", "pods", "", NAMESPACE, ""),
-    ("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "hikawas.zundokokiyoshi.kaitoy.github.com"),
-    ("list", "", "namespaces", "", "", ""),
-];
-
-#[test]
-fn rbac_allows_what_the_operator_does() {
-    let rbac = operator_rbac();
-    for &(verb, group, resource, sub, ns, name) in OPERATOR_REQUESTS {
-        assert!(
-            rbac.allows(verb, group, resource, sub, ns, name),
-            "denied: {verb} {group}/{resource}{} in {ns:?} name {name:?}; rules:\n{}",
-            if sub.is_empty() { String::new() } else { format!("/{sub}") },
-            rbac.describe()
-        );
-    }
-}
-
-#[test]
-fn rbac_denies_everything_else() {
-    let rbac = operator_rbac();
-    for &(verb, group, resource, sub, ns, name) in DENIED_REQUESTS {
-        assert!(
-            !rbac.allows(verb, group, resource, sub, ns, name),
-            "allowed: {verb} {group}/{resource}{} in {ns:?} name {name:?}",
-            if sub.is_empty() { String::new() } else { format!("/{sub}") }
-        );
-    }
-}
-
-/// The matcher itself, on rules written to hit each case of Kubernetes' RBAC semantics.
-#[test]
-fn the_rbac_matcher_follows_kubernetes_semantics() {
-    let docs = documents(
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: scaler}
-rules:
-- apiGroups: ["*"]
-  resources: ["*/scale"]
-  verbs: ["*"]
-- apiGroups: ["apps"]
-  resources: ["deployments"]
-  resourceNames: ["web"]
-  verbs: ["get", "create", "list"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: scaler, namespace: team}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: scaler}
-subjects:
-- {kind: ServiceAccount, name: sa}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: node-reader}
-rules:
-- apiGroups: [""]
-  resources: ["nodes"]
-  verbs: ["list"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: node-reader}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: node-reader}
-subjects:
-- {kind: Group, apiGroup: rbac.authorization.k8s.io, name: "system:serviceaccounts:team"}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: admin-ish}
-rules:
-- apiGroups: ["*"]
-  resources: ["*"]
-  verbs: ["*"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: admin-ish}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin-ish}
-subjects:
-- {kind: User, apiGroup: rbac.authorization.k8s.io, name: "system:serviceaccount:team:other"}
-- {kind: ServiceAccount, name: sa}
-"#,
-    );
-    let sa = RbacRules::for_service_account(&docs, "team", "sa");
-    // `*/scale`: that subresource of any resource in any group, any verb.
-    assert!(sa.allows("update", "apps", "deployments", "scale", "team", "web"));
-    assert!(sa.allows("patch", "", "replicationcontrollers", "scale", "team", "rc"));
-    assert!(!sa.allows("update", "apps", "deployments", "", "team", "web"));
-    assert!(!sa.allows("update", "apps", "deployments", "status", "team", "web"));
-    // A RoleBinding grants in its namespace only, never cluster-wide.
-    assert!(!sa.allows("update", "apps", "deployments", "scale", "other", "web"));
-    assert!(!sa.allows("list", "apps", "deployments", "scale", "", ""));
-    // resourceNames: the named object only; a list needs the name, a create never has one.
-    assert!(sa.allows("get", "apps", "deployments", "", "team", "web"));
-    assert!(!sa.allows("get", "apps", "deployments", "", "team", "api"));
-    assert!(sa.allows("list", "apps", "deployments", "", "team", "web"));
-    assert!(!sa.allows("list", "apps", "deployments", "", "team", ""));
-    assert!(!sa.allows("create", "apps", "deployments", "", "team", "web"));
-    // A group subject and a ClusterRoleBinding: cluster-wide requests too.
-    assert!(sa.allows("list", "", "nodes", "", "", ""));
-    assert!(!sa.allows("list", "", "nodes", "status", "", ""));
-    assert!(!sa.allows("list", "apps", "nodes", "", "", ""));
-    // A ServiceAccount subject of a ClusterRoleBinding needs its namespace: this one matches no one.
-    assert!(!sa.allows("delete", "", "secrets", "", "team", "s"));
-    // A User subject naming a service account is that service account.
-    let other = RbacRules::for_service_account(&docs, "team", "other");
-    assert!(other.allows("delete", "", "secrets", "", "team", "s"));
-    // The RoleBinding's namespace-less subject is the binding's namespace, not any.
-    let elsewhere = RbacRules::for_service_account(&docs, "elsewhere", "sa");
-    assert!(!elsewhere.allows("get", "apps", "deployments", "", "team", "web"));
-    assert!(!elsewhere.allows("list", "", "nodes", "", "", ""));
 }
 
 #[test]
@@ -720,95 +457,5 @@ fn numbers_as_floats(value: Value) -> Value {
         Value::Array(items) => Value::Array(items.into_iter().map(numbers_as_floats).collect()),
         Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, numbers_as_floats(v))).collect()),
         other => other,
-    }
-}
-
-/// The overlay deploy/network-policy/kustomization.yaml shows in its comments (the lines from
-/// `resources:` to the first bare `#`), as a user copies it.
-fn network_policy_example() -> String {
-    let text = std::fs::read_to_string(common::deploy::deploy_dir().join("network-policy/kustomization.yaml")).unwrap();
-    let example: Vec<&str> = text
-        .lines()
-        .skip_while(|l| !l.starts_with("#   resources:"))
-        .take_while(|l| l.trim_end() != "#")
-        .map(|l| l.strip_prefix("#   ").unwrap_or_else(|| panic!("an example line not indented as the rest: {l:?}")))
-        .collect();
-    assert!(example.len() > 3, "deploy/network-policy/kustomization.yaml shows an overlay using it");
-    format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{}\n", example.join("\n"))
-}
-
-/// Every (protocol, port, destination) an egress rule allows: each rule must name both, since a
-/// rule without `to` allows every destination and one without `ports` every port.
-fn egress(policy: &Value) -> Vec<(String, i64, Value)> {
-    let mut allowed = Vec::new();
-    for (i, rule) in policy["spec"]["egress"].as_array().expect("egress rules").iter().enumerate() {
-        let to = rule["to"].as_array().filter(|t| !t.is_empty()).unwrap_or_else(|| panic!("egress rule {i} names no destination: it would allow all"));
-        let ports = rule["ports"].as_array().filter(|p| !p.is_empty()).unwrap_or_else(|| panic!("egress rule {i} names no port: it would allow all"));
-        for peer in to {
-            for port in ports {
-                assert!(port["endPort"].is_null(), "egress rule {i}: no port ranges");
-                allowed.push((port["protocol"].as_str().unwrap_or("TCP").to_string(), port["port"].as_i64().expect("a numbered port"), peer.clone()));
-            }
-        }
-    }
-    allowed
-}
-
-#[test]
-fn the_network_policy_component_allows_egress_to_dns_the_api_server_and_the_registries_only() {
-    assert!(of_kind("NetworkPolicy").is_empty(), "deploy/ includes no NetworkPolicy unless opted into");
-    let docs = documents(&common::deploy::render_overlay(&network_policy_example(), &common::module_bytes("zundoko-classic")));
-    let kind = |k: &str| docs.iter().filter(|d| d["kind"] == k).collect::<Vec<_>>();
-    let (policies, deployments) = (kind("NetworkPolicy"), kind("Deployment"));
-    assert_eq!((policies.len(), deployments.len()), (1, 1), "one NetworkPolicy and the Deployment in the overlay's render");
-    let (policy, deployment) = (policies[0], deployments[0]);
-
-    // It applies to the operator's Pods, in their namespace, and to their egress only.
-    assert_eq!(policy["metadata"]["namespace"], deployment["metadata"]["namespace"]);
-    let selector = policy["spec"]["podSelector"]["matchLabels"].as_object().expect("the policy selects by labels");
-    assert!(!selector.is_empty());
-    for (key, value) in selector {
-        assert_eq!(&deployment["spec"]["template"]["metadata"]["labels"][key], value, "the policy selects the operator's Pods by {key}={value}");
-    }
-    assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Egress"]), "egress restricted, ingress (probes, scrapes) not");
-
-    let allowed = egress(policy);
-    let cidr = |peer: &Value| peer["ipBlock"]["cidr"].as_str().map(str::to_owned);
-    for (protocol, port, peer) in &allowed {
-        let cidr = cidr(peer);
-        assert!(!matches!(cidr.as_deref(), Some("0.0.0.0/0" | "::/0")), "{protocol}/{port} to anywhere");
-        match port {
-            // DNS: to the cluster's resolver only, not to any address.
-            53 => assert_eq!(peer["podSelector"]["matchLabels"]["k8s-app"], "kube-dns", "DNS to the kube-dns Pods: {peer}"),
-            // The API server (443 or 6443) and the registries (443), by the addresses patched in.
-            443 | 6443 => assert!(cidr.is_some() && protocol == "TCP", "TCP/{port} to an ipBlock: {peer}"),
-            other => panic!("egress to port {other} allowed: {peer}"),
-        }
-    }
-    let reaches = |cidr_: &str, port: i64| allowed.iter().any(|(p, n, peer)| p == "TCP" && *n == port && cidr(peer).as_deref() == Some(cidr_));
-    assert!(reaches("10.0.0.10/32", 443) && reaches("10.0.0.10/32", 6443), "the API server patched in is reached on 443 and 6443: {allowed:?}");
-    assert!(reaches("140.82.112.0/20", 443) && !reaches("140.82.112.0/20", 6443), "the registry patched in is reached on 443 only: {allowed:?}");
-    for protocol in ["UDP", "TCP"] {
-        assert!(allowed.iter().any(|(p, n, _)| p == protocol && *n == 53), "DNS over {protocol}");
-    }
-    // Only the patched addresses: the placeholders are gone (they reach nothing).
-    let documentation = ["192.0.2.", "198.51.100.", "203.0.113."];
-    assert!(allowed.iter().filter_map(|(_, _, peer)| cidr(peer)).all(|c| !documentation.iter().any(|d| c.starts_with(d))), "a placeholder left: {allowed:?}");
-
-    // The operator is told the same registries by name.
-    let container: Container = serde_json::from_value(deployment["spec"]["template"]["spec"]["containers"][0].clone()).unwrap();
-    assert_eq!(env(&container, "ZUNDOKO_ALLOWED_REGISTRIES").as_deref(), Some("ghcr.io"));
-}
-
-#[test]
-fn the_network_policy_component_s_placeholders_reach_nothing() {
-    let kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../deploy]\ncomponents: [../deploy/network-policy]\n";
-    let docs = documents(&common::deploy::render_overlay(kustomization, &common::module_bytes("zundoko-classic")));
-    let policy = docs.iter().find(|d| d["kind"] == "NetworkPolicy").expect("the component adds the NetworkPolicy");
-    let documentation = ["192.0.2.", "198.51.100.", "203.0.113."];
-    for (_, port, peer) in egress(policy) {
-        if let Some(cidr) = peer["ipBlock"]["cidr"].as_str() {
-            assert!(documentation.iter().any(|d| cidr.starts_with(d)), "port {port}: {cidr} is a real address left in the component (RFC 5737 ranges only)");
-        }
     }
 }

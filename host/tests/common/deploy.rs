@@ -4,10 +4,37 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::Deserialize;
 use serde_json::Value;
+
+/// The namespace deploy/ puts the operator in, and its service account.
+pub const NAMESPACE: &str = "zundoko-system";
+pub const ACCOUNT: &str = "zundoko-operator";
+/// The ConfigMap that carries the rules module.
+pub const MODULE_CONFIGMAP: &str = "zundoko-rules";
+
+/// deploy/ rendered with the built classic module, once per test binary...
+pub static RENDERED: LazyLock<String> = LazyLock::new(|| render(&crate::common::module_bytes("zundoko-classic")));
+/// ...and its documents.
+pub static DOCS: LazyLock<Vec<Value>> = LazyLock::new(|| documents(&RENDERED));
+
+/// A container's environment variable, if it sets it to a value.
+pub fn env(c: &k8s_openapi::api::core::v1::Container, name: &str) -> Option<String> {
+    c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone())
+}
+
+/// What deploy/'s RBAC grants the operator's service account.
+pub fn operator_rbac() -> crate::common::rbac::RbacRules {
+    crate::common::rbac::RbacRules::for_service_account(&DOCS, NAMESPACE, ACCOUNT)
+}
+
+/// The rendered documents of this kind.
+pub fn of_kind(kind: &str) -> Vec<&'static Value> {
+    DOCS.iter().filter(|d| d["kind"] == kind).collect()
+}
 
 pub fn deploy_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy")

@@ -137,7 +137,10 @@ impl FileSource {
 /// found unchanged, a CPython component (18 MB) raised the operator's peak RSS by as much,
 /// every few seconds (issue 38), and cost the idle operator its hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Stamp([Option<(u64, u64, u64, i64, i64, i64, i64)>; 2]);
+struct Stamp([Option<FileStamp>; 2]);
+
+/// One file's device, inode, size, and modification and change times (seconds, nanoseconds).
+type FileStamp = (u64, u64, u64, i64, i64, i64, i64);
 
 impl Stamp {
     fn of(path: &Path) -> Self {
