@@ -3,7 +3,8 @@
 //! serve, by tag and by digest; a tag resolved once and kept across restarts; a followed tag's
 //! new artifact rolled out (rolled back when it fails, promoted when good); artifacts refused by
 //! name (an unknown digest, a container image; over the size limit and bytes that do not match
-//! their digest in oci_refusals.rs); credentials, never shown; signatures; the cache serving
+//! their digest in oci_refusals.rs); credentials, never shown; signatures (`push`, `check` and
+//! `keygen` as an author types them in oci_cli.rs); the cache serving
 //! with the registry down; a registry that accepts and never answers slowing no song. What the
 //! docs promise within a time (a retry every 5 s, a poll) is waited for that long and a margin.
 
@@ -13,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Operator, quick_settings};
-use common::registry::{PASSWORD, RecordingProxy, SilentRegistry, TestRegistry, USER};
+use common::registry::{PASSWORD, RecordingProxy, SilentRegistry, TestRegistry, USER, base64};
 use common::rules::*;
 use common::running::eventually;
-use common::{fixture_bytes, module_bytes};
+use common::{fixture_bytes, module_bytes, operator_cli, output_text};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
@@ -230,7 +231,7 @@ async fn a_private_registry_takes_a_pull_secret_from_the_rules_namespaces_only()
     let (cluster, operator) = start(RegistrySettings { insecure: vec![proxy.addr.clone()], ..registry.settings() }).await;
     cluster.create_namespace("elsewhere").await;
     let secret = |ns: &str, name: &str, password: &str| {
-        let auth = base64_encode(&format!("{USER}:{password}"));
+        let auth = base64(&format!("{USER}:{password}"));
         let json = serde_json::json!({"auths": {proxy.addr.clone(): {"auth": auth}}}).to_string();
         let mut secret = Secret { type_: Some("kubernetes.io/dockerconfigjson".into()), ..Secret::default() };
         secret.metadata.name = Some(name.into());
@@ -256,7 +257,7 @@ async fn a_private_registry_takes_a_pull_secret_from_the_rules_namespaces_only()
     assert!(status.message.as_deref().unwrap().contains("pull secrets"), "{:?}", status.message);
     // Both passwords went out (basic credentials, as the registry's challenge asks); neither
     // comes back in a status or an Event, as sent or in clear.
-    let secrets = [WRONG_PASSWORD, PASSWORD].map(|p| (p, base64_encode(&format!("{USER}:{p}"))));
+    let secrets = [WRONG_PASSWORD, PASSWORD].map(|p| (p, base64(&format!("{USER}:{p}"))));
     for (password, sent) in &secrets {
         assert!(proxy.sent(&format!("Basic {sent}")), "a request carried the credentials with {password}");
     }
@@ -278,11 +279,6 @@ async fn a_private_registry_takes_a_pull_secret_from_the_rules_namespaces_only()
     wait_rules_within(&cluster, "bad-password", "Active at its next retry", RETRY + MARGIN, |s| s.phase.as_deref() == Some("Active")).await;
     check(&said().await);
     operator.stop().await;
-}
-
-fn base64_encode(s: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -412,88 +408,6 @@ async fn the_default_module_comes_from_a_registry_and_a_restart_with_the_registr
     operator.stop().await;
 }
 
-fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
-        .args(args)
-        .envs(env.iter().copied())
-        .env("RUST_LOG", "off")
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
-}
-
-fn text(out: &std::process::Output) -> (String, String) {
-    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn push_check_and_keygen_as_a_rules_author_types_them() {
-    let Some(registry) = TestRegistry::start(true) else { return };
-    let dir = registry.dir().join("author");
-    std::fs::create_dir_all(&dir).unwrap();
-    // Credentials as `docker login` writes them.
-    let auth = base64_encode(&format!("{USER}:{PASSWORD}"));
-    let config = dir.join("config.json");
-    std::fs::write(&config, serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
-    let env = [("ZUNDOKO_INSECURE_REGISTRIES", registry.addr.as_str()), ("ZUNDOKO_REGISTRY_AUTH", config.to_str().unwrap())];
-    let key = dir.join("team");
-    let out = cli(&["keygen", "--out", key.to_str().unwrap()], &[]);
-    assert!(out.status.success(), "{}", text(&out).1);
-    let (private, public) = (dir.join("team.key"), dir.join("team.pub"));
-    // Never overwrites a key: refused, and both files as they were (either one there is enough).
-    let pair = || (std::fs::read(&private).unwrap(), std::fs::read(&public).unwrap());
-    let before = pair();
-    let out = cli(&["keygen", "--out", key.to_str().unwrap()], &[]);
-    assert_eq!(out.status.code(), Some(1), "keygen over a key: {}", text(&out).1);
-    assert!(text(&out).1.contains("team.key"), "names the file: {}", text(&out).1);
-    assert!(pair() == before, "a second keygen changed the key pair");
-    std::fs::remove_file(&public).unwrap();
-    assert_eq!(cli(&["keygen", "--out", key.to_str().unwrap()], &[]).status.code(), Some(1), "keygen over a private key alone");
-    assert!(std::fs::read(&private).unwrap() == before.0 && !public.exists(), "keygen over a private key alone changed it");
-    std::fs::write(&public, &before.1).unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    assert_eq!(std::fs::metadata(&private).unwrap().permissions().mode() & 0o777, 0o600);
-
-    let module = common::module_path("zundoko-strict-ja");
-    let reference = format!("{}/rules/ja:0.1.0", registry.addr);
-    let out = cli(&["push", "--module", module.to_str().unwrap(), &reference, "--sign", private.to_str().unwrap()], &env);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stderr}");
-    let pinned = stdout.lines().find_map(|l| l.strip_prefix("pinned:      ")).expect("push prints the digest to pin").to_string();
-    assert!(pinned.starts_with(&format!("{}/rules/ja@sha256:", registry.addr)), "{stdout}");
-
-    // check by tag and by the pinned digest, with the key trusted.
-    for r in [reference.as_str(), pinned.as_str()] {
-        let out = cli(&["check", r, "--trusted-keys", public.to_str().unwrap()], &env);
-        let (stdout, stderr) = text(&out);
-        assert!(out.status.success(), "{stderr}");
-        for needle in ["name:        zundoko-strict-ja", &format!("pinned:      {pinned}"), "signed by:   ", "smoke test:  ok"] {
-            assert!(stdout.contains(needle), "{needle:?} in\n{stdout}");
-        }
-    }
-    // Another key trusted: refused, in one line naming the reason and the key tried.
-    let other = dir.join("other");
-    assert!(cli(&["keygen", "--out", other.to_str().unwrap()], &[]).status.success());
-    let out = cli(&["check", &reference, "--trusted-keys", dir.join("other.pub").to_str().unwrap()], &env);
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("SignatureNotVerified") && stderr.contains("other.pub"), "{stderr}");
-    // Without credentials: refused by name.
-    let out = cli(&["check", &reference], &[("ZUNDOKO_INSECURE_REGISTRIES", registry.addr.as_str())]);
-    assert!(text(&out).1.contains("RegistryUnauthorized"), "{}", text(&out).1);
-    // Not a component: refused before anything is sent.
-    let junk = dir.join("junk.wasm");
-    std::fs::write(&junk, b"\0asm junk").unwrap();
-    let out = cli(&["push", "--module", junk.to_str().unwrap(), &format!("{}/rules/junk:1", registry.addr)], &env);
-    assert_eq!(out.status.code(), Some(1));
-    let out = cli(&["check", &format!("{}/rules/junk:1", registry.addr)], &env);
-    assert!(text(&out).1.contains("ModuleNotFound"), "nothing was pushed: {}", text(&out).1);
-    // A bare name would mean Docker Hub: refused, saying so.
-    let out = cli(&["check", "rules/ja:0.1.0"], &[]);
-    assert!(text(&out).1.contains("must name a registry"), "{}", text(&out).1);
-}
-
 /// What `wkg oci push` writes (its config's fields, an `artifactType`, annotations, a
 /// `subject`-less OCI manifest) pulls and serves as the operator's own pushes do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -560,12 +474,12 @@ async fn a_registry_over_tls_serves_with_its_ca_trusted_and_only_then() {
     let manifest = registry.push("rules/classic:tls", &classic, None).await;
     let reference = format!("{}/rules/classic:tls", registry.addr);
     let ca = registry.dir().join("ca.pem");
-    let out = cli(&["check", &reference, "--registry-ca", ca.to_str().unwrap()], &[]);
-    let (stdout, stderr) = text(&out);
+    let out = operator_cli(&["check", &reference, "--registry-ca", ca.to_str().unwrap()], &[]);
+    let (stdout, stderr) = output_text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains(&format!("pinned:      {}/rules/classic@{manifest}", registry.addr)), "{stdout}");
-    let out = cli(&["check", &reference], &[]);
-    let (_, stderr) = text(&out);
+    let out = operator_cli(&["check", &reference], &[]);
+    let (_, stderr) = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "an untrusted certificate is refused");
     assert!(stderr.contains("RegistryUnreachable") && stderr.to_lowercase().contains("certificate"), "{stderr}");
     // A rule set from it, through the operator's client.

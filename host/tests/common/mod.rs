@@ -47,6 +47,23 @@ pub fn with_custom_section(bytes: Vec<u8>, n: u64) -> Vec<u8> {
     zundoko_operator::supply::sandbox::budget::append_custom_section(bytes, "zundoko-test", &n.to_le_bytes())
 }
 
+/// The operator's binary run as a user types it, with these arguments and environment; its
+/// logs off, so stderr holds only what it says to the user.
+pub fn operator_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "off")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+/// What a command printed: (stdout, stderr).
+pub fn output_text(out: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 fn built(dir: &str, name: &str, how: &str) -> PathBuf {
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
     let path = target.join(dir).join(format!("{name}.wasm"));

@@ -14,6 +14,12 @@ use zundoko_operator::supply::oci::{ModuleRef, Registry, RegistrySettings, SignK
 pub const USER: &str = "zundoko";
 pub const PASSWORD: &str = "s3cret-pass";
 
+/// Base64, as `docker login` writes `user:password` in config.json and a Secret carries it.
+pub fn base64(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
 pub struct TestRegistry {
     child: Option<Child>,
     pub addr: String,
