@@ -62,12 +62,13 @@ pub fn sealed_from(fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::
 ///
 /// As `Component::deserialize`: `code` is what this engine's `precompile_component` returned.
 pub unsafe fn load(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
-    match sealed_copy(code) {
-        // SAFETY: the file holds exactly `code` (the caller's guarantee), sealed.
-        Ok(file) => unsafe { load_sealed(engine, &file) },
+    // SAFETY: the file holds exactly `code` (the caller's guarantee), sealed.
+    let mapped = sealed_copy(code).map_err(wasmtime::Error::from).and_then(|file| unsafe { map_sealed(engine, &file) });
+    match mapped {
+        Ok(component) => Ok(component),
         Err(error) => {
-            tracing::warn!(%error, "cannot make a sealed memfd for compiled code; copying it into memory instead (all of it resident)");
-            // SAFETY: the caller's guarantee.
+            tracing::warn!(error = %format!("{error:#}"), "cannot map compiled code from a sealed memfd; copying it into memory instead (all of it resident)");
+            // SAFETY: the caller's guarantee; the code is in hand, so nothing is read back.
             unsafe { Component::deserialize(engine, code) }
         }
     }
@@ -82,12 +83,8 @@ pub unsafe fn load(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> 
 /// As `Component::deserialize`: the file holds what this engine's `precompile_component`
 /// returned.
 pub unsafe fn load_sealed(engine: &Engine, file: &File) -> wasmtime::Result<Component> {
-    // wasmtime 48 takes a component's file by path only: the memfd's own, through /proc,
-    // which opens this very file (no name another process could swap in).
-    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    // SAFETY: the caller's guarantee; the file can no longer change (sealed), and wasmtime
-    // opens its own descriptor, so `file` may close after.
-    match unsafe { Component::deserialize_file(engine, path) } {
+    // SAFETY: the caller's guarantee.
+    match unsafe { map_sealed(engine, file) } {
         Ok(component) => Ok(component),
         Err(error) => {
             tracing::warn!(error = %format!("{error:#}"), "cannot map compiled code from a sealed memfd; copying it into memory instead (all of it resident)");
@@ -99,6 +96,20 @@ pub unsafe fn load_sealed(engine: &Engine, file: &File) -> wasmtime::Result<Comp
             unsafe { Component::deserialize(engine, &code) }
         }
     }
+}
+
+/// The component mapped from the sealed memfd `file`, or wasmtime's error.
+///
+/// # Safety
+///
+/// As [`load_sealed`].
+unsafe fn map_sealed(engine: &Engine, file: &File) -> wasmtime::Result<Component> {
+    // wasmtime 48 takes a component's file by path only: the memfd's own, through /proc,
+    // which opens this very file (no name another process could swap in).
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    // SAFETY: the caller's guarantee; the file can no longer change (sealed), and wasmtime
+    // opens its own descriptor, so `file` may close after.
+    unsafe { Component::deserialize_file(engine, path) }
 }
 
 #[cfg(test)]
