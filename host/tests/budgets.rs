@@ -10,6 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::langs::lang_module;
 use zundoko_operator::supply::sandbox::budget::{self, Budget};
 use zundoko_operator::supply::sandbox::{GuestError, SandboxEngine, SandboxLimits};
 use zundoko_rules::{Observed, Said};
@@ -17,16 +18,6 @@ use zundoko_rules::{Observed, Said};
 /// What sdk/budget.py writes for a rule set that asks for nothing: its language's default
 /// (memory MiB, fuel, module MiB).
 const ASKED: [(&str, u64, u64, u64); 2] = [("zundoko-classic-py", 48, 100_000_000, 24), ("zundoko-classic-js", 32, 250_000_000, 16)];
-
-/// A module from `make guest-langs`, or None (said loudly) when it was not built and CI is not set.
-fn lang_module(name: &str) -> Option<Vec<u8>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/modules").join(format!("{name}.wasm"));
-    if path.exists() {
-        return Some(std::fs::read(&path).unwrap());
-    }
-    common::ci::cannot_run(&format!("{} is missing, so its budget was not checked: build it with `make guest-langs`", path.display()));
-    None
-}
 
 /// An engine with the operator's defaults but for `ceilings`, its compiled code shared with
 /// host/tests/languages.rs (a CPython component takes tens of seconds to compile in a debug build).

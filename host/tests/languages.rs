@@ -15,39 +15,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
+use common::langs::{lang_module, mid_song, roomy_engine};
 use zundoko_rules::song::mix;
 use zundoko_rules::{Observed, Plan, Said};
 
 const LANGS: [(&str, &str); 2] = [("Python", "zundoko-classic-py"), ("JavaScript", "zundoko-classic-js")];
-
-/// A Python or JavaScript module, or None (said loudly) when it was not built and CI is not set.
-fn lang_module(name: &str) -> Option<Vec<u8>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/modules").join(format!("{name}.wasm"));
-    if path.exists() {
-        return Some(std::fs::read(&path).unwrap());
-    }
-    common::ci::cannot_run(&format!(
-        "{} is missing, so the {name} rules were not compared with Rust's: build it with `make guest-langs` (needs python3 with venv, node and npm)",
-        path.display()
-    ));
-    None
-}
-
-/// An interpreter in every call needs more than a 36 KB Rust module: roomy limits, so these
-/// tests compare decisions (`measure_languages` reports what each call really uses). A Python
-/// or JavaScript component takes tens of seconds to compile in a debug build: the tests share
-/// a compiled-module cache in target/ (wasmtime checks every file it loads from it).
-fn roomy_engine() -> SandboxEngine {
-    SandboxEngine::new(SandboxLimits {
-        fuel: 2_000_000_000,
-        memory_bytes: 256 << 20,
-        inline_fuel: 2_000_000_000,
-        ..SandboxLimits::default()
-    })
-    .unwrap()
-    .with_compiled_cache(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
-    .unwrap()
-}
 
 /// A brand-new Hikawa, as the SDK's native tests make it.
 fn hikawa(interval_millis: u64, params: &[(&str, &str)]) -> Observed {
@@ -314,7 +286,7 @@ fn measure_languages() {
                     continue;
                 }
             };
-            match (module.reconcile(&long_observed(1000)), module.reconcile(&hikawa(500, &[]))) {
+            match (module.reconcile(&mid_song(1000)), module.reconcile(&hikawa(500, &[]))) {
                 (Ok(_), Ok(_)) => {
                     found = Some(mib);
                     break;
@@ -327,17 +299,8 @@ fn measure_languages() {
     }
 }
 
-fn long_observed(children: u32) -> Observed {
-    let mut observed = hikawa(500, &[]);
-    observed.now = 5_000_000;
-    observed.zundokos = (1..=children)
-        .map(|i| Said { name: zundoko_name("hikawa-sample", i), index: i, word: if i % 2 == 0 { "Zun" } else { "Doko" }.into(), said_at: Some(1_000_000) })
-        .collect();
-    observed
-}
-
 fn children_call(module: &RulesModule, children: u32) -> (u64, Duration) {
-    let observed = long_observed(children);
+    let observed = mid_song(children);
     let _ = module.reconcile(&observed).unwrap();
     let t = Instant::now();
     let outcome = module.reconcile(&observed).unwrap();

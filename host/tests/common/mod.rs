@@ -80,6 +80,7 @@ pub mod deploy;
 pub mod hostile;
 pub mod rbac;
 pub mod kubelet;
+pub mod langs;
 pub mod registry;
 pub mod replica;
 pub mod rules;
