@@ -5,20 +5,9 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{fixture_path, module_path};
+use common::{fixture_path, module_path, operator_cli};
 
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/samples/hikawa-sample.yaml");
-
-fn operator(args: &[&str]) -> Output {
-    // No backtraces: stderr is what a user sees.
-    Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
-        .args(args)
-        .env("RUST_LOG", "off")
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .output()
-        .unwrap()
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -31,7 +20,7 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn check_prints_metadata_digest_and_world() {
     let path = module_path("zundoko-strict-ja");
-    let out = operator(&["check", "--module", path.to_str().unwrap()]);
+    let out = operator_cli(&["check", "--module", path.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     for needle in ["name:        zundoko-strict-ja", "version:     0.1.0", "world:       zundokokiyoshi:rules/zundoko-rules@0.1.0", "digest:      sha256:", "smoke test:  ok (say #1 ズン"] {
@@ -45,12 +34,12 @@ fn check_rejects_a_bad_module_naming_the_file_and_the_reason() {
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("garbage.wasm");
     std::fs::write(&bad, b"definitely not wasm").unwrap();
-    let out = operator(&["check", "--module", bad.to_str().unwrap()]);
+    let out = operator_cli(&["check", "--module", bad.to_str().unwrap()], &[]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("garbage.wasm") && err.contains("rejected (NotAComponent)") && err.contains("magic"), "{err}");
 
-    let out = operator(&["check", "--module", dir.join("missing.wasm").to_str().unwrap()]);
+    let out = operator_cli(&["check", "--module", dir.join("missing.wasm").to_str().unwrap()], &[]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("cannot read module"), "{}", stderr(&out));
 }
@@ -61,7 +50,7 @@ fn check_refuses_bad_metadata_with_a_short_escaped_reason() {
         ("zundoko-huge-name", "info() name is refused: 8388608 bytes, more than 64"),
         ("zundoko-escape-name", "info() name is refused: has a control character (U+001B) at byte 4"),
     ] {
-        let out = operator(&["check", "--module", fixture_path(fixture).to_str().unwrap()]);
+        let out = operator_cli(&["check", "--module", fixture_path(fixture).to_str().unwrap()], &[]);
         assert!(!out.status.success(), "{fixture} accepted:\n{}", stdout(&out));
         let err = stderr(&out);
         assert!(err.contains("rejected (BadModuleMetadata)") && err.contains(needle), "{fixture}: {err}");
@@ -69,7 +58,7 @@ fn check_refuses_bad_metadata_with_a_short_escaped_reason() {
         assert!(err.len() < 600, "{fixture}: {} bytes on stderr", err.len());
         assert!(!err.contains('\x1b') && !stdout(&out).contains('\x1b'), "{fixture}: {err:?}");
     }
-    let err = stderr(&operator(&["check", "--module", fixture_path("zundoko-escape-name").to_str().unwrap()]));
+    let err = stderr(&operator_cli(&["check", "--module", fixture_path("zundoko-escape-name").to_str().unwrap()], &[]));
     assert!(err.contains(r#"it starts "evil\u{1b}[31mred\u{1b}[0m""#), "{err}");
 }
 
@@ -77,10 +66,10 @@ fn check_refuses_bad_metadata_with_a_short_escaped_reason() {
 fn simulate_sings_to_kiyoshi_and_the_seed_replays_it_exactly() {
     let module = module_path("zundoko-classic");
     let args = ["simulate", "--module", module.to_str().unwrap(), "--hikawa", SAMPLE, "--seed", "42"];
-    let first = operator(&args);
+    let first = operator_cli(&args, &[]);
     assert!(first.status.success(), "{}", stderr(&first));
     let text = stdout(&first);
-    assert_eq!(text, stdout(&operator(&args)), "the same seed replays the same run");
+    assert_eq!(text, stdout(&operator_cli(&args, &[])), "the same seed replays the same run");
     let song = text.lines().find_map(|l| l.strip_prefix("song: ")).expect("a song line");
     let words: Vec<&str> = song.split(' ').collect();
     assert_eq!(words.last(), Some(&"Ki-yo-shi!"));
@@ -90,7 +79,7 @@ fn simulate_sings_to_kiyoshi_and_the_seed_replays_it_exactly() {
     let decisions: Vec<&str> = text.lines().filter(|l| l.contains("entropy 0x")).collect();
     assert!(decisions.len() >= words.len());
     assert!(decisions[1].trim_start().starts_with("500 ms"), "{}", decisions[1]);
-    let other = stdout(&operator(&["simulate", "--module", module.to_str().unwrap(), "--hikawa", SAMPLE, "--seed", "43"]));
+    let other = stdout(&operator_cli(&["simulate", "--module", module.to_str().unwrap(), "--hikawa", SAMPLE, "--seed", "43"], &[]));
     assert_ne!(text, other, "another seed, another song");
 }
 
@@ -101,14 +90,14 @@ fn simulate_refuses_a_manifest_that_is_not_a_hikawa() {
     let manifest = dir.join("cm.yaml");
     std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n").unwrap();
     let module = module_path("zundoko-classic");
-    let out = operator(&["simulate", "--module", module.to_str().unwrap(), "--hikawa", manifest.to_str().unwrap()]);
+    let out = operator_cli(&["simulate", "--module", module.to_str().unwrap(), "--hikawa", manifest.to_str().unwrap()], &[]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("expected apiVersion zundokokiyoshi.kaitoy.github.com/v1beta1 and kind Hikawa"), "{}", stderr(&out));
 }
 
 #[test]
 fn crd_prints_the_four_crds() {
-    let out = operator(&["crd"]);
+    let out = operator_cli(&["crd"], &[]);
     assert!(out.status.success());
     let documents = common::deploy::documents(&stdout(&out));
     let mut names: Vec<&str> = documents.iter().map(|d| d["metadata"]["name"].as_str().unwrap_or("?")).collect();
@@ -150,7 +139,7 @@ async fn run_without_a_usable_module_exits_naming_each_source_and_reason() {
     for needle in ["no usable rules module", "rules.wasm rejected (NotAComponent)", "cannot read ConfigMap default/nothing-here:rules.wasm", "--wait-for-module"] {
         assert!(err.contains(needle), "{needle:?} in\n{err}");
     }
-    let out = operator(&["run", "--module-configmap", "no-slash"]);
+    let out = operator_cli(&["run", "--module-configmap", "no-slash"], &[]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("is not NAMESPACE/NAME[:KEY]"), "{}", stderr(&out));
 }
@@ -186,7 +175,7 @@ async fn run_works_on_the_threads_asked_and_one_by_default() {
         .unwrap();
         assert!(started.contains(&format!("worker_threads={expected} ")), "{asked:?}: {started}");
     }
-    let out = operator(&["run", "--worker-threads", "0", "--module", module.to_str().unwrap()]);
+    let out = operator_cli(&["run", "--worker-threads", "0", "--module", module.to_str().unwrap()], &[]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--worker-threads"), "{}", stderr(&out));
 }

@@ -234,8 +234,9 @@ fn check_requires_a_files_signature_when_asked_and_sign_makes_it() {
     let module = dir.join("rules.wasm");
     std::fs::write(&module, module_bytes("zundoko-classic")).unwrap();
     let run = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).args(args).env("RUST_LOG", "off").output().unwrap();
-        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        let out = common::operator_cli(args, &[]);
+        let (stdout, stderr) = common::output_text(&out);
+        (out.status.success(), format!("{stdout}{stderr}"))
     };
     let (module_s, team) = (module.to_str().unwrap(), dir.join("team"));
     assert!(run(&["keygen", "--out", team.to_str().unwrap()]).0);
@@ -327,13 +328,9 @@ fn python_with_cryptography() -> Option<std::path::PathBuf> {
 }
 
 fn cli(args: &[&str], registry: &str) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
-        .args(args)
-        .env("ZUNDOKO_INSECURE_REGISTRIES", registry)
-        .env("RUST_LOG", "off")
-        .output()
-        .unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = common::operator_cli(args, &[("ZUNDOKO_INSECURE_REGISTRIES", registry)]);
+    let (stdout, stderr) = common::output_text(&out);
+    (out.status.success(), stdout, stderr)
 }
 
 /// A signature not made by the project's own code (Python's `cryptography`, from cosign's

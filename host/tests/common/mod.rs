@@ -55,6 +55,7 @@ pub fn operator_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output
         .envs(env.iter().copied())
         .env("RUST_LOG", "off")
         .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
         .output()
         .unwrap()
 }
