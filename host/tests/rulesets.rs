@@ -184,11 +184,20 @@ async fn a_failing_candidate_is_rolled_back_at_its_threshold_and_every_song_stay
     };
     create_rules(&cluster, "r", spec).await;
     wait_rules(&cluster, "r", "the rollout started", |s| s.phase.as_deref() == Some("RollingOut")).await;
-    // Half the Hikawas trip the candidate (params.flaky), half do not.
-    let songs = names("fr", 16);
-    for (i, name) in songs.iter().enumerate() {
-        let params: &[(&str, &str)] = if i % 2 == 0 { &[("flaky", "yes")] } else { &[] };
-        sing(&cluster, name, 20, Some("r"), params).await;
+    // Half the Hikawas trip the candidate (params.flaky), half do not: at least 16, and more
+    // until 4 flaky ones are in the candidate's share. Uids are random: of 8 flaky ones, one
+    // or none fell in the share in 1 run of 28, and then the failures came too slowly to pass
+    // 20 % within the wait (77 of 433 in CI) or never came.
+    let mut songs = Vec::new();
+    let mut flaky_in_share = 0;
+    while songs.len() < 16 || flaky_in_share < 4 {
+        assert!(songs.len() < 96, "{flaky_in_share} of {} flaky uids in the candidate's 50 %", songs.len() / 2);
+        let name = format!("fr-{}", songs.len());
+        let flaky = songs.len() % 2 == 0;
+        let params: &[(&str, &str)] = if flaky { &[("flaky", "yes")] } else { &[] };
+        let hikawa = sing(&cluster, &name, 20, Some("r"), params).await;
+        flaky_in_share += usize::from(flaky && in_share(&hikawa.uid().unwrap(), 50));
+        songs.push(name);
     }
     let status = wait_rules(&cluster, "r", "the rollback", |s| s.phase.as_deref() == Some("RolledBack")).await;
     let rollout = status.rollout.clone().unwrap();
