@@ -17,7 +17,7 @@ use zundoko_rules::{Observed, Said};
 
 /// What sdk/budget.py writes for a rule set that asks for nothing: its language's default
 /// (memory MiB, fuel, module MiB).
-const ASKED: [(&str, u64, u64, u64); 2] = [("zundoko-classic-py", 48, 100_000_000, 24), ("zundoko-classic-js", 32, 250_000_000, 16)];
+const ASKED: [(&str, u64, u64, u64); 2] = [("zundoko-classic-py", 48, 100_000_000, 24), ("zundoko-classic-js", 32, 100_000_000, 16)];
 
 /// An engine with the operator's defaults but for `ceilings`, its compiled code shared with
 /// host/tests/languages.rs (a CPython component takes tens of seconds to compile in a debug build).

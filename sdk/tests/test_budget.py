@@ -66,7 +66,7 @@ def test_a_python_rule_set_asking_for_nothing_gets_pythons_default(tmp_path):
 
 
 def test_a_javascript_rule_set_asking_for_nothing_gets_javascripts_default(tmp_path):
-    assert written(tmp_path, {"package.json": '{"name": "r"}'}) == {"memoryMiB": 32, "fuel": 250_000_000, "moduleMiB": 16}
+    assert written(tmp_path, {"package.json": '{"name": "r"}'}) == {"memoryMiB": 32, "fuel": 100_000_000, "moduleMiB": 16}
 
 
 def test_what_a_python_rule_set_asks_for_is_written_and_the_rest_defaults(tmp_path):
@@ -76,7 +76,7 @@ def test_what_a_python_rule_set_asks_for_is_written_and_the_rest_defaults(tmp_pa
 
 def test_what_a_javascript_rule_set_asks_for_is_written_and_the_rest_defaults(tmp_path):
     asked = json.dumps({"name": "r", "zundoko": {"budget": {"memoryMiB": 8, "moduleMiB": 12}}})
-    assert written(tmp_path, {"package.json": asked}) == {"memoryMiB": 8, "fuel": 250_000_000, "moduleMiB": 12}
+    assert written(tmp_path, {"package.json": asked}) == {"memoryMiB": 8, "fuel": 100_000_000, "moduleMiB": 12}
 
 
 def test_a_second_run_replaces_the_section(tmp_path):
