@@ -48,6 +48,11 @@ impl MacInPieces {
     pub fn verify(self, tag: &[u8]) -> bool {
         self.0.verify_slice(tag).is_ok()
     }
+
+    /// The MAC of the pieces given, to write after them.
+    pub fn tag(self) -> [u8; MAC_BYTES] {
+        self.0.finalize().into_bytes().into()
+    }
 }
 
 pub struct DiskCache {

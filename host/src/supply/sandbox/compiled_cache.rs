@@ -85,15 +85,69 @@ impl CompiledCache {
         Ok((component, false))
     }
 
-    /// Keep `code`, the module compiled by this engine's settings (by the compiler process), and
-    /// load it mapped (as `read` does), not copied: the caller drops its buffer afterwards.
-    pub fn keep_and_load(&self, engine: &Engine, bytes: &[u8], code: &[u8]) -> wasmtime::Result<Component> {
-        self.keep(engine, bytes, code);
+    /// The module compiled by `compile` (the compiler process, with this engine's settings),
+    /// which hands its code to the sink it is given in pieces: each piece goes into a new memfd
+    /// and into the cache's file as it comes, its MAC computed on the way, so the code is never
+    /// whole in this process's memory. The component is mapped from the sealed memfd; the file
+    /// is kept (its MAC after the code, renamed into place) only once the code loaded. `Err` is
+    /// the compile's own error; the inner one, wasmtime's refusal of the code.
+    pub fn compile_keep_and_load<E>(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        compile: impl FnOnce(&mut (dyn FnMut(&[u8]) -> std::io::Result<()> + Send)) -> Result<u64, E>,
+    ) -> Result<wasmtime::Result<Component>, E> {
+        let path = self.path(engine, bytes);
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        // The file is for the next start: if it cannot be written, the code still loads now.
+        let mut file = match Self::create(&tmp) {
+            Ok(file) => Some(file),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
+                None
+            }
+        };
+        let mut mac = self.disk.mac_in_pieces(&Self::context(&path));
+        // No memfd here (no memfd_create): the code is held in memory, as `sealed_code::load`
+        // would hold it anyway.
+        let mut memfd = sealed_code::memfd();
+        let mut held = Vec::new();
+        let compiled = compile(&mut |piece: &[u8]| {
+            match memfd.as_mut() {
+                Ok(memfd) => memfd.write_all(piece)?,
+                Err(_) => held.extend_from_slice(piece),
+            }
+            mac.update(piece);
+            if let Some(written) = file.as_mut()
+                && let Err(error) = written.write_all(piece)
+            {
+                tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
+                file = None;
+            }
+            Ok(())
+        });
+        if let Err(error) = compiled {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(error);
+        }
         // SAFETY: what the operator's own binary, run as the compiler process with this
         // engine's limits, returned from `precompile_component` for these bytes (a child only
-        // so that its memory is bounded); wasmtime refuses code made by another version or
-        // with other settings.
-        unsafe { sealed_code::load(engine, code) }
+        // so that its memory is bounded), held unchanged since: the memfd sealed before it is
+        // mapped. wasmtime refuses code made by another version or with other settings.
+        let loaded = match memfd.and_then(|memfd| sealed_code::seal(&memfd).map(|()| memfd)) {
+            Ok(memfd) => unsafe { sealed_code::load_sealed(engine, &memfd) },
+            Err(_) if !held.is_empty() => unsafe { sealed_code::load(engine, &held) },
+            // Made and filled, then not sealed (a kernel refusing seals on a memfd made for
+            // them): refused rather than mapped while it could still change.
+            Err(error) => Err(wasmtime::Error::from(error).context("sealing the compiled code's memfd")),
+        };
+        match (file, loaded.is_ok()) {
+            (Some(file), true) => self.put(&path, &tmp, file, mac.tag()),
+            _ => {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok(loaded)
     }
 
     /// What the MAC binds the code to: its name, which holds the module's digest and the
@@ -207,15 +261,26 @@ impl CompiledCache {
     fn write(&self, path: &Path, code: &[u8]) {
         let tag = self.disk.tag(&Self::context(path), code);
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let put = || -> std::io::Result<()> {
-            let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
-            file.write_all(code)?;
-            file.write_all(&tag)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        if let Err(error) = put() {
-            let _ = std::fs::remove_file(&tmp);
+        match Self::create(&tmp).and_then(|mut file| file.write_all(code).map(|()| file)) {
+            Ok(file) => self.put(path, &tmp, file, tag),
+            Err(error) => {
+                let _ = std::fs::remove_file(&tmp);
+                tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
+            }
+        }
+    }
+
+    /// A write's temporary file, new and the operator's only.
+    fn create(tmp: &Path) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(tmp)
+    }
+
+    /// The temporary `file` holding the code: its MAC `tag` after it, then renamed into place
+    /// at `path`; and the cache brought back under its bound.
+    fn put(&self, path: &Path, tmp: &Path, mut file: std::fs::File, tag: [u8; MAC_BYTES]) {
+        let finished = file.write_all(&tag).and_then(|()| file.sync_all()).and_then(|()| std::fs::rename(tmp, path));
+        if let Err(error) = finished {
+            let _ = std::fs::remove_file(tmp);
             tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
         }
         self.disk.collect(path);
@@ -260,6 +325,44 @@ mod tests {
         let other = Engine::new(&config).unwrap();
         assert!(!cache.component(&other, &bytes).unwrap().1, "compiled for the other settings");
         assert_eq!(files().len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn code_handed_over_in_pieces_is_loaded_and_kept_and_a_failed_handover_keeps_nothing() {
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-compiled-").unwrap();
+        let engine = Engine::default();
+        let bytes = component_bytes();
+        let cache = CompiledCache::open(&dir).unwrap();
+        let code = engine.precompile_component(&bytes).unwrap();
+        let files = || std::fs::read_dir(dir.join("compiled")).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+        // A handover that fails half-way (the compiler process died): its error, and no file
+        // left behind, not even the temporary one.
+        let failed = cache.compile_keep_and_load(&engine, &bytes, |sink| {
+            sink(&code[..code.len() / 2]).unwrap();
+            Err("the compiler process ended with signal 9")
+        });
+        assert_eq!(failed.err(), Some("the compiler process ended with signal 9"));
+        assert!(files().is_empty(), "{:?}", files());
+        // Code the engine refuses (not code at all): refused, and not kept.
+        let refused = cache.compile_keep_and_load(&engine, &bytes, |sink| sink(b"not compiled code").map(|()| 17).map_err(|e| e.to_string()));
+        assert!(refused.unwrap().is_err());
+        assert!(files().is_empty(), "{:?}", files());
+        // In pieces as the compiler process's pipe gives them: loaded, and kept with a MAC that
+        // verifies (the next start loads it from the cache).
+        let mut pieces = 0;
+        let loaded = cache.compile_keep_and_load(&engine, &bytes, |sink| {
+            for piece in code.chunks(4096 + 7) {
+                sink(piece).map_err(|e| e.to_string())?;
+                pieces += 1;
+            }
+            Ok::<_, String>(code.len() as u64)
+        });
+        assert!(pieces > 1, "handed over in {pieces} pieces");
+        loaded.unwrap().expect("the code loads");
+        assert_eq!(files().len(), 1, "{:?}", files());
+        assert_eq!(std::fs::read(cache.path(&engine, &bytes)).unwrap().len(), code.len() + MAC_BYTES, "the code, then its MAC");
+        assert!(CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).is_some(), "its MAC verifies: loaded from the cache");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -160,11 +160,10 @@ impl SandboxEngine {
                 if let Some(component) = cache.lookup(&self.engine, bytes) {
                     return Ok(component);
                 }
-                let code = compiler.compile(bytes, &self.limits)?;
-                // Kept, and mapped from a sealed copy rather than copied (compiled_cache.rs).
-                cache.keep_and_load(&self.engine, bytes, &code).map_err(|e| {
-                    GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}"))
-                })
+                // Kept as it comes, and mapped from a sealed copy, never whole in memory
+                // (compiled_cache.rs).
+                let loaded = cache.compile_keep_and_load(&self.engine, bytes, |sink| compiler.compile_to(bytes, &self.limits, sink))?;
+                loaded.map_err(|e| GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}")))
             }
             (Some(cache), _) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),
             (None, _) => Component::new(&self.engine, bytes).map_err(not_a_component),

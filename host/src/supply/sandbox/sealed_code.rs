@@ -30,6 +30,14 @@ pub fn sealed_copy(code: &[u8]) -> std::io::Result<File> {
 /// A new memfd that `fill` writes, then sealed (see the module doc): for code copied in pieces,
 /// never whole in memory.
 pub fn sealed_from(fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::io::Result<File> {
+    let mut file = memfd()?;
+    fill(&mut file)?;
+    seal(&file)?;
+    Ok(file)
+}
+
+/// A new memfd for code, empty and not yet sealed: [`seal`] it once written.
+pub fn memfd() -> std::io::Result<File> {
     let name = c"zundoko-compiled-code";
     // MFD_NOEXEC_SEAL: the file is never executed as a program (its pages are mapped
     // executable by wasmtime, which the exec seal does not govern); it also keeps memfd_create
@@ -45,13 +53,16 @@ pub fn sealed_from(fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: a descriptor just made, owned by nothing else.
-    let mut file = unsafe { File::from_raw_fd(fd) };
-    fill(&mut file)?;
-    // SAFETY: fcntl on a descriptor this function owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Seal a memfd from [`memfd`] against every change (see the module doc).
+pub fn seal(file: &File) -> std::io::Result<()> {
+    // SAFETY: fcntl on an open descriptor.
     if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(file)
+    Ok(())
 }
 
 /// The component whose compiled code is `code`, mapped from a sealed copy of it; copied into
