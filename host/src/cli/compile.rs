@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::supply::sandbox::compiler_process::{self, LIMITS_JSON, MAX_COMPILE_MIB};
 
-/// The child's arguments, as the parent writes them (`CompilerProcess::compile`).
+/// The child's arguments, as the parent writes them (`CompilerProcess::compile_to`).
 #[derive(Args, Debug)]
 pub struct CompileModuleArgs {
     #[arg(long = MAX_COMPILE_MIB)]

@@ -7,8 +7,9 @@
 //! In a child, the compile is bounded (RLIMIT_DATA: a compile past it fails, naming the
 //! limit, instead of the kernel OOM-killing the operator), one at a time, off the async
 //! workers, and every byte it used is given back when the child exits. The child hands the
-//! compiled code back on its stdout (read up to the child's own memory limit); the operator
-//! keeps it in the compiled-module cache, authenticated with a key the child never sees.
+//! compiled code back on its stdout (read a piece at a time, up to the child's own memory
+//! limit); the operator keeps it in the compiled-module cache as it comes, authenticated with a
+//! key the child never sees.
 //!
 //! Both ends are here: the parent ([`CompilerProcess::compile`]) and the child's whole life
 //! ([`run_child`]). The child is the operator's own binary run as
