@@ -68,8 +68,10 @@ fn after_a_compile_the_code_buffer_and_the_binarys_clean_code_pages_are_given_ba
     let wasm = wat::parse_str(format!("(module {functions})")).unwrap();
     wasmtime::Module::new(&wasmtime::Engine::default(), wasm).unwrap();
 
-    // The code back from the compiler child, read to its end from a pipe as the operator reads
-    // it (CompilerProcess::compile): 40 MiB here, a CPython component's is about 36 MiB.
+    // A big buffer filled from a pipe and freed after a compile: 40 MiB here, as the code back
+    // from the compiler child was before the operator passed it on a piece at a time
+    // (CompilerProcess::compile_to); the module's own bytes (18 MB for CPython) and code read
+    // whole where no memfd can be made still are such buffers.
     let before = resident_bytes();
     let mut child = Command::new("head").args(["-c", &(40u64 << 20).to_string(), "/dev/zero"]).stdout(Stdio::piped()).spawn().unwrap();
     let mut code = Vec::new();

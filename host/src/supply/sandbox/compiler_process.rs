@@ -11,7 +11,7 @@
 //! limit); the operator keeps it in the compiled-module cache as it comes, authenticated with a
 //! key the child never sees.
 //!
-//! Both ends are here: the parent ([`CompilerProcess::compile`]) and the child's whole life
+//! Both ends are here: the parent ([`CompilerProcess::compile_to`]) and the child's whole life
 //! ([`run_child`]). The child is the operator's own binary run as
 //! `zundoko-operator compile-module --max-compile-mib N --limits-json JSON` with the module on
 //! stdin and its code on stdout; the verb and its flags are the constants below, which the
