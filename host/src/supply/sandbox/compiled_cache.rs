@@ -98,7 +98,7 @@ impl CompiledCache {
         compile: impl FnOnce(&mut (dyn FnMut(&[u8]) -> std::io::Result<()> + Send)) -> Result<u64, E>,
     ) -> Result<wasmtime::Result<Component>, E> {
         let path = self.path(engine, bytes);
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        let tmp = Self::tmp_path(&path);
         // The file is for the next start: if it cannot be written, the code still loads now.
         let mut file = match Self::create(&tmp) {
             Ok(file) => Some(file),
@@ -260,7 +260,7 @@ impl CompiledCache {
     /// the whole file or none. Then the cache is brought back under its bound.
     fn write(&self, path: &Path, code: &[u8]) {
         let tag = self.disk.tag(&Self::context(path), code);
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        let tmp = Self::tmp_path(path);
         match Self::create(&tmp).and_then(|mut file| file.write_all(code).map(|()| file)) {
             Ok(file) => self.put(path, &tmp, file, tag),
             Err(error) => {
@@ -268,6 +268,15 @@ impl CompiledCache {
                 tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
             }
         }
+    }
+
+    /// A temporary file's name of its own for each write: two loads of one module at once
+    /// (two rule sets naming the same bytes) each write theirs while their compiles run, one
+    /// after the other, and neither truncates the other's.
+    fn tmp_path(path: &Path) -> PathBuf {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        path.with_extension(format!("tmp-{}-{write}", std::process::id()))
     }
 
     /// A write's temporary file, new and the operator's only.
@@ -363,6 +372,43 @@ mod tests {
         assert_eq!(files().len(), 1, "{:?}", files());
         assert_eq!(std::fs::read(cache.path(&engine, &bytes)).unwrap().len(), code.len() + MAC_BYTES, "the code, then its MAC");
         assert!(CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).is_some(), "its MAC verifies: loaded from the cache");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_load_that_fails_while_another_of_the_same_module_runs_leaves_the_other_whole() {
+        // The second load starts while the first one's code is coming, and fails (its compiler
+        // process died): each writes a file of its own, so the failed one removes only its own
+        // (one shared name: truncated under the first's pieces, then removed from under it).
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-compiled-").unwrap();
+        let engine = Engine::default();
+        let bytes = component_bytes();
+        let cache = CompiledCache::open(&dir).unwrap();
+        let code = engine.precompile_component(&bytes).unwrap();
+        let half = code.len() / 2;
+        let (first_half_in, second_done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let loaded = cache.compile_keep_and_load(&engine, &bytes, |sink| {
+                    sink(&code[..half]).map_err(|e| e.to_string())?;
+                    first_half_in.wait();
+                    second_done.wait();
+                    sink(&code[half..]).map_err(|e| e.to_string())?;
+                    Ok::<_, String>(code.len() as u64)
+                });
+                loaded.unwrap().expect("the first load");
+            });
+            first_half_in.wait();
+            let failed = cache.compile_keep_and_load(&engine, &bytes, |sink| {
+                sink(&code[..100]).map_err(|e| e.to_string())?;
+                Err::<u64, _>("the compiler process ended with signal 9".to_string())
+            });
+            assert!(failed.is_err());
+            second_done.wait();
+        });
+        // The first load kept its file, whole: its MAC verifies.
+        assert_eq!(std::fs::read(cache.path(&engine, &bytes)).unwrap().len(), code.len() + MAC_BYTES);
+        assert!(CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).is_some(), "the kept file is whole");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
