@@ -1,0 +1,166 @@
+//! Scale: N Hikawas with `intervalMillis: 0`, from creation to every Kiyoshi, against the
+//! local API server, at 1,000 and 10,000 Hikawas. For each size, in one run, each on a fresh
+//! API server process (this benchmark re-run as `ZUNDOKO_BENCH_ROLE=apiserver`):
+//!
+//! - `ceiling`: the API server's own ceiling for the operator's writes. No operator: a client
+//!   process (this benchmark re-run as `ZUNDOKO_BENCH_ROLE=ceiling`) with the operator's own
+//!   client stack and write path (`apply::apply`: create the child, then its Event and the
+//!   status merge patch together) sings the same songs (the classic rules, called natively),
+//!   one word per Hikawa at a time, `concurrency` words in flight: the operator's structure
+//!   (a reconcile is one word of one Hikawa, `concurrency` reconciles at once) without its
+//!   watches, caches and reconciles.
+//! - `wasm`: `zundoko-operator run --module zundoko-classic.wasm` as its own process.
+//! - `native`: the same with `--native-rules classic` (no sandbox).
+//!
+//! Printed per run: words (children: Zundokos and Kiyoshis; each is a child, an Event and a
+//! status write), seconds from the first Hikawa created to the last Kiyoshi, words/s over the
+//! whole run and over the steady middle (10% to 90% of the words), the client's RSS idle
+//! (before any Hikawa), peak (VmHWM while the songs run; the start's own peak, loading the
+//! module, is printed apart) and at the end (all songs over, every child in the caches), its
+//! PSS, CPU per word of the client and of the API server, reconciles, requests and watch events
+//! per word; then the ratios operator/ceiling and wasm/native.
+//!
+//! Each size runs at each injected latency (the local API server waits that long before it
+//! handles each request, from every client: the operator, the ceiling's client and this
+//! benchmark alike), so the operator meets the per-request latency of a loaded real API server;
+//! at the end, one line per size and latency: words/s of the operator and of the ceiling, their
+//! ratio, the operator's CPU per word (its own utime + stime, from /proc/PID/stat: the operator
+//! is a process of its own) and its RSS.
+//!
+//! `make bench-scale`. Environment: `ZUNDOKO_BENCH_SIZES` (default `1000,10000`),
+//! `ZUNDOKO_BENCH_LATENCIES` (milliseconds per request; default `0,5,25` at sizes up to 1,000
+//! and `0` above), `ZUNDOKO_BENCH_CONCURRENCY` (default: the operator's default),
+//! `ZUNDOKO_BENCH_RUNS` (default `ceiling,wasm,native,ceiling` without latency and
+//! `ceiling,wasm,ceiling` with it: the ceiling before and after the operator, so load from
+//! elsewhere on the machine weighs on both alike; the ratios are against their mean),
+//! `ZUNDOKO_BENCH_PERF=FILE` (records the operator's first run with `perf record --call-graph
+//! dwarf` into FILE, from its first Hikawa to its last Kiyoshi; dev tooling, needs linux-perf),
+//! `ZUNDOKO_BENCH_LOG` (the operator's log filter, default `info` as the operator's own, with
+//! its per-word `decided` line, written to /dev/null as a Pod's stderr is taken by the node; at
+//! `warn` the operator's warnings reach this terminal), `ZUNDOKO_BENCH_OPERATOR_ENV` (`K=V;K=V`, for the
+//! operator's process only).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use zundoko_apiserver::{ApiServer, ServerConfig};
+use zundoko_operator::crd::{self, Hikawa, HikawaSpec};
+use zundoko_operator::supply::contract::rules::{NativeRules, Rules, RulesSlot, decide};
+use zundoko_operator::supply::serving::RuleSets;
+use zundoko_operator::process::metrics::Metrics;
+use zundoko_operator::controllers::hikawa::children::ChildIndex;
+use zundoko_operator::process::leader::ShardTable;
+use zundoko_operator::controllers::hikawa::context::{Context, Writer};
+use zundoko_operator::controllers::hikawa::pace::{Pace, PaceSettings};
+use zundoko_operator::supply::contract::plan_check::PlanLimits;
+use zundoko_rules::Observed;
+
+// A file per part: the processes' figures from /proc, what a run measured, the API server's
+// process, the ceiling's client, the operator's process, the report.
+mod ceiling;
+mod operator;
+mod procfs;
+mod report;
+mod run;
+mod server;
+use ceiling::*;
+use operator::*;
+use procfs::*;
+use report::*;
+use run::*;
+use server::*;
+
+/// The operator's allocator (main.rs) in every role, so that the ceiling's client differs from
+/// the operator only by what the operator does beyond its writes.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
+const NAMESPACE: &str = "default";
+/// Hikawas created at once (by the benchmark for the operator runs, by the ceiling client for
+/// its own): the same in every run.
+const CREATE_CONCURRENCY: usize = 16;
+
+fn main() {
+    // As the operator's main does, so that RSS compares.
+    zundoko_operator::process::memory::no_transparent_huge_pages();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    match std::env::var(ROLE).as_deref() {
+        Ok("ceiling") => runtime.block_on(ceiling_client()),
+        Ok("apiserver") => runtime.block_on(apiserver_process()),
+        _ => runtime.block_on(bench()),
+    }
+}
+
+/// Every size, at every latency, every run: each measured, then the report.
+async fn bench() {
+    let sizes: Vec<usize> = std::env::var("ZUNDOKO_BENCH_SIZES")
+        .unwrap_or_else(|_| "1000,10000".into())
+        .split(',')
+        .filter_map(|s| s.trim().replace('_', "").parse().ok())
+        .collect();
+    let latencies_set: Option<Vec<u64>> =
+        std::env::var("ZUNDOKO_BENCH_LATENCIES").ok().map(|l| l.split(',').filter_map(|s| s.trim().parse().ok()).collect());
+    let concurrency: u16 = env_number("ZUNDOKO_BENCH_CONCURRENCY", zundoko_operator::controllers::hikawa::controller::Settings::default().concurrency);
+    let which = std::env::var("ZUNDOKO_BENCH_RUNS").ok();
+    let perf = std::env::var("ZUNDOKO_BENCH_PERF").ok();
+    let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/modules/zundoko-classic.wasm");
+    assert!(Path::new(module).exists(), "run `make guest` first");
+    println!("Scale: Hikawas with intervalMillis 0, from creation to every Kiyoshi; a fresh local API server process per run.");
+    println!("ceiling: no operator; a client process with the operator's client stack and write path (per word: create the child, then");
+    println!("         its Event and the status merge patch together), the classic rules called natively, one word per Hikawa at a time,");
+    println!("         {concurrency} words in flight (the operator: {concurrency} reconciles at once, a reconcile is one word of one Hikawa).");
+    println!("wasm:    zundoko-operator run --module zundoko-classic.wasm --concurrency {concurrency} (its own process); native: --native-rules classic.");
+    println!("words = children (Zundokos and Kiyoshis), each a child, an Event and a status write; seconds from the first Hikawa created");
+    println!("to the last Kiyoshi; RSS of the client process (idle: ready, before any Hikawa; peak: while the songs run; end: every song over); CPU per word of the");
+    println!("client process (its own utime + stime) and of the API server process; requests and watch events (bytes the client");
+    println!("decoded) per word. latency: what the API server waits before handling each request, for every client.");
+    let total = Instant::now();
+    let mut summary = Vec::new();
+    let mut perf_taken = false;
+    for n in sizes {
+        let latencies = latencies_set.clone().unwrap_or_else(|| if n <= 1000 { vec![0, 5, 25] } else { vec![0] });
+        for latency_ms in latencies {
+            let default_runs = if latency_ms == 0 { "ceiling,wasm,native,ceiling" } else { "ceiling,wasm,ceiling" };
+            let mut runs = Vec::new();
+            for run in which.as_deref().unwrap_or(default_runs).split(',') {
+                let started = Instant::now();
+                let record = if perf_taken || run.trim() == "ceiling" { None } else { perf.as_deref() };
+                perf_taken |= record.is_some();
+                let mut r = match run.trim() {
+                    "ceiling" => run_ceiling(n, concurrency, latency_ms).await,
+                    "wasm" => run_operator("wasm", n, concurrency, latency_ms, &["--module", module], record).await,
+                    "native" => run_operator("native", n, concurrency, latency_ms, &["--native-rules", "classic"], record).await,
+                    // The classic rules in Python and JavaScript (make guest-langs), compiled once
+                    // into a cache kept across runs (a cold compile takes tens of seconds).
+                    lang @ ("python" | "js") => {
+                        let file = if lang == "python" { "zundoko-classic-py.wasm" } else { "zundoko-classic-js.wasm" };
+                        let module = format!("{}/../target/modules/{file}", env!("CARGO_MANIFEST_DIR"));
+                        let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
+                        run_operator(lang, n, concurrency, latency_ms, &["--module", &module, "--cache-dir", &cache], record).await
+                    }
+                    other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js)"),
+                };
+                let repeats = runs.iter().filter(|p: &&Run| p.name.split(' ').next() == Some(r.name.as_str())).count();
+                if repeats > 0 {
+                    r.name = format!("{} {}", r.name, repeats + 1);
+                }
+                eprintln!("  [{n} Hikawas, {latency_ms} ms, {}: {:.0} s]", r.name, started.elapsed().as_secs_f64());
+                runs.push(r);
+            }
+            print_runs(n, concurrency, latency_ms, &runs);
+            summary.push((n, latency_ms, runs));
+        }
+    }
+    print_summary(concurrency, &summary);
+    println!();
+    println!("whole benchmark: {:.0} s", total.elapsed().as_secs_f64());
+}

@@ -1,0 +1,203 @@
+//! The operator, as its own process.
+
+use super::*;
+
+/// A minimal HTTP/1.0 GET on 127.0.0.1: (status code, body). Blocking, off the runtime that
+/// serves the API server.
+pub(crate) async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let code = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((code, body))
+    })
+    .await
+    .ok()?
+}
+
+/// The sum of the samples of one metric (lines starting with `prefix`).
+pub(crate) fn metric(text: &str, prefix: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// `ZUNDOKO_BENCH_OPERATOR_ENV=K=V;K=V`: environment for the operator's process only (say,
+/// `GLIBC_TUNABLES=...` to try the allocator's tunables).
+pub(crate) fn operator_env() -> Vec<(String, String)> {
+    std::env::var("ZUNDOKO_BENCH_OPERATOR_ENV")
+        .unwrap_or_default()
+        .split(';')
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+        .collect()
+}
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
+    let server = fresh_server(latency_ms).await;
+    let port = free_port();
+    let log = std::env::var("ZUNDOKO_BENCH_LOG").unwrap_or_else(|_| "info".into());
+    let mut operator: Child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        .arg("run")
+        .args(rules_args)
+        .args(["--http-addr", &format!("127.0.0.1:{port}"), "--concurrency", &concurrency.to_string()])
+        .env("KUBECONFIG", &server.kubeconfig)
+        .env("RUST_LOG", &log)
+        .envs(operator_env())
+        .env_remove("ZUNDOKO_CONCURRENCY")
+        .stdout(Stdio::null())
+        // A log at a level below warn is thrown away (what it costs is in the CPU per word).
+        .stderr(if log == "warn" { Stdio::inherit() } else { Stdio::null() })
+        .spawn()
+        .expect("starting the operator");
+    let pid = operator.id().to_string();
+    // Idle: the module loaded, the caches synced (ready), then a moment to settle.
+    let waiting = Instant::now();
+    while http_get(port, "/readyz").await.map(|r| r.0) != Some(200) {
+        assert!(operator.try_wait().unwrap().is_none(), "the operator exited");
+        assert!(waiting.elapsed() < Duration::from_secs(60), "the operator is not ready after a minute");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_idle = proc_status_kib(&pid, "VmRSS:");
+    let breakdown_idle = memory_breakdown(&pid);
+    let pss_idle = pss_kib(&pid);
+    let mut pss_peak = pss_idle;
+    // The peak so far is the start's (a module read from the cache and loaded); from here on
+    // VmHWM is the peak while the songs run ("5" resets it, Linux 4.0+).
+    let start_peak = proc_status_kib(&pid, "VmHWM:");
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+
+    // Profiling (dev tooling): perf attached to the operator for the songs only.
+    let mut recording = perf.map(|file| {
+        Command::new("perf")
+            .args(["record", "-F", "997", "--call-graph", "dwarf,32768", "-o", file, "-p", &pid])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting perf record (apt-get install linux-perf)")
+    });
+    if recording.is_some() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (server_cpu, client_cpu) = (server.cpu(), cpu_seconds(&pid));
+    let started = Instant::now();
+    let creator = tokio::spawn(create_hikawas(server.client.clone(), n, |_| {}));
+    let mut samples = Vec::new();
+    let metrics = loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(operator.try_wait().unwrap().is_none(), "the operator exited");
+        pss_peak = pss_peak.max(pss_kib(&pid));
+        let Some((200, text)) = http_get(port, "/metrics").await else { continue };
+        let kiyoshis = metric(&text, "zundoko_words_total{kind=\"kiyoshi\"}");
+        samples.push((started.elapsed().as_secs_f64(), metric(&text, "zundoko_words_total{")));
+        if kiyoshis >= n as u64 {
+            break text;
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let words = metric(&metrics, "zundoko_words_total{");
+    creator.await.expect("creating the Hikawas");
+    let client_cpu = cpu_seconds(&pid) - client_cpu;
+    let server_cpu = server.cpu() - server_cpu;
+    if let Some(mut perf) = recording.take() {
+        let _ = Command::new("kill").args(["-INT", &perf.id().to_string()]).status();
+        let _ = tokio::task::spawn_blocking(move || perf.wait()).await;
+    }
+    // The end: every song over; wait until the reconciles stop (at most 20 s).
+    let mut reconciles = metric(&metrics, "zundoko_reconciles_total");
+    let mut metrics = metrics;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Some((200, text)) = http_get(port, "/metrics").await {
+            let now = metric(&text, "zundoko_reconciles_total");
+            metrics = text;
+            if now == reconciles {
+                break;
+            }
+            reconciles = now;
+        }
+    }
+    let mut run = Run {
+        name: name.into(),
+        words,
+        seconds,
+        samples,
+        rss_idle_kib: rss_idle,
+        rss_peak_kib: proc_status_kib(&pid, "VmHWM:"),
+        rss_end_kib: proc_status_kib(&pid, "VmRSS:"),
+        threads_end: proc_status_kib(&pid, "Threads:"),
+        breakdown_idle,
+        breakdown_end: memory_breakdown(&pid),
+        pss_kib: (pss_idle, pss_peak, pss_kib(&pid)),
+        rss_start_peak_kib: start_peak,
+        client_cpu_s: client_cpu,
+        server_cpu_s: server_cpu,
+        reconciles: metric(&metrics, "zundoko_reconciles_total"),
+        not_decided: ["catching-up", "unchanged", "throttled"]
+            .iter()
+            .map(|why| (why.to_string(), metric(&metrics, &format!("zundoko_reconciles_not_decided_total{{why=\"{why}\"}}"))))
+            .collect(),
+        ..Run::default()
+    };
+    let errors = metric(&metrics, "zundoko_reconcile_errors_total{");
+    assert_eq!(errors, 0, "reconciles failed: {metrics}");
+    operator.kill().expect("stopping the operator");
+    operator.wait().expect("the operator stopped");
+    check_songs(&server.client, n, Some(run.words)).await;
+    run.sizes = object_sizes(&server.client).await;
+    server.finish(&mut run).await;
+    run
+}
+
+/// Every Hikawa kiyoshied, and the words said are the children counted.
+pub(crate) async fn check_songs(client: &Client, n: usize, words: Option<u64>) {
+    let list = Api::<Hikawa>::namespaced(client.clone(), NAMESPACE).list(&ListParams::default()).await.expect("listing the Hikawas");
+    assert_eq!(list.items.len(), n);
+    let kiyoshied = list.items.iter().filter(|h| h.status.as_ref().is_some_and(|s| s.kiyoshied)).count();
+    assert_eq!(kiyoshied, n, "every Hikawa kiyoshied");
+    let said: u64 = list.items.iter().map(|h| u64::from(h.status.as_ref().map_or(0, |s| s.num_zundokos_said)) + 1).sum();
+    if let Some(words) = words {
+        assert_eq!(said, words, "the words counted are the words in the statuses (Zundokos and the Kiyoshi)");
+    }
+}
+
+/// The JSON sizes of what the operator wrote, as the API server returns them: a Zundoko, its
+/// Event (events.k8s.io/v1) and a kiyoshied Hikawa, managedFields and all.
+pub(crate) async fn object_sizes(client: &Client) -> String {
+    let get = |path: String| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(path).body(Vec::new()).unwrap();
+            client.request_text(request).await.map(|t| t.len()).unwrap_or(0)
+        }
+    };
+    let group = "/apis/zundokokiyoshi.kaitoy.github.com/v1beta1/namespaces/default";
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let event_name = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.items.into_iter().next())
+        .and_then(|e| e.metadata.name)
+        .unwrap_or_default();
+    format!(
+        "object sizes (JSON as served): Zundoko {} B, Event {} B, Hikawa (kiyoshied) {} B",
+        get(format!("{group}/zundokos/bench-00000-zundoko-001")).await,
+        get(format!("{events}/{event_name}")).await,
+        get(format!("{group}/hikawas/bench-00000")).await
+    )
+}
+
+// ---------------------------------------------------------------------------------------

@@ -1,0 +1,142 @@
+//! The report.
+
+use super::*;
+
+pub(crate) fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Run]) {
+    println!();
+    println!("== {n} Hikawas, intervalMillis 0, concurrency {concurrency}, latency {latency_ms} ms per request ==");
+    println!(
+        "{:<8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} {:>5} | {:>9} {:>9} | {:>10} {:>9} {:>9} {:>9}",
+        "run", "words", "seconds", "words/s", "steady", "RSS idle", "peak", "end", "thr", "cpu/word", "server", "reconciles", "requests", "watch ev", "watch KB"
+    );
+    println!(
+        "{:<8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} {:>5} | {:>9} {:>9} | {:>10} {:>9} {:>9} {:>9}",
+        "", "", "", "", "10-90%", "MiB", "MiB", "MiB", "", "client ms", "ms", "per word", "per word", "per word", "per word"
+    );
+    for r in runs {
+        let per_word = |x: f64| x / r.words.max(1) as f64;
+        let idle = if r.rss_idle_kib == 0 { "-".to_string() } else { format!("{:.1}", mib(r.rss_idle_kib)) };
+        let reconciles = if r.reconciles == 0 { "-".to_string() } else { format!("{:.2}", per_word(r.reconciles as f64)) };
+        println!(
+            "{:<8} {:>8} {:>8.1} {:>8.0} {:>8.0} | {:>8} {:>8.1} {:>8.1} {:>5} | {:>9.3} {:>9.3} | {:>10} {:>9.2} {:>9.2} {:>9.2}",
+            r.name,
+            r.words,
+            r.seconds,
+            r.words_per_sec(),
+            r.steady_words_per_sec(),
+            idle,
+            mib(r.rss_peak_kib),
+            mib(r.rss_end_kib),
+            r.threads_end,
+            per_word(r.client_cpu_s * 1000.0),
+            per_word(r.server_cpu_s * 1000.0),
+            reconciles,
+            per_word(r.requests_total() as f64),
+            per_word(r.watch_events as f64),
+            per_word(r.watch_bytes as f64 / 1024.0),
+        );
+    }
+    for r in runs.iter().filter(|r| !r.not_decided.is_empty()) {
+        let why: Vec<String> = r.not_decided.iter().map(|(w, c)| format!("{w} {:.2}", *c as f64 / r.words.max(1) as f64)).collect();
+        let requests: Vec<String> = r
+            .requests
+            .iter()
+            .filter(|(_, c)| *c as f64 / r.words.max(1) as f64 >= 0.005)
+            .map(|((verb, resource, sub), c)| {
+                let what = if sub.is_empty() { format!("{verb} {resource}") } else { format!("{verb} {resource}/{sub}") };
+                format!("{what} {:.2}", *c as f64 / r.words.max(1) as f64)
+            })
+            .collect();
+        println!("{:<8} per word: not decided: {}; requests: {}", r.name, why.join(", "), requests.join(", "));
+    }
+    for r in runs.iter().filter(|r| !r.breakdown_end.is_empty()) {
+        println!("{:<8} RSS idle: {}", r.name, r.breakdown_idle);
+        println!("{:<8} RSS end:  {}", r.name, r.breakdown_end);
+        let (idle, peak, end) = r.pss_kib;
+        println!(
+            "{:<8} PSS idle {:.1}, peak (sampled) {:.1}, end {:.1} MiB; RSS peak of the start (loading the module) {:.1} MiB",
+            r.name,
+            mib(idle),
+            mib(peak),
+            mib(end),
+            mib(r.rss_start_peak_kib)
+        );
+    }
+    if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
+        println!("{}", r.sizes);
+    }
+    // Against the mean of the ceiling runs (measured before and after the operator's, so the
+    // machine's other load weighs on both alike).
+    let ceilings: Vec<&Run> = runs.iter().filter(|r| r.name.starts_with("ceiling")).collect();
+    let find = |name: &str| runs.iter().find(|r| r.name == name);
+    let ratio = |a: f64, b: f64| a / b;
+    if !ceilings.is_empty() {
+        let mean = |f: fn(&Run) -> f64| ceilings.iter().map(|r| f(r)).sum::<f64>() / ceilings.len() as f64;
+        let (whole, steady) = (mean(Run::words_per_sec), mean(Run::steady_words_per_sec));
+        if ceilings.len() > 1 {
+            let spread = |f: fn(&Run) -> f64| {
+                let v: Vec<f64> = ceilings.iter().map(|r| f(r)).collect();
+                (v.iter().cloned().fold(f64::MAX, f64::min), v.iter().cloned().fold(0.0, f64::max))
+            };
+            let (lo, hi) = spread(Run::words_per_sec);
+            println!("ceiling (mean of {} runs): {whole:.0} words/s ({lo:.0}..{hi:.0}), {steady:.0} steady", ceilings.len());
+        }
+        for r in runs.iter().filter(|r| !r.name.starts_with("ceiling")) {
+            println!(
+                "{} / ceiling words/s: {:.2} ({:.2} steady)",
+                r.name,
+                ratio(r.words_per_sec(), whole),
+                ratio(r.steady_words_per_sec(), steady)
+            );
+        }
+    }
+    if let (Some(wasm), Some(native)) = (find("wasm"), find("native")) {
+        println!(
+            "wasm / native words/s: {:.2} ({:.2} steady)",
+            ratio(wasm.words_per_sec(), native.words_per_sec()),
+            ratio(wasm.steady_words_per_sec(), native.steady_words_per_sec())
+        );
+    }
+}
+
+/// One line per size, latency and operator run: the operator beside the API server's ceiling.
+pub(crate) fn print_summary(concurrency: u16, summary: &[(usize, u64, Vec<Run>)]) {
+    println!();
+    println!("== Summary: the operator against the API server's ceiling, concurrency {concurrency} ==");
+    println!(
+        "{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} {:>6} | {:>9} | {:>8} {:>8} {:>8}",
+        "Hikawas", "latency", "run", "words/s", "ceiling", "ratio", "x wasm", "CPU/word", "RSS idle", "RSS peak", "RSS end"
+    );
+    println!(
+        "{:>8} {:>8} {:<8} | {:>8} {:>8} {:>6} {:>6} | {:>9} | {:>8} {:>8} {:>8}",
+        "", "ms", "", "", "words/s", "", "", "ms", "MiB", "MiB", "MiB"
+    );
+    for (n, latency_ms, runs) in summary {
+        let ceilings: Vec<&Run> = runs.iter().filter(|r| r.name.starts_with("ceiling")).collect();
+        let ceiling = (!ceilings.is_empty()).then(|| ceilings.iter().map(|r| r.words_per_sec()).sum::<f64>() / ceilings.len() as f64);
+        // Python's and JavaScript's words/s against Rust's (the `wasm` run) in the same run.
+        let wasm = runs.iter().find(|r| r.name == "wasm").map(|r| r.words_per_sec());
+        for r in runs.iter().filter(|r| !r.name.starts_with("ceiling")) {
+            let (ceiling_text, ratio) = match ceiling {
+                Some(c) => (format!("{c:.0}"), format!("{:.2}", r.words_per_sec() / c)),
+                None => ("-".into(), "-".into()),
+            };
+            let to_wasm = wasm.map_or("-".into(), |w| format!("{:.2}", r.words_per_sec() / w));
+            let idle = if r.rss_idle_kib == 0 { "-".to_string() } else { format!("{:.1}", mib(r.rss_idle_kib)) };
+            println!(
+                "{:>8} {:>8} {:<8} | {:>8.0} {:>8} {:>6} {:>6} | {:>9.3} | {:>8} {:>8.1} {:>8.1}",
+                n,
+                latency_ms,
+                r.name,
+                r.words_per_sec(),
+                ceiling_text,
+                ratio,
+                to_wasm,
+                r.client_cpu_s * 1000.0 / r.words.max(1) as f64,
+                idle,
+                mib(r.rss_peak_kib),
+                mib(r.rss_end_kib)
+            );
+        }
+    }
+}

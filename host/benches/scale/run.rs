@@ -1,0 +1,62 @@
+//! What one run measured.
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Run {
+    pub(crate) name: String,
+    pub(crate) words: u64,
+    pub(crate) seconds: f64,
+    /// (seconds since the first Hikawa was created, words said so far).
+    pub(crate) samples: Vec<(f64, u64)>,
+    pub(crate) rss_idle_kib: u64,
+    pub(crate) rss_peak_kib: u64,
+    pub(crate) rss_end_kib: u64,
+    pub(crate) threads_end: u64,
+    pub(crate) breakdown_idle: String,
+    pub(crate) breakdown_end: String,
+    /// PSS idle, the most sampled (every 250 ms while the songs run) and at the end, in kB.
+    pub(crate) pss_kib: (u64, u64, u64),
+    /// VmHWM when idle: the peak of the start (loading the module), in kB. `rss_peak_kib` is
+    /// the peak after that, while the songs run.
+    pub(crate) rss_start_peak_kib: u64,
+    pub(crate) sizes: String,
+    pub(crate) client_cpu_s: f64,
+    pub(crate) server_cpu_s: f64,
+    pub(crate) reconciles: u64,
+    pub(crate) not_decided: Vec<(String, u64)>,
+    pub(crate) requests: Vec<((String, String, String), u64)>,
+    pub(crate) watch_events: u64,
+    pub(crate) watch_bytes: u64,
+}
+
+impl Run {
+    pub(crate) fn words_per_sec(&self) -> f64 {
+        self.words as f64 / self.seconds
+    }
+
+    /// Words per second between 10% and 90% of the words (linear between samples).
+    pub(crate) fn steady_words_per_sec(&self) -> f64 {
+        let at = |fraction: f64| -> Option<f64> {
+            let target = fraction * self.words as f64;
+            let mut previous = (0.0, 0u64);
+            for &(t, w) in &self.samples {
+                if w as f64 >= target {
+                    let (t0, w0) = previous;
+                    let span = (w - w0) as f64;
+                    return Some(if span > 0.0 { t0 + (t - t0) * (target - w0 as f64) / span } else { t });
+                }
+                previous = (t, w);
+            }
+            None
+        };
+        match (at(0.1), at(0.9)) {
+            (Some(start), Some(end)) if end > start => 0.8 * self.words as f64 / (end - start),
+            _ => self.words_per_sec(),
+        }
+    }
+
+    pub(crate) fn requests_total(&self) -> u64 {
+        self.requests.iter().map(|(_, n)| n).sum()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
