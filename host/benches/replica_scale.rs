@@ -55,41 +55,10 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.trim().replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-// ---------------------------------------------------------------------------------------
-// Process figures from /proc.
-
-fn proc_status_kib(pid: &str, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-fn clock_ticks_per_sec() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// User plus system CPU time of a process so far, in seconds.
-fn cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / clock_ticks_per_sec()
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
+// Process figures from /proc, a free port, an HTTP GET: shared with the scale benchmark.
+#[path = "common/processes.rs"]
+mod processes;
+use processes::*;
 
 // ---------------------------------------------------------------------------------------
 // The local API server: a fresh process per replica count.
@@ -162,24 +131,6 @@ async fn create_hikawas(client: Client, n: usize) {
 // ---------------------------------------------------------------------------------------
 // The replicas, each its own operator process.
 
-/// A minimal HTTP/1.0 GET on 127.0.0.1: (status code, body).
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let code = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        Some((code, body))
-    })
-    .await
-    .ok()?
-}
-
 /// The sum of one metric's samples (`name` exactly, any labels); None when it has none.
 fn metric(text: &str, name: &str) -> Option<f64> {
     let mut found = None;
@@ -193,10 +144,6 @@ fn metric(text: &str, name: &str) -> Option<f64> {
         }
     }
     found
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
 struct Replica {
@@ -250,7 +197,7 @@ impl Replica {
     }
 
     async fn metrics(&self) -> Option<String> {
-        match http_get(self.port, "/metrics").await {
+        match http_get(self.port, "/metrics", Duration::from_secs(5)).await {
             Some((200, text)) => Some(text),
             _ => None,
         }

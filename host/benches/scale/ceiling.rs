@@ -157,5 +157,3 @@ pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64) -> 
     server.finish(&mut run).await;
     run
 }
-
-// ---------------------------------------------------------------------------------------

@@ -66,6 +66,8 @@ use zundoko_rules::Observed;
 // A file per part: the processes' figures from /proc, what a run measured, the API server's
 // process, the ceiling's client, the operator's process, the report.
 mod ceiling;
+#[path = "../common/processes.rs"]
+mod processes;
 mod operator;
 mod procfs;
 mod report;
@@ -73,6 +75,7 @@ mod run;
 mod server;
 use ceiling::*;
 use operator::*;
+use processes::*;
 use procfs::*;
 use report::*;
 use run::*;

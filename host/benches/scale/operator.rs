@@ -2,24 +2,8 @@
 
 use super::*;
 
-/// A minimal HTTP/1.0 GET on 127.0.0.1: (status code, body). Blocking, off the runtime that
-/// serves the API server.
-pub(crate) async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let code = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        Some((code, body))
-    })
-    .await
-    .ok()?
-}
+/// How long a GET of the operator's endpoints waits for its answer.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The sum of the samples of one metric (lines starting with `prefix`).
 pub(crate) fn metric(text: &str, prefix: &str) -> u64 {
@@ -38,10 +22,6 @@ pub(crate) fn operator_env() -> Vec<(String, String)> {
         .split(';')
         .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
         .collect()
-}
-
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
 pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
@@ -64,7 +44,7 @@ pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency
     let pid = operator.id().to_string();
     // Idle: the module loaded, the caches synced (ready), then a moment to settle.
     let waiting = Instant::now();
-    while http_get(port, "/readyz").await.map(|r| r.0) != Some(200) {
+    while http_get(port, "/readyz", HTTP_TIMEOUT).await.map(|r| r.0) != Some(200) {
         assert!(operator.try_wait().unwrap().is_none(), "the operator exited");
         assert!(waiting.elapsed() < Duration::from_secs(60), "the operator is not ready after a minute");
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -99,7 +79,7 @@ pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert!(operator.try_wait().unwrap().is_none(), "the operator exited");
         pss_peak = pss_peak.max(pss_kib(&pid));
-        let Some((200, text)) = http_get(port, "/metrics").await else { continue };
+        let Some((200, text)) = http_get(port, "/metrics", HTTP_TIMEOUT).await else { continue };
         let kiyoshis = metric(&text, "zundoko_words_total{kind=\"kiyoshi\"}");
         samples.push((started.elapsed().as_secs_f64(), metric(&text, "zundoko_words_total{")));
         if kiyoshis >= n as u64 {
@@ -120,7 +100,7 @@ pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency
     let mut metrics = metrics;
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Some((200, text)) = http_get(port, "/metrics").await {
+        if let Some((200, text)) = http_get(port, "/metrics", HTTP_TIMEOUT).await {
             let now = metric(&text, "zundoko_reconciles_total");
             metrics = text;
             if now == reconciles {
@@ -199,5 +179,3 @@ pub(crate) async fn object_sizes(client: &Client) -> String {
         get(format!("{group}/hikawas/bench-00000")).await
     )
 }
-
-// ---------------------------------------------------------------------------------------

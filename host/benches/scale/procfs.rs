@@ -1,16 +1,6 @@
-//! Process figures from /proc.
+//! Process figures from /proc that only this benchmark reads (the rest: `common/processes.rs`).
 
 use super::*;
-
-pub(crate) fn proc_status_kib(pid: &str, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 /// The process's proportional set size (kB): each page divided by how many times it is mapped.
 /// VmRSS counts a page once per mapping, and an interpreter's warm pool slots each map the
@@ -19,27 +9,6 @@ pub(crate) fn proc_status_kib(pid: &str, field: &str) -> u64 {
 pub(crate) fn pss_kib(pid: &str) -> u64 {
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
     rollup.lines().find(|l| l.starts_with("Pss:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(0)
-}
-
-pub(crate) fn clock_ticks_per_sec() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// User plus system CPU time of a process so far, in seconds.
-pub(crate) fn cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
-    (ticks(11) + ticks(12)) / clock_ticks_per_sec()
 }
 
 /// Where a process's resident memory is, from /proc/PID/smaps (kB): the main malloc heap,
@@ -87,9 +56,3 @@ pub(crate) fn memory_breakdown(pid: &str) -> String {
         mib(code)
     )
 }
-
-pub(crate) fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
-// ---------------------------------------------------------------------------------------

@@ -109,5 +109,3 @@ pub(crate) async fn create_hikawas(client: Client, n: usize, created: impl Fn(Hi
         created(h);
     }
 }
-
-// ---------------------------------------------------------------------------------------
