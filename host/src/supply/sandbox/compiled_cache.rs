@@ -66,11 +66,6 @@ impl CompiledCache {
         self.read(engine, &self.path(engine, bytes))
     }
 
-    /// Keep `code`, the module compiled by this engine's settings (by the compiler process).
-    pub fn keep(&self, engine: &Engine, bytes: &[u8], code: &[u8]) {
-        self.write(&self.path(engine, bytes), code);
-    }
-
     /// The module compiled: from the cache if a compatible copy the operator wrote is there,
     /// else compiled now and kept.
     pub fn component(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
@@ -420,7 +415,7 @@ mod tests {
         let bytes = component_bytes();
         let cache = CompiledCache::open(&dir).unwrap();
         let code = engine.precompile_component(&bytes).unwrap();
-        cache.keep(&engine, &bytes, &code);
+        cache.write(&cache.path(&engine, &bytes), &code);
         let loaded = cache.lookup(&engine, &bytes).expect("loaded from the cache");
         // The cache's file is not what wasmtime maps: no mapping of it (a private mapping of
         // it would show the writes below on every page not yet copied).
