@@ -150,7 +150,7 @@ impl Metrics {
         metrics.registry.register("words", "Children created, by kind (each word once)", metrics.words.clone());
         metrics.registry.register(
             "reconciles_not_decided",
-            "Reconciles that did not call the rules: catching-up (the caches lag this process's own writes), unchanged (nothing changed but its own writes), throttled (idle-decision budget spent), lease-renewal-late (the shard's writes would be refused now)",
+            "Reconciles that did not call the rules: catching-up (the caches lag this process's own writes), unchanged (nothing changed but its own writes), throttled (idle-decision budget spent), lease-renewal-late (the shard's writes would be refused now), module-busy (the module's places were all taken: the Hikawa waited in its line)",
             metrics.not_decided.clone(),
         );
         metrics.registry.register("module_info", "The default rules module serving: for Hikawas that name no rules (value 1)", metrics.module_info.clone());

@@ -1,6 +1,6 @@
 //! What every reconcile is handed: the API client, the shards and their writers, the index of
 //! children, the default rules and the rule sets, the metrics, the limits and the per-Hikawa
-//! pacing.
+//! pacing and each module's places.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use kube::Client;
 
 use crate::controllers::hikawa::children::ChildIndex;
 use crate::controllers::hikawa::pace::Pace;
+use crate::controllers::hikawa::places::Places;
 use crate::controllers::writes::events::EventSink;
 use crate::process::health::Health;
 use crate::process::leader::ShardTable;
@@ -75,6 +76,8 @@ pub struct Context {
     pub plan_limits: PlanLimits,
     pub children: Arc<ChildIndex>,
     pub pace: Pace,
+    /// How many Hikawas decide with each module at once; the rest wait in its line.
+    pub places: Places,
     /// Each decision's entropy: random, or seeded for a replay.
     pub entropy: Entropy,
 }

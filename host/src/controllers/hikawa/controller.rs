@@ -1,6 +1,6 @@
 //! The controller: kube-runtime's `Controller` on Hikawa, owning Zundoko and Kiyoshi, and the
 //! streams that wake it (a module swap, a rule set's change, a shard taken, a shard's children
-//! listed). The operator's wiring starts it beside the ZundokoRules controller
+//! listed, a module's place freed). The operator's wiring starts it beside the ZundokoRules controller
 //! (`operator/controllers.rs`). Each reconcile (`reconcile.rs`): observe
 //! (the Hikawa, its children from the compact index), choose the rules (the default module, or
 //! the rule set it names, or that rule set's candidate for its share), pace (decide only when
@@ -27,6 +27,7 @@ use crate::process::leader::ShardTable;
 use crate::controllers::hikawa::context::{Context, Shared, Writer};
 use crate::controllers::hikawa::lean::{self, LeanHikawa};
 use crate::controllers::hikawa::pace::{Pace, PaceSettings};
+use crate::controllers::hikawa::places::Places;
 use crate::supply::contract::plan_check::PlanLimits;
 use crate::controllers::hikawa::entropy::Entropy;
 use crate::controllers::hikawa::wakes;
@@ -95,6 +96,7 @@ pub struct Shares {
 pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settings: Settings, shares: Shares, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let ns = settings.namespace.as_deref();
     let Shares { rulesets, changed, hikawas, writer } = shares;
+    let (woken, in_line) = tokio::sync::mpsc::unbounded_channel();
     let ctx = Arc::new(Context {
         client: client.clone(),
         shards: shards.clone(),
@@ -105,6 +107,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         plan_limits: settings.plan_limits.clone(),
         children: Arc::new(ChildIndex::default()),
         pace: Pace::new(settings.pace.clone()),
+        places: Places::new(settings.concurrency, woken),
         entropy: Entropy::new(settings.entropy_seed),
     });
     // managedFields, labels and annotations (kubectl's last-applied-configuration among them:
@@ -126,6 +129,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
                 ctx.pace.forget(&uid);
                 ctx.entropy.forget(&uid);
                 ctx.rulesets.forget_member(&uid);
+                ctx.places.forget(&reflector::ObjectRef::from_obj(hikawa));
             }
             Event::InitDone => {
                 let alive: std::collections::HashSet<String> = hikawas.state().iter().filter_map(|h| h.uid()).collect();
@@ -145,6 +149,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
     let swapped = wakes::swapped(hikawas.clone(), shared.rules.swaps(), changed);
     let taken = wakes::taken(hikawas.clone(), ctx.clone());
     let covered = wakes::covered(hikawas.clone(), ctx.children.coverage(), ctx.shards.clone());
+    let place_free = wakes::place_free(in_line);
     info!(namespace = ns.unwrap_or("(all)"), concurrency = settings.concurrency, "starting the Hikawa controller");
     Controller::for_stream(hikawa_events, hikawas)
         .owns_stream(zundokos)
@@ -152,6 +157,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         .reconcile_on(swapped)
         .reconcile_on(taken)
         .reconcile_on(covered)
+        .reconcile_on(place_free)
         .with_config(controller::Config::default().concurrency(settings.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(super::reconcile::reconcile, super::reconcile::error_policy, ctx)

@@ -1,6 +1,7 @@
 //! The Hikawa controller, in the order data flows: the controller (`controller`) is handed a
 //! `context`; it observes the Hikawa and its children (`children`, decoded lean by `lean`,
-//! `observe`), decides whether to decide (`pace`), calls the rules and checks the plan (the
+//! `observe`), decides whether to decide (`pace`), takes a place among those deciding with the module
+//! (`places`), calls the rules and checks the plan (the
 //! plan contract, `supply/contract/`), then applies it (`apply`), writing the status
 //! (`status`) and Events (`controllers/writes/events.rs`; `pace/warnings.rs` lends it the
 //! pacing's memory of the last Warning). `reconcile` holds one reconcile's steps, `wakes` what
@@ -14,6 +15,7 @@ pub mod entropy;
 pub mod lean;
 pub mod observe;
 pub mod pace;
+pub mod places;
 mod reconcile;
 pub mod status;
 mod wakes;

@@ -5,9 +5,11 @@
 //! 2. [`look`]: the Hikawa as this process's own writes left it, the rules that decide for it,
 //!    what pacing compares (its footprint), and the Said Events it is owed.
 //! 3. [`gate`]: whether to decide now (`pace.rs`); if not, the Events owed go out alone.
-//! 4. [`decide`]: the rules' call and the plan check (`supply/contract/`), on a fresh instance.
-//! 5. [`apply_plan`]: the plan's writes (`apply.rs`).
-//! 6. [`record`]: what the writes left, for the next decision to read, and when to come back.
+//! 4. [`take_place`]: a place among those deciding with the module (`places.rs`), or a place
+//!    in its line, the Events owed going out alone.
+//! 5. [`decide`]: the rules' call and the plan check (`supply/contract/`), on a fresh instance.
+//! 6. [`apply_plan`]: the plan's writes (`apply.rs`).
+//! 7. [`record`]: what the writes left, for the next decision to read, and when to come back.
 //!
 //! A failure at any step is [`Turn::failed`]: recorded on the Hikawa if it lasts, backed off.
 
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, info, info_span, warn};
 use zundoko_rules::{ChildKind, Observed, Plan};
 
@@ -28,6 +31,7 @@ use crate::controllers::hikawa::context::{Context, Writer};
 use crate::controllers::hikawa::controller::{UNSAID_RETRY, WAITING_FALLBACK};
 use crate::controllers::hikawa::observe::observe;
 use crate::controllers::hikawa::pace::{Footprint, Gate};
+use crate::controllers::hikawa::places::{InLine, Place};
 use crate::controllers::hikawa::status;
 use crate::crd::Hikawa;
 use crate::process::leader::{Entered, InFlight};
@@ -71,10 +75,14 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         Ok(chosen) => chosen,
         Err(unavailable) => return Err(turn.failed(&hikawa, seen, unavailable, None, owed).await),
     };
+    let (place, owed) = step!(take_place(&turn, &hikawa, rules.as_ref(), owed).await);
     let children = children.unwrap_or_else(|| turn.owned(&hikawa));
     // What the rules see is what the next decision waits to see again.
     (seen.zundokos, seen.kiyoshi) = (children.zundokos.len() as u32, children.kiyoshi.is_some());
-    let (observed, module, plan) = match decide(&turn, &hikawa, rules, candidate.as_ref(), children).await {
+    let decided = decide(&turn, &hikawa, rules, candidate.as_ref(), children).await;
+    // The place is for the call: the writes that follow wait on the API server, not the module.
+    drop(place);
+    let (observed, module, plan) = match decided {
         Ok(decided) => decided,
         Err((error, module)) => return Err(turn.failed(&hikawa, seen, error, module.as_deref(), owed).await),
     };
@@ -237,7 +245,23 @@ async fn gate(turn: &Turn<'_>, looked: Looked) -> Step<Looked> {
     Break(again.map_or_else(Action::requeue, |due| turn.come_back(due)))
 }
 
-/// Step 4: one call of the rules on what is observed, and the plan check. Returns what the
+/// Step 4: a place among the reconciles deciding with the module, or, when the module's places
+/// are all taken, a place in its line (woken when one frees): the Hikawa then holds none of the
+/// controller's slots while it waits, and another rule set's Hikawas never wait behind a slow
+/// module's calls. The Events owed go out meanwhile.
+async fn take_place<'a>(turn: &Turn<'a>, hikawa: &Hikawa, rules: &dyn Rules, owed: Owed) -> Step<(Place<'a>, Owed)> {
+    let ctx = turn.ctx;
+    match ctx.places.enter(rules, ObjectRef::from_obj(hikawa)) {
+        Ok(place) => Continue((place, owed)),
+        Err(InLine { retry_in }) => {
+            ctx.metrics.not_decided("module-busy");
+            owed.publish(ctx, turn.w, hikawa, &turn.uid).await;
+            Break(turn.come_back(Some(retry_in)))
+        }
+    }
+}
+
+/// Step 5: one call of the rules on what is observed, and the plan check. Returns what the
 /// rules saw, the module that decided and the checked plan; or the failure, with the module if
 /// it came that far.
 async fn decide(
@@ -270,12 +294,12 @@ async fn decide(
     }
 }
 
-/// Step 5: the plan's writes, with the Events owed.
+/// Step 6: the plan's writes, with the Events owed.
 async fn apply_plan(turn: &Turn<'_>, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity, owed: Owed) -> Result<Applied> {
     apply::apply(turn.ctx, turn.w, hikawa, observed, plan, module, owed).await
 }
 
-/// Step 6: what the writes left stands in for the caches until they show it, and the rules are
+/// Step 7: what the writes left stands in for the caches until they show it, and the rules are
 /// called again when the plan's [`NextCall`](zundoko_rules::NextCall) says (the definition
 /// `simulate` and `test` share).
 fn record(turn: &Turn<'_>, hikawa: &Hikawa, seen: Footprint, observed: &Observed, plan: &Plan, applied: Applied) -> Action {

@@ -58,3 +58,9 @@ pub fn covered(hikawas: Store<Hikawa>, coverage: watch::Receiver<BTreeSet<u16>>,
         futures::stream::iter(waited)
     })
 }
+
+/// A place freed among those deciding with a module: the Hikawa next in its line
+/// (`places.rs`), which waited without polling.
+pub fn place_free(woken: mpsc::UnboundedReceiver<ObjectRef<Hikawa>>) -> impl Stream<Item = ObjectRef<Hikawa>> + Send {
+    futures::stream::unfold(woken, |mut rx| async move { rx.recv().await.map(|hikawa| (hikawa, rx)) })
+}

@@ -21,6 +21,10 @@ pub trait Rules: Send + Sync + 'static {
     fn reconcile_quick(&self, _observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
         None
     }
+    /// How many calls run at once at most, the others waiting for a turn; `None`: no bound.
+    fn calls_at_once(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl Rules for RulesModule {
@@ -34,6 +38,10 @@ impl Rules for RulesModule {
 
     fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
         RulesModule::reconcile_quick(self, observed)
+    }
+
+    fn calls_at_once(&self) -> Option<usize> {
+        Some(RulesModule::calls_at_once(self))
     }
 }
 

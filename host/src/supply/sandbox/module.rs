@@ -312,6 +312,13 @@ impl RulesModule {
         self.uses_wasi
     }
 
+    /// How many of its calls are worth running at once: the node's cores. A WASI module's
+    /// calls beyond that wait for a turn (in_flight.rs); a Rust module's would only share
+    /// the cores.
+    pub fn calls_at_once(&self) -> usize {
+        self.calls_at_once
+    }
+
     /// Bytes of compiled machine code and metadata this module keeps in memory.
     pub fn code_bytes(&self) -> usize {
         let range = self.pre.instance_pre().component().image_range();
