@@ -30,6 +30,8 @@ pub(crate) async fn ceiling_client() {
         plan_limits: PlanLimits::default(),
         children: Arc::new(ChildIndex::default()),
         pace: Pace::new(PaceSettings::default()),
+        // Native rules have no line: nothing is ever woken.
+        places: zundoko_operator::controllers::hikawa::places::Places::new(concurrency as u16, tokio::sync::mpsc::unbounded_channel().0),
         entropy: zundoko_operator::controllers::hikawa::entropy::Entropy::new(None),
     });
     let queue: Arc<std::sync::Mutex<VecDeque<Song>>> = Arc::default();
