@@ -21,13 +21,20 @@ use tokio::sync::mpsc;
 use crate::crd::Hikawa;
 use crate::supply::contract::rules::Rules;
 
+/// A module whose calls take longer than this (its turns' waits aside) is slow: its Hikawas
+/// line up. Below, the slots its Hikawas hold while waiting for a turn free at least every
+/// `SLOW_CALL / turns`.
+pub const SLOW_CALL: Duration = Duration::from_millis(10);
+/// A slow module is quick again once its calls take less than this (not at once below
+/// `SLOW_CALL`: a module near it would line up and not by turns).
+const QUICK_AGAIN: Duration = Duration::from_millis(5);
 /// How long a Hikawa in line waits before it looks again by itself, however long the line: a
 /// wake-up can be lost (the Hikawa woken is gone, or its shard).
 const LONGEST_WAIT: Duration = Duration::from_secs(10);
-/// The shortest, so that a long line of quick calls is not a loop of reconciles.
+/// The shortest, so that a long line is not a loop of reconciles.
 const SHORTEST_WAIT: Duration = Duration::from_millis(50);
-/// A place's hold until one has been measured.
-const FIRST_GUESS: Duration = Duration::from_millis(100);
+/// An empty line's measures are kept this long (a slow module's next burst lines up at once).
+const KEPT_IDLE: Duration = Duration::from_secs(600);
 
 pub struct Places {
     /// By module digest: a module serving several rule sets (or the default) has one line.
@@ -38,18 +45,31 @@ pub struct Places {
     wake: mpsc::UnboundedSender<ObjectRef<Hikawa>>,
 }
 
-#[derive(Default)]
 struct Line {
     deciding: usize,
     waiting: VecDeque<ObjectRef<Hikawa>>,
     queued: HashSet<ObjectRef<Hikawa>>,
+    /// How long a call takes, its wait for a turn aside, smoothed (`None`: none made yet).
+    call: Option<Duration>,
     /// How long a place is held, smoothed: what a wait in line is guessed from.
     hold: Option<Duration>,
+    /// Whether the module is slow now: its Hikawas line up.
+    slow: bool,
+    last_used: Instant,
 }
 
 /// A place taken: given back (and the next in line woken) when dropped.
 pub struct Place<'a> {
-    held: Option<(&'a Places, String, Instant)>,
+    held: Option<Held<'a>>,
+}
+
+struct Held<'a> {
+    places: &'a Places,
+    digest: String,
+    since: Instant,
+    /// Hikawas deciding with the module when this one entered, itself included.
+    deciding: usize,
+    turns: usize,
 }
 
 /// Not now: the Hikawa waits in the module's line, and looks again by itself after `retry_in`
@@ -65,26 +85,33 @@ impl Places {
         Places { lines: Mutex::default(), most: (usize::from(concurrency) / 2).max(1), wake }
     }
 
-    /// How many of `rules`' decisions may be made at once, `None` for no bound.
+    /// How many of `rules`' decisions may be made at once while it is slow, `None` for no
+    /// bound ever (native rules).
     pub fn of(&self, rules: &dyn Rules) -> Option<usize> {
         rules.calls_at_once().map(|turns| turns.saturating_mul(2).clamp(1, self.most))
     }
 
     /// A place to decide for `hikawa` with `rules`, or its place in their line.
     pub fn enter(&self, rules: &dyn Rules, hikawa: ObjectRef<Hikawa>) -> Result<Place<'_>, InLine> {
-        let Some(places) = self.of(rules) else {
+        self.enter_at(rules, hikawa, Instant::now())
+    }
+
+    fn enter_at(&self, rules: &dyn Rules, hikawa: ObjectRef<Hikawa>, now: Instant) -> Result<Place<'_>, InLine> {
+        let (Some(places), Some(turns)) = (self.of(rules), rules.calls_at_once()) else {
             return Ok(Place { held: None });
         };
         let digest = &rules.identity().digest;
         let mut lines = self.lock();
-        let line = lines.entry(digest.clone()).or_default();
-        if line.deciding < places {
+        let line = lines.entry(digest.clone()).or_insert_with(|| Line::new(now));
+        line.last_used = now;
+        if !line.slow || line.deciding < places {
             line.deciding += 1;
             // Its turn came (or it never waited): out of the line.
             if line.queued.remove(&hikawa) {
                 line.waiting.retain(|h| h != &hikawa);
             }
-            return Ok(Place { held: Some((self, digest.clone(), Instant::now())) });
+            let held = Held { places: self, digest: digest.clone(), since: now, deciding: line.deciding, turns: turns.max(1) };
+            return Ok(Place { held: Some(held) });
         }
         let position = match line.waiting.iter().position(|h| h == &hikawa) {
             Some(at) => at + 1,
@@ -95,8 +122,8 @@ impl Places {
             }
         };
         // Its turn should come when the places ahead of it have been held once more each.
-        let hold = line.hold.unwrap_or(FIRST_GUESS);
         let ahead = u32::try_from(position.div_ceil(places) + 1).unwrap_or(u32::MAX);
+        let hold = line.hold.unwrap_or(SHORTEST_WAIT);
         Err(InLine { retry_in: hold.saturating_mul(ahead).clamp(SHORTEST_WAIT, LONGEST_WAIT) })
     }
 
@@ -108,30 +135,41 @@ impl Places {
                 line.waiting.retain(|h| h != hikawa);
             }
         }
-        lines.retain(|_, line| line.deciding > 0 || !line.waiting.is_empty());
+        let now = Instant::now();
+        lines.retain(|_, line| !line.idle_since_long(now));
     }
 
-    /// Hikawas deciding and waiting with the module `digest`.
-    pub fn counts(&self, digest: &str) -> (usize, usize) {
-        self.lock().get(digest).map_or((0, 0), |line| (line.deciding, line.waiting.len()))
+    /// Hikawas deciding and waiting with the module `digest`, and whether it is slow now.
+    pub fn counts(&self, digest: &str) -> (usize, usize, bool) {
+        self.lock().get(digest).map_or((0, 0, false), |line| (line.deciding, line.waiting.len(), line.slow))
     }
 
-    fn leave(&self, digest: &str, held: Duration) {
+    fn leave_at(&self, held: Held<'_>, now: Instant) {
         let mut lines = self.lock();
-        let Some(line) = lines.get_mut(digest) else { return };
+        let Some(line) = lines.get_mut(&held.digest) else { return };
         line.deciding -= 1;
-        line.hold = Some(line.hold.map_or(held, |hold| (hold * 7 + held) / 8));
-        match line.waiting.pop_front() {
-            Some(next) => {
-                line.queued.remove(&next);
-                // The receiver is gone only when the controller is: nothing to wake then.
+        line.last_used = now;
+        // With `deciding` Hikawas in, `turns` calls at a time, the place was held for about
+        // deciding / turns calls.
+        let hold = now.saturating_duration_since(held.since);
+        let call = hold * u32::try_from(held.turns).unwrap_or(u32::MAX) / u32::try_from(held.deciding.max(held.turns)).unwrap_or(u32::MAX);
+        let smoothed = |before: Option<Duration>, now: Duration| before.map_or(now, |before| (before * 3 + now) / 4);
+        let call = smoothed(line.call, call);
+        (line.call, line.hold) = (Some(call), Some(smoothed(line.hold, hold)));
+        line.slow = if line.slow { call >= QUICK_AGAIN } else { call > SLOW_CALL };
+        if let Some(next) = line.waiting.pop_front() {
+            line.queued.remove(&next);
+            // The receiver is gone only when the controller is: nothing to wake then.
+            let _ = self.wake.send(next);
+        }
+        // A quick module's Hikawas never wait: a line left from when it was slow is woken whole.
+        if !line.slow {
+            for next in line.waiting.drain(..) {
                 let _ = self.wake.send(next);
             }
-            None if line.deciding == 0 => {
-                lines.remove(digest);
-            }
-            None => {}
+            line.queued.clear();
         }
+        lines.retain(|_, line| !line.idle_since_long(now));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Line>> {
@@ -139,10 +177,28 @@ impl Places {
     }
 }
 
+impl Line {
+    fn new(now: Instant) -> Self {
+        Line {
+            deciding: 0,
+            waiting: VecDeque::new(),
+            queued: HashSet::new(),
+            call: None,
+            hold: None,
+            slow: false,
+            last_used: now,
+        }
+    }
+
+    fn idle_since_long(&self, now: Instant) -> bool {
+        self.deciding == 0 && self.waiting.is_empty() && now.duration_since(self.last_used) > KEPT_IDLE
+    }
+}
+
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        if let Some((places, digest, since)) = self.held.take() {
-            places.leave(&digest, since.elapsed());
+        if let Some(held) = self.held.take() {
+            held.places.leave_at(held, Instant::now());
         }
     }
 }
@@ -172,18 +228,43 @@ mod tests {
     }
 
     fn rules(turns: Option<usize>, digest: &str) -> Turns {
-        Turns(turns, Arc::new(ModuleIdentity { digest: digest.into(), info: zundoko_rules::ModuleInfo { name: digest.into(), version: String::new(), description: String::new() }, size: 0 }))
+        let info = zundoko_rules::ModuleInfo { name: digest.into(), version: String::new(), description: String::new() };
+        Turns(turns, Arc::new(ModuleIdentity { digest: digest.into(), info, size: 0 }))
     }
 
     fn hikawa(name: &str) -> ObjectRef<Hikawa> {
         ObjectRef::new(name).within("default")
     }
 
+    /// One call made alone, `took` long, `at` the start of it: what makes a module slow or
+    /// quick.
+    fn call(places: &Places, rules: &Turns, at: Instant, took: Duration) {
+        let mut place = places.enter_at(rules, hikawa("measured"), at).ok().expect("a place");
+        places.leave_at(place.held.take().expect("a bounded module's place"), at + took);
+    }
+
     #[test]
-    fn a_module_decides_for_twice_its_turns_at_once_and_the_rest_wait_in_line_then_are_woken_oldest_first() {
+    fn a_quick_modules_hikawas_never_wait_and_native_rules_have_no_line() {
+        let (tx, mut woken) = mpsc::unbounded_channel();
+        let places = Places::new(16, tx);
+        let quick = rules(Some(2), "quick");
+        let t0 = Instant::now();
+        call(&places, &quick, t0, Duration::from_millis(2));
+        let held: Vec<_> = (0..16).map(|i| places.enter(&quick, hikawa(&format!("q{i}"))).ok().expect("a quick module: a place for all")).collect();
+        assert_eq!(places.counts("quick"), (16, 0, false));
+        let native = rules(None, "native");
+        assert!((0..100).all(|i| places.enter(&native, hikawa(&format!("n{i}"))).is_ok()));
+        drop(held);
+        assert!(woken.try_recv().is_err(), "nobody waited");
+    }
+
+    #[test]
+    fn a_slow_module_decides_for_twice_its_turns_at_once_and_the_rest_wait_in_line_then_are_woken_oldest_first() {
         let (tx, mut woken) = mpsc::unbounded_channel();
         let places = Places::new(16, tx);
         let slow = rules(Some(2), "slow");
+        call(&places, &slow, Instant::now(), Duration::from_millis(150));
+        assert_eq!(places.counts("slow"), (0, 0, true), "a call of 150 ms: slow");
         let held: Vec<Place<'_>> = (0..4).map(|i| places.enter(&slow, hikawa(&format!("s{i}"))).ok().expect("a place")).collect();
         let first = places.enter(&slow, hikawa("s4")).err().expect("in line: 4 places for 2 turns");
         assert!(first.retry_in >= SHORTEST_WAIT && first.retry_in <= LONGEST_WAIT, "{:?}", first.retry_in);
@@ -191,13 +272,10 @@ mod tests {
         assert!(second.retry_in >= first.retry_in, "further back, a longer wait: {:?} < {:?}", second.retry_in, first.retry_in);
         // Looking again while in line keeps its place in it.
         assert!(places.enter(&slow, hikawa("s4")).is_err());
-        assert_eq!(places.counts("slow"), (4, 2));
+        assert_eq!(places.counts("slow"), (4, 2, true));
         // Another module has places of its own.
         let other = rules(Some(2), "other");
         let _other = places.enter(&other, hikawa("o0")).ok().expect("another module's place");
-        // Native rules: no line at all.
-        let native = rules(None, "native");
-        assert!((0..100).all(|i| places.enter(&native, hikawa(&format!("n{i}"))).is_ok()));
 
         // Each place given back wakes the next in line, oldest first, once.
         let mut held = held.into_iter();
@@ -206,13 +284,67 @@ mod tests {
         assert!(woken.try_recv().is_err());
         // The one woken takes the free place.
         let s4 = places.enter(&slow, hikawa("s4")).ok().expect("woken into a free place");
-        assert_eq!(places.counts("slow"), (4, 1));
+        assert_eq!(places.counts("slow").0, 4);
+        assert_eq!(places.counts("slow").1, 1);
         drop(held.next());
         assert_eq!(woken.try_recv().unwrap(), hikawa("s5"));
         drop(held);
         drop(s4);
         assert!(woken.try_recv().is_err(), "nobody else waited");
-        assert_eq!(places.counts("slow"), (0, 0), "an empty line is forgotten");
+    }
+
+    #[test]
+    fn a_modules_call_is_told_from_its_wait_for_a_turn_and_it_is_slow_until_its_calls_are_quick_again() {
+        let (tx, mut woken) = mpsc::unbounded_channel();
+        let places = Places::new(16, tx);
+        let module = rules(Some(2), "m");
+        let t0 = Instant::now();
+        // Sixteen Hikawas in at once, two calls at a time: the last place held 8 calls long.
+        // 48 ms held with 16 in: a call of 6 ms, not slow.
+        let mut held: Vec<_> = (0..16).map(|i| places.enter_at(&module, hikawa(&format!("h{i}")), t0).ok().unwrap()).collect();
+        let last = held.pop().unwrap().held.take().unwrap();
+        places.leave_at(last, t0 + Duration::from_millis(48));
+        assert!(!places.counts("m").2, "6 ms calls waiting their turns are not slow");
+        for mut place in held {
+            places.leave_at(place.held.take().unwrap(), t0 + Duration::from_millis(48));
+        }
+        // Calls of 20 ms: slow. Its Hikawas line up.
+        for i in 0..4 {
+            call(&places, &module, t0 + Duration::from_secs(i), Duration::from_millis(20));
+        }
+        assert!(places.counts("m").2, "20 ms calls are slow");
+        let t1 = t0 + Duration::from_secs(10);
+        let mut in_place: VecDeque<_> = (0..4).map(|i| places.enter_at(&module, hikawa(&format!("p{i}")), t1).ok().unwrap()).collect();
+        for i in 0..20 {
+            assert!(places.enter_at(&module, hikawa(&format!("w{i:02}")), t1).is_err(), "in line");
+        }
+        // A place held `hold` with 4 in and 2 turns: a call of half that. The one woken takes
+        // the place freed.
+        let mut woke = Vec::new();
+        let mut cycle = |hold: Duration, woken: &mut mpsc::UnboundedReceiver<ObjectRef<Hikawa>>| {
+            let mut place = in_place.pop_front().unwrap();
+            places.leave_at(place.held.take().unwrap(), t1 + hold);
+            while let Ok(next) = woken.try_recv() {
+                woke.push(next.clone());
+                if let Ok(place) = places.enter_at(&module, next, t1) {
+                    in_place.push_back(place);
+                }
+            }
+        };
+        // Calls of 7 ms, between the two bounds: still slow (no flapping at the bound).
+        for _ in 0..8 {
+            cycle(Duration::from_millis(14), &mut woken);
+        }
+        assert!(places.counts("m").2, "7 ms calls after 20 ms ones: still slow");
+        assert_eq!(places.counts("m").1, 12, "one woken per place given back");
+        // Calls of 1 ms: quick again, and the line is woken whole.
+        for _ in 0..8 {
+            cycle(Duration::from_millis(2), &mut woken);
+        }
+        assert!(!places.counts("m").2, "1 ms calls: quick");
+        assert_eq!(places.counts("m").1, 0, "nobody waits for a quick module");
+        woke.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(woke, (0..20).map(|i| hikawa(&format!("w{i:02}"))).collect::<Vec<_>>(), "each woken once");
     }
 
     #[test]
@@ -230,6 +362,7 @@ mod tests {
         let (tx, mut woken) = mpsc::unbounded_channel();
         let places = Places::new(2, tx);
         let slow = rules(Some(1), "slow");
+        call(&places, &slow, Instant::now(), Duration::from_secs(1));
         let held = places.enter(&slow, hikawa("a")).ok().expect("the one place");
         assert!(places.enter(&slow, hikawa("gone")).is_err());
         assert!(places.enter(&slow, hikawa("b")).is_err());
@@ -243,16 +376,21 @@ mod tests {
         let (tx, _woken) = mpsc::unbounded_channel();
         let places = Places::new(16, tx);
         let slow = rules(Some(1), "slow");
+        let t0 = Instant::now();
+        // Places held 2 s each: the tenth in line waits up to the longest.
+        call(&places, &slow, t0, Duration::from_secs(2));
         let held: Vec<_> = (0..2).map(|i| places.enter(&slow, hikawa(&format!("h{i}"))).ok().unwrap()).collect();
-        // Places held for 2 s each, as measured: the tenth in line waits up to the longest.
-        places.lock().get_mut("slow").unwrap().hold = Some(Duration::from_secs(2));
         for i in 0..9 {
             let _ = places.enter(&slow, hikawa(&format!("w{i}")));
         }
         assert_eq!(places.enter(&slow, hikawa("w9")).err().unwrap().retry_in, LONGEST_WAIT);
-        // Quick places: the first in line looks again soon, never sooner than the shortest.
-        places.lock().get_mut("slow").unwrap().hold = Some(Duration::from_micros(10));
-        assert_eq!(places.enter(&slow, hikawa("w0")).err().unwrap().retry_in, SHORTEST_WAIT);
+        drop(held);
+        // 30 ms calls: slow, and the first in line looks again within a few of them.
+        let places = Places::new(16, mpsc::unbounded_channel().0);
+        call(&places, &slow, t0, Duration::from_millis(30));
+        let held: Vec<_> = (0..2).map(|i| places.enter(&slow, hikawa(&format!("h{i}"))).ok().unwrap()).collect();
+        let wait = places.enter(&slow, hikawa("w0")).err().unwrap().retry_in;
+        assert_eq!(wait, Duration::from_millis(60), "one place ahead held once more, and its own");
         drop(held);
     }
 }
