@@ -125,7 +125,7 @@ pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency
         client_cpu_s: client_cpu,
         server_cpu_s: server_cpu,
         reconciles: metric(&metrics, "zundoko_reconciles_total"),
-        not_decided: ["catching-up", "unchanged", "throttled"]
+        not_decided: ["catching-up", "unchanged", "throttled", "module-busy"]
             .iter()
             .map(|why| (why.to_string(), metric(&metrics, &format!("zundoko_reconciles_not_decided_total{{why=\"{why}\"}}"))))
             .collect(),
