@@ -1,13 +1,15 @@
 //! A rule set whose calls are slow holds only a few of the controller's reconciles at once
-//! (its places, `controllers/hikawa/places.rs`): the others are its own Hikawas waiting in its
-//! line, not slots taken from every other rule set. Against the local API server.
+//! (its places, `controllers/hikawa/places.rs`), and slow rule sets together at most half of
+//! them: the others are their own Hikawas waiting in their lines, not slots taken from every
+//! other rule set. Against the local API server.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, quick_settings};
+use common::cluster::{Cluster, Operator, quick_settings};
+use zundoko_operator::controllers::hikawa::controller::Settings;
 use common::rules::*;
 use common::{fixture_bytes, module_bytes};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits, budget};
@@ -24,24 +26,37 @@ async fn words(cluster: &Cluster, names: &[String]) -> usize {
     total
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_rule_set_holds_its_places_only_and_another_rule_set_sings_meanwhile() {
+/// The operator with classic rules as its default and as the rule set `classic`, and `slow`
+/// rule sets of classic rules behind a WASI module whose every call spins for a while (about
+/// 0.15 s here, 1.9 G fuel): its calls take turns, as many at once as there are cores. Each
+/// slow rule set gets `per_rule_set` Hikawas singing.
+async fn start(settings: Settings, slow: &[&str], per_rule_set: usize) -> (Cluster, Operator, Vec<String>) {
     let cluster = Cluster::start().await;
     cluster.create_namespace(RULES_NS).await;
     let classic_bytes = module_bytes("zundoko-classic");
     let default = Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(&classic_bytes).unwrap());
-    let operator = cluster.operator(default, quick_settings());
-    // Classic rules behind a WASI module whose every call spins for a while (about 0.15 s here, 1.9 G fuel):
-    // its calls take turns, as many at once as there are cores.
-    let slow_bytes = budget::with_section(&fixture_bytes("zundoko-wasi-hoard"), br#"{"fuel": 2000000000}"#);
-    cluster.put_configmap(RULES_NS, "rules-slow", &slow_bytes).await;
+    let operator = cluster.operator(default, settings);
     cluster.put_configmap(RULES_NS, "rules-classic", &classic_bytes).await;
-    create_rules(&cluster, "slow", plain("rules-slow")).await;
     create_rules(&cluster, "classic", plain("rules-classic")).await;
-    let slow = names("slow", SLOW);
-    for name in &slow {
-        sing(&cluster, name, 0, Some("slow"), &[("hoard", "grow"), ("mib", "1"), ("spin", "100000000")]).await;
+    let mut names = Vec::new();
+    for (i, rule_set) in slow.iter().enumerate() {
+        // A module of its own each (another budget, another digest): lines of their own.
+        let fuel = 2_000_000_000 - i;
+        let bytes = budget::with_section(&fixture_bytes("zundoko-wasi-hoard"), format!(r#"{{"fuel": {fuel}}}"#).as_bytes());
+        cluster.put_configmap(RULES_NS, &format!("rules-{rule_set}"), &bytes).await;
+        create_rules(&cluster, rule_set, plain(&format!("rules-{rule_set}"))).await;
+        for n in 0..per_rule_set {
+            let name = format!("{rule_set}-{n}");
+            sing(&cluster, &name, 0, Some(rule_set), &[("hoard", "grow"), ("mib", "1"), ("spin", "100000000")]).await;
+            names.push(name);
+        }
     }
+    (cluster, operator, names)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_rule_set_holds_its_places_only_and_another_rule_set_sings_meanwhile() {
+    let (cluster, operator, slow) = start(quick_settings(), &["slow"], SLOW).await;
     // The slow rule set's calls are under way, and its Hikawas lined up.
     common::running::eventually("the slow rule set sings", Duration::from_secs(120), async || words(&cluster, &slow).await >= SLOW / 2).await;
     let (slow_before, started) = (words(&cluster, &slow).await, Instant::now());
@@ -76,5 +91,33 @@ async fn a_slow_rule_set_holds_its_places_only_and_another_rule_set_sings_meanwh
         }
     }
     assert!(words(&cluster, &slow).await >= slow_after);
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_rule_sets_together_hold_half_the_reconciles_and_each_sings() {
+    // 8 reconciles at once: two slow rule sets could take 4 each, all of them.
+    let (cluster, operator, slow) = start(Settings { concurrency: 8, ..quick_settings() }, &["slow-a", "slow-b"], 12).await;
+    let (slow_a, slow_b): (Vec<String>, Vec<String>) = slow.iter().cloned().partition(|name| name.starts_with("slow-a"));
+    common::running::eventually("both slow rule sets sing", Duration::from_secs(120), async || {
+        words(&cluster, &slow_a).await >= 6 && words(&cluster, &slow_b).await >= 6
+    })
+    .await;
+    let (a_before, b_before, started) = (words(&cluster, &slow_a).await, words(&cluster, &slow_b).await, Instant::now());
+    let fast = names("fast", 3);
+    for name in &fast {
+        sing(&cluster, name, 0, Some("classic"), &[]).await;
+    }
+    cluster.assert_songs_complete("default", &fast, &classic(), Duration::from_secs(300)).await;
+    let fast_words = words(&cluster, &fast).await;
+    let (a, b) = (words(&cluster, &slow_a).await - a_before, words(&cluster, &slow_b).await - b_before);
+    eprintln!("{fast_words} words of the classic rule set in {:?}, while the slow ones said {a} and {b}", started.elapsed());
+    assert!((a + b) * 2 <= fast_words, "the classic songs ({fast_words} words) waited for the slow rule sets ({a} and {b} words meanwhile)");
+    // Neither slow rule set starves the other: the places freed go to whoever waited longest.
+    let (a_now, b_now) = (words(&cluster, &slow_a).await, words(&cluster, &slow_b).await);
+    common::running::eventually("each slow rule set sings on", Duration::from_secs(120), async || {
+        words(&cluster, &slow_a).await >= a_now + 4 && words(&cluster, &slow_b).await >= b_now + 4
+    })
+    .await;
     operator.stop().await;
 }

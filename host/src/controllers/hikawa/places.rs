@@ -37,17 +37,28 @@ const SHORTEST_WAIT: Duration = Duration::from_millis(50);
 const KEPT_IDLE: Duration = Duration::from_secs(600);
 
 pub struct Places {
-    /// By module digest: a module serving several rule sets (or the default) has one line.
-    lines: Mutex<HashMap<String, Line>>,
-    /// At most this many places per module: half the controller's slots.
+    state: Mutex<State>,
+    /// What the slow modules may hold together, and each at most: half the controller's slots.
     most: usize,
     /// The Hikawas woken when a place frees (a stream of the controller, `wakes.rs`).
     wake: mpsc::UnboundedSender<ObjectRef<Hikawa>>,
 }
 
+#[derive(Default)]
+struct State {
+    /// By module digest: a module serving several rule sets (or the default) has one line.
+    lines: HashMap<String, Line>,
+    /// Places held by slow modules, all of them: however many slow rule sets there are, the
+    /// other half of the slots stays with the quick ones.
+    slow_deciding: usize,
+}
+
 struct Line {
     deciding: usize,
-    waiting: VecDeque<ObjectRef<Hikawa>>,
+    /// Its places while it is slow.
+    places: usize,
+    /// Oldest first, with when each came.
+    waiting: VecDeque<(ObjectRef<Hikawa>, Instant)>,
     queued: HashSet<ObjectRef<Hikawa>>,
     /// How long a call takes, its wait for a turn aside, smoothed (`None`: none made yet).
     call: Option<Duration>,
@@ -70,6 +81,8 @@ struct Held<'a> {
     /// Hikawas deciding with the module when this one entered, itself included.
     deciding: usize,
     turns: usize,
+    /// Taken while the module was slow: counted among the slow modules' places.
+    slow: bool,
 }
 
 /// Not now: the Hikawa waits in the module's line, and looks again by itself after `retry_in`
@@ -82,7 +95,7 @@ impl Places {
     /// Places for a controller running `concurrency` reconciles at once; the Hikawas woken go
     /// to `wake`.
     pub fn new(concurrency: u16, wake: mpsc::UnboundedSender<ObjectRef<Hikawa>>) -> Self {
-        Places { lines: Mutex::default(), most: (usize::from(concurrency) / 2).max(1), wake }
+        Places { state: Mutex::default(), most: (usize::from(concurrency) / 2).max(1), wake }
     }
 
     /// How many of `rules`' decisions may be made at once while it is slow, `None` for no
@@ -101,23 +114,27 @@ impl Places {
             return Ok(Place { held: None });
         };
         let digest = &rules.identity().digest;
-        let mut lines = self.lock();
-        let line = lines.entry(digest.clone()).or_insert_with(|| Line::new(now));
-        line.last_used = now;
-        if !line.slow || line.deciding < places {
+        let mut state = self.lock();
+        let pool_free = state.slow_deciding < self.most;
+        let line = state.lines.entry(digest.clone()).or_insert_with(|| Line::new(places, now));
+        (line.places, line.last_used) = (places, now);
+        if !line.slow || (line.deciding < places && pool_free) {
             line.deciding += 1;
             // Its turn came (or it never waited): out of the line.
             if line.queued.remove(&hikawa) {
-                line.waiting.retain(|h| h != &hikawa);
+                line.waiting.retain(|(h, _)| h != &hikawa);
             }
-            let held = Held { places: self, digest: digest.clone(), since: now, deciding: line.deciding, turns: turns.max(1) };
+            let held = Held { places: self, digest: digest.clone(), since: now, deciding: line.deciding, turns: turns.max(1), slow: line.slow };
+            if held.slow {
+                state.slow_deciding += 1;
+            }
             return Ok(Place { held: Some(held) });
         }
-        let position = match line.waiting.iter().position(|h| h == &hikawa) {
+        let position = match line.waiting.iter().position(|(h, _)| h == &hikawa) {
             Some(at) => at + 1,
             None => {
                 line.queued.insert(hikawa.clone());
-                line.waiting.push_back(hikawa);
+                line.waiting.push_back((hikawa, now));
                 line.waiting.len()
             }
         };
@@ -129,58 +146,77 @@ impl Places {
 
     /// A Hikawa that is gone leaves every line.
     pub fn forget(&self, hikawa: &ObjectRef<Hikawa>) {
-        let mut lines = self.lock();
-        for line in lines.values_mut() {
+        let mut state = self.lock();
+        for line in state.lines.values_mut() {
             if line.queued.remove(hikawa) {
-                line.waiting.retain(|h| h != hikawa);
+                line.waiting.retain(|(h, _)| h != hikawa);
             }
         }
         let now = Instant::now();
-        lines.retain(|_, line| !line.idle_since_long(now));
+        state.lines.retain(|_, line| !line.idle_since_long(now));
     }
 
     /// Hikawas deciding and waiting with the module `digest`, and whether it is slow now.
     pub fn counts(&self, digest: &str) -> (usize, usize, bool) {
-        self.lock().get(digest).map_or((0, 0, false), |line| (line.deciding, line.waiting.len(), line.slow))
+        self.lock().lines.get(digest).map_or((0, 0, false), |line| (line.deciding, line.waiting.len(), line.slow))
     }
 
     fn leave_at(&self, held: Held<'_>, now: Instant) {
-        let mut lines = self.lock();
-        let Some(line) = lines.get_mut(&held.digest) else { return };
-        line.deciding -= 1;
-        line.last_used = now;
-        // With `deciding` Hikawas in, `turns` calls at a time, the place was held for about
-        // deciding / turns calls.
-        let hold = now.saturating_duration_since(held.since);
-        let call = hold * u32::try_from(held.turns).unwrap_or(u32::MAX) / u32::try_from(held.deciding.max(held.turns)).unwrap_or(u32::MAX);
-        let smoothed = |before: Option<Duration>, now: Duration| before.map_or(now, |before| (before * 3 + now) / 4);
-        let call = smoothed(line.call, call);
-        (line.call, line.hold) = (Some(call), Some(smoothed(line.hold, hold)));
-        line.slow = if line.slow { call >= QUICK_AGAIN } else { call > SLOW_CALL };
-        if let Some(next) = line.waiting.pop_front() {
-            line.queued.remove(&next);
-            // The receiver is gone only when the controller is: nothing to wake then.
-            let _ = self.wake.send(next);
+        let mut state = self.lock();
+        if held.slow {
+            state.slow_deciding -= 1;
         }
-        // A quick module's Hikawas never wait: a line left from when it was slow is woken whole.
-        if !line.slow {
-            for next in line.waiting.drain(..) {
+        if let Some(line) = state.lines.get_mut(&held.digest) {
+            line.deciding -= 1;
+            line.last_used = now;
+            // With `deciding` Hikawas in, `turns` calls at a time, the place was held for about
+            // deciding / turns calls.
+            let hold = now.saturating_duration_since(held.since);
+            let call = hold * u32::try_from(held.turns).unwrap_or(u32::MAX) / u32::try_from(held.deciding.max(held.turns)).unwrap_or(u32::MAX);
+            let smoothed = |before: Option<Duration>, now: Duration| before.map_or(now, |before| (before * 3 + now) / 4);
+            let call = smoothed(line.call, call);
+            (line.call, line.hold) = (Some(call), Some(smoothed(line.hold, hold)));
+            line.slow = if line.slow { call >= QUICK_AGAIN } else { call > SLOW_CALL };
+            // A quick module's Hikawas never wait: a line left from when it was slow is woken
+            // whole.
+            if !line.slow {
+                line.queued.clear();
+                for (next, _) in line.waiting.drain(..) {
+                    // The receiver is gone only when the controller is: nothing to wake then.
+                    let _ = self.wake.send(next);
+                }
+            }
+        }
+        // The place freed goes to whoever waited longest, of any slow module that has a place
+        // of its own free: a slow rule set never keeps another's Hikawas waiting for places
+        // it refills.
+        if state.slow_deciding < self.most {
+            let longest = state
+                .lines
+                .values_mut()
+                .filter(|line| line.deciding < line.places)
+                .filter_map(|line| Some((line.waiting.front()?.1, line)))
+                .min_by_key(|(since, _)| *since);
+            if let Some((_, line)) = longest
+                && let Some((next, _)) = line.waiting.pop_front()
+            {
+                line.queued.remove(&next);
                 let _ = self.wake.send(next);
             }
-            line.queued.clear();
         }
-        lines.retain(|_, line| !line.idle_since_long(now));
+        state.lines.retain(|_, line| !line.idle_since_long(now));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Line>> {
-        self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 impl Line {
-    fn new(now: Instant) -> Self {
+    fn new(places: usize, now: Instant) -> Self {
         Line {
             deciding: 0,
+            places,
             waiting: VecDeque::new(),
             queued: HashSet::new(),
             call: None,
@@ -345,6 +381,35 @@ mod tests {
         assert_eq!(places.counts("m").1, 0, "nobody waits for a quick module");
         woke.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(woke, (0..20).map(|i| hikawa(&format!("w{i:02}"))).collect::<Vec<_>>(), "each woken once");
+    }
+
+    #[test]
+    fn slow_modules_together_hold_at_most_half_the_slots_and_a_place_freed_goes_to_whoever_waited_longest() {
+        let (tx, mut woken) = mpsc::unbounded_channel();
+        // 8 slots: the slow modules hold 4 together, each up to 4.
+        let places = Places::new(8, tx);
+        let (a, b, quick) = (rules(Some(2), "a"), rules(Some(2), "b"), rules(Some(2), "quick"));
+        let t0 = Instant::now();
+        call(&places, &a, t0, Duration::from_millis(150));
+        call(&places, &b, t0, Duration::from_millis(150));
+        let t1 = t0 + Duration::from_secs(1);
+        let mut held: VecDeque<_> = (0..4).map(|i| places.enter_at(&a, hikawa(&format!("a{i}")), t1).ok().expect("a's places")).collect();
+        // b has a place of its own free, but the slow modules' are all taken.
+        assert!(places.enter_at(&b, hikawa("b0"), t1 + Duration::from_millis(1)).is_err(), "b waits: the slow modules' half is held");
+        assert!(places.enter_at(&a, hikawa("a4"), t1 + Duration::from_millis(2)).is_err());
+        // The quick module's Hikawas still take the other half, and more.
+        let quick_held: Vec<_> = (0..8).map(|i| places.enter(&quick, hikawa(&format!("q{i}"))).ok().expect("a quick module never waits")).collect();
+        // a's place freed goes to b0, which waited longer than a's own a4.
+        drop(held.pop_front());
+        assert_eq!(woken.try_recv().unwrap(), hikawa("b0"));
+        assert!(woken.try_recv().is_err(), "one place, one woken");
+        held.push_back(places.enter(&b, hikawa("b0")).ok().expect("b0 takes the place freed"));
+        assert!(places.enter(&a, hikawa("a4")).is_err(), "a4 still waits: the half is held again");
+        drop(held.pop_front());
+        assert_eq!(woken.try_recv().unwrap(), hikawa("a4"));
+        drop(quick_held);
+        assert!(woken.try_recv().is_err(), "a quick module's places wake nobody in no line");
+        drop(held);
     }
 
     #[test]
