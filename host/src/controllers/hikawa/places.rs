@@ -6,10 +6,14 @@
 //! `supply/sandbox/in_flight.rs`). Without places, a slow module's Hikawas fill the
 //! controller's slots waiting for its turns (14 of 16 on two cores), and the Hikawas of every
 //! other rule set wait behind calls that are not theirs: a slow or hostile module would slow
-//! the whole operator. With places, a module decides for at most twice its turns at once (its
-//! calls running and the next ones ready) and never for more than half the slots; its other
-//! Hikawas wait in its line without holding a slot, and are woken one by one, oldest first, as
-//! places free. Native rules have no turns, and no line.
+//! the whole operator. With places, a slow module (its calls take more than [`SLOW_CALL`])
+//! decides for at most twice its turns at once (its calls running and the next ones ready), and
+//! the slow modules together for at most half the slots, however many there are; their other
+//! Hikawas wait in their module's line without holding a slot, and are woken one by one as
+//! places free, whoever waited longest first. A quick module's Hikawas take a slot each as
+//! before: the slots they hold waiting for a turn free within milliseconds, and a line would
+//! only cost a reconcile per word to join it (measured: 3.3 reconciles per word instead of 1.05
+//! for JavaScript rules at 1,000 Hikawas). Native rules have no turns, and no line.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
