@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
+use tracing::info;
 
 use crate::crd::Hikawa;
 use crate::supply::contract::rules::Rules;
@@ -180,7 +181,16 @@ impl Places {
             let smoothed = |before: Option<Duration>, now: Duration| before.map_or(now, |before| (before * 3 + now) / 4);
             let call = smoothed(line.call, call);
             (line.call, line.hold) = (Some(call), Some(smoothed(line.hold, hold)));
-            line.slow = if line.slow { call >= QUICK_AGAIN } else { call > SLOW_CALL };
+            let slow = if line.slow { call >= QUICK_AGAIN } else { call > SLOW_CALL };
+            if slow != line.slow {
+                let call_ms = call.as_secs_f64() * 1e3;
+                if slow {
+                    info!(module = %held.digest, call_ms, places = line.places, "the module's calls are slow: its Hikawas decide {} at a time at most, the others wait in its line", line.places);
+                } else {
+                    info!(module = %held.digest, call_ms, "the module's calls are quick again: its Hikawas no longer wait in line");
+                }
+            }
+            line.slow = slow;
             // A quick module's Hikawas never wait: a line left from when it was slow is woken
             // whole.
             if !line.slow {
