@@ -162,7 +162,8 @@ impl Places {
     }
 
     /// Hikawas deciding and waiting with the module `digest`, and whether it is slow now.
-    pub fn counts(&self, digest: &str) -> (usize, usize, bool) {
+    #[cfg(test)]
+    fn counts(&self, digest: &str) -> (usize, usize, bool) {
         self.lock().lines.get(digest).map_or((0, 0, false), |line| (line.deciding, line.waiting.len(), line.slow))
     }
 
