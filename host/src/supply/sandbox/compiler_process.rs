@@ -78,6 +78,10 @@ impl CompilerProcess {
             // steps instead, the limit counts about what the compile uses, and one step too many
             // fails as an allocation (lazily committed reservations would fault instead).
             .env("MIMALLOC_ARENA_RESERVE", "16MiB")
+            // No backtraces in the child (see `report_panics_without_locks`): capturing one
+            // allocates while std's backtrace lock is held.
+            .env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -166,6 +170,7 @@ fn pass_on(from: &mut impl std::io::Read, max_code: u64, sink: &mut (dyn FnMut(&
 /// under `cache_dir`. An error ends the child with its message on stderr, which the parent reads.
 pub fn run_child(max_compile_mib: usize, limits_json: &str) -> anyhow::Result<()> {
     use anyhow::Context as _;
+    report_panics_without_locks();
     limit_own_memory(max_compile_mib << 20).context("cannot set the compiler process's memory limit")?;
     let limits: SandboxLimits = serde_json::from_str(limits_json).with_context(|| flag(LIMITS_JSON))?;
     let mut bytes = Vec::new();
@@ -175,6 +180,22 @@ pub fn run_child(max_compile_mib: usize, limits_json: &str) -> anyhow::Result<()
     // The code goes back to the operator on stdout: the child never sees the cache (nor its key).
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&code).and_then(|()| stdout.flush()).context("handing the code back on stdout")
+}
+
+/// In the child, before its memory is bounded: a panic is one line on stderr, then an abort.
+/// std's own report holds a lock (the one backtraces are printed under) while it formats and
+/// symbolizes, and both allocate; an allocation failing under the bound then reports itself
+/// under the same lock, and waits for it forever. Seen: a child hung with one thread in each,
+/// until the compile's timeout, instead of failing at once as "needed more than N MiB".
+fn report_panics_without_locks() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str)).unwrap_or("");
+        let at = info.location();
+        let (file, line) = at.map_or(("?", 0), |at| (at.file(), at.line()));
+        let _ = writeln!(std::io::stderr(), "error: the compiler process panicked at {file}:{line}: {message}");
+        std::process::abort();
+    }));
 }
 
 /// In the child, first thing: bound its data segment and heap.
