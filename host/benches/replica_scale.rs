@@ -29,17 +29,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
-use zundoko_apiserver::{ApiServer, ServerConfig};
-use zundoko_operator::crd::{self, Hikawa, HikawaSpec, Kiyoshi, Zundoko};
+use kube::api::ListParams;
+use kube::Api;
+use zundoko_operator::crd::{Hikawa, Kiyoshi, Zundoko};
 
-const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
-const NAMESPACE: &str = "default";
-/// Hikawas created at once.
-const CREATE_CONCURRENCY: usize = 16;
 /// How long the shards must stay settled before the songs start.
 const SETTLED_FOR: Duration = Duration::from_secs(2);
 
@@ -55,77 +48,35 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.trim().replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-// Process figures from /proc, a free port, an HTTP GET: shared with the scale benchmark.
+// Process figures from /proc, a free port, an HTTP GET; the API server's process and the
+// Hikawas to sing: shared with the scale benchmark.
 #[path = "common/processes.rs"]
 mod processes;
 use processes::*;
+#[path = "common/cluster.rs"]
+mod cluster;
+use cluster::*;
 
 // ---------------------------------------------------------------------------------------
 // The local API server: a fresh process per replica count.
 
 /// Serves until its stdin closes, then prints its CPU time (`cpu SECONDS`).
 async fn apiserver_process() {
-    let kubeconfig = PathBuf::from(std::env::var("ZUNDOKO_BENCH_KUBECONFIG").expect("ZUNDOKO_BENCH_KUBECONFIG"));
-    let config = ServerConfig { history_size: 100_000, kubeconfig_out: Some(kubeconfig), ..ServerConfig::default() };
-    let server = ApiServer::start(config).await.expect("the local API server starts");
-    println!("{}", server.url());
-    let _ = tokio::task::spawn_blocking(|| std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())).await;
+    let _server = serve().await;
+    until_stdin_closes().await;
     println!("cpu {:.3}", cpu_seconds("self"));
     std::process::exit(0);
 }
 
-struct Server {
-    process: Child,
-    pid: String,
-    client: Client,
-    kubeconfig: PathBuf,
+async fn fresh_server() -> ServerProcess {
+    start_server("replicas", &[]).await
 }
 
-async fn fresh_server() -> Server {
-    use std::io::BufRead as _;
-    let kubeconfig = std::env::temp_dir().join(format!("zundoko-bench-replicas-{}-{}.kubeconfig", std::process::id(), rand::random::<u32>()));
-    let mut process = Command::new(std::env::current_exe().expect("the benchmark's path"))
-        .env(ROLE, "apiserver")
-        .env("ZUNDOKO_BENCH_KUBECONFIG", &kubeconfig)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting the API server process");
-    let mut url = String::new();
-    std::io::BufReader::new(process.stdout.as_mut().unwrap()).read_line(&mut url).expect("the API server's address");
-    let client = Client::try_from(kube::Config::new(url.trim().parse().expect("an address"))).unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for c in crd::all() {
-        crds.create(&PostParams::default(), &c).await.expect("creating the CRDs");
-    }
-    let pid = process.id().to_string();
-    Server { process, pid, client, kubeconfig }
-}
-
-impl Server {
-    async fn finish(mut self) {
-        drop(self.process.stdin.take());
-        let _ = tokio::task::spawn_blocking(move || self.process.wait_with_output()).await;
-        let _ = std::fs::remove_file(&self.kubeconfig);
-    }
-}
-
-fn hikawa(i: usize) -> Hikawa {
-    let mut h = Hikawa::new(&format!("bench-{i:05}"), HikawaSpec { interval_millis: 0, ..HikawaSpec::default() });
-    h.metadata.namespace = Some(NAMESPACE.into());
-    h
-}
-
-async fn create_hikawas(client: Client, n: usize) {
-    let api: Api<Hikawa> = Api::namespaced(client, NAMESPACE);
-    let mut creates = futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &hikawa(i)).await.expect("creating a Hikawa") }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY);
-    while creates.next().await.is_some() {}
+/// Stop the server.
+async fn finish(mut server: ServerProcess) {
+    drop(server.process.stdin.take());
+    let _ = tokio::task::spawn_blocking(move || server.process.wait_with_output()).await;
+    let _ = std::fs::remove_file(&server.kubeconfig);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -362,7 +313,7 @@ async fn run(n: usize, hikawas: usize, shards: u16, module: &str) -> Run {
     let cpu_before: Vec<f64> = replicas.iter().map(|r| cpu_seconds(&r.pid)).collect();
     let server_cpu_before = cpu_seconds(&server.pid);
     let began = Instant::now();
-    let creator = tokio::spawn(create_hikawas(server.client.clone(), hikawas));
+    let creator = tokio::spawn(create_hikawas(server.client.clone(), hikawas, |_| {}));
     let (mut last_kiyoshis, mut last_progress) = (0u64, Instant::now());
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -467,7 +418,7 @@ async fn run(n: usize, hikawas: usize, shards: u16, module: &str) -> Run {
     if run.problems.is_empty() {
         let _ = std::fs::remove_dir_all(&logs);
     }
-    server.finish().await;
+    finish(server).await;
     run
 }
 

@@ -47,12 +47,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, Client};
-use zundoko_apiserver::{ApiServer, ServerConfig};
-use zundoko_operator::crd::{self, Hikawa, HikawaSpec};
+use zundoko_operator::crd::Hikawa;
 use zundoko_operator::supply::contract::rules::{NativeRules, Rules, RulesSlot, decide};
 use zundoko_operator::supply::serving::RuleSets;
 use zundoko_operator::process::metrics::Metrics;
@@ -64,8 +61,11 @@ use zundoko_operator::supply::contract::plan_check::PlanLimits;
 use zundoko_rules::Observed;
 
 // A file per part: the processes' figures from /proc, what a run measured, the API server's
-// process, the ceiling's client, the operator's process, the report.
+// process, the ceiling's client, the operator's process, the report; the API server's process
+// and the Hikawas to sing are shared with the replica benchmark (common/cluster.rs).
 mod ceiling;
+#[path = "../common/cluster.rs"]
+mod cluster;
 #[path = "../common/processes.rs"]
 mod processes;
 mod operator;
@@ -74,6 +74,7 @@ mod report;
 mod run;
 mod server;
 use ceiling::*;
+use cluster::*;
 use operator::*;
 use processes::*;
 use procfs::*;
@@ -86,11 +87,6 @@ use server::*;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
-const NAMESPACE: &str = "default";
-/// Hikawas created at once (by the benchmark for the operator runs, by the ceiling client for
-/// its own): the same in every run.
-const CREATE_CONCURRENCY: usize = 16;
 
 fn main() {
     // As the operator's main does, so that RSS compares.
