@@ -103,10 +103,9 @@ impl Places {
         Places { state: Mutex::default(), most: (usize::from(concurrency) / 2).max(1), wake }
     }
 
-    /// How many of `rules`' decisions may be made at once while it is slow, `None` for no
-    /// bound ever (native rules).
-    pub fn of(&self, rules: &dyn Rules) -> Option<usize> {
-        rules.calls_at_once().map(|turns| turns.saturating_mul(2).clamp(1, self.most))
+    /// How many decisions of a module with `turns` may be made at once while it is slow.
+    fn for_turns(&self, turns: usize) -> usize {
+        turns.saturating_mul(2).clamp(1, self.most)
     }
 
     /// A place to decide for `hikawa` with `rules`, or its place in their line.
@@ -115,9 +114,11 @@ impl Places {
     }
 
     fn enter_at(&self, rules: &dyn Rules, hikawa: ObjectRef<Hikawa>, now: Instant) -> Result<Place<'_>, InLine> {
-        let (Some(places), Some(turns)) = (self.of(rules), rules.calls_at_once()) else {
+        // Native rules: no bound ever.
+        let Some(turns) = rules.calls_at_once() else {
             return Ok(Place { held: None });
         };
+        let places = self.for_turns(turns);
         let digest = &rules.identity().digest;
         let mut state = self.lock();
         let pool_free = state.slow_deciding < self.most;
@@ -430,11 +431,13 @@ mod tests {
     #[test]
     fn places_are_at_most_half_the_controllers_slots_and_at_least_one() {
         let (tx, _woken) = mpsc::unbounded_channel();
-        assert_eq!(Places::new(16, tx.clone()).of(&rules(Some(64), "m")), Some(8));
-        assert_eq!(Places::new(16, tx.clone()).of(&rules(Some(2), "m")), Some(4));
-        assert_eq!(Places::new(1, tx.clone()).of(&rules(Some(2), "m")), Some(1));
-        assert_eq!(Places::new(16, tx.clone()).of(&rules(Some(0), "m")), Some(1));
-        assert_eq!(Places::new(16, tx).of(&rules(None, "m")), None);
+        assert_eq!(Places::new(16, tx.clone()).for_turns(64), 8);
+        assert_eq!(Places::new(16, tx.clone()).for_turns(2), 4);
+        assert_eq!(Places::new(1, tx.clone()).for_turns(2), 1);
+        assert_eq!(Places::new(16, tx.clone()).for_turns(0), 1);
+        // Native rules: no bound, nothing measured.
+        let places = Places::new(16, tx);
+        assert!(places.enter(&rules(None, "m"), hikawa("n")).ok().expect("a place").held.is_none());
     }
 
     #[test]
