@@ -88,6 +88,24 @@ fn an_uncaught_exception_fails_the_call_naming_it() {
     }
 }
 
+/// The build's bindings call a rule set synchronously (sdk/js/bindings-rewrite.mjs, rewrite 4): a
+/// `reconcile` that returns a Promise is refused by the kit, by name, not awaited and not lowered
+/// as if it were a plan.
+#[test]
+fn a_reconcile_returning_a_promise_fails_the_call_naming_it() {
+    if !built() {
+        return;
+    }
+    match module().reconcile(&hikawa("async", NOW_MS, 1)) {
+        Err(GuestError::Trap { guest_message: Some(said), .. }) => assert!(
+            said.starts_with("TypeError: reconcile returned a Promise: rules decide synchronously"),
+            "what the kit logged: {said}"
+        ),
+        other => panic!("expected a trap naming the Promise, got {other:?}"),
+    }
+    assert!(module().reconcile(&hikawa("", NOW_MS, 3)).is_ok(), "and the module still serves");
+}
+
 #[test]
 fn an_endless_loop_and_endless_allocation_stop_at_the_budget() {
     if !built() {

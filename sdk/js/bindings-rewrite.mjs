@@ -22,6 +22,15 @@
 //    character by character in interpreted JavaScript before the allocation; `TextEncoder.encode`
 //    makes the same bytes natively (a lone surrogate becomes U+FFFD, three bytes, in both), and
 //    they are copied into the allocation.
+// 4. An export runs synchronously. Generated, each export is an `async function` that `await`s
+//    the rule set's function: every call made an async function's frame, suspended it at the
+//    `await` and resumed it from the job queue, for a result that is already there (the world is
+//    synchronous: nothing a rule set calls can be awaited). componentize-js's `call` needs a
+//    promise back (it adds its reactions and runs the event loop until the promise settles), so
+//    the export now returns one promise, made once and already fulfilled with `undefined`, which
+//    is what the async function's promise held: the export writes its result to memory before it
+//    returns. A rule set's function returning a promise is refused by the kit
+//    (zundoko-kit/component.js), not awaited. (187k of a 721k-fuel call at no children.)
 //
 // Each export's lift is the code from its start to its first use of the interface's result
 // (`var ... = ret;`); the lowering after it, which allocates, reads and writes memory as
@@ -56,7 +65,14 @@ const NATIVE_ENCODER = `${ENCODER_START}  if (typeof s !== 'string') {
 export function rewriteBindings(bindings) {
   const lifted = liftThroughOneView(bindings);
   const encoded = encodeNatively(lifted.bindings);
-  return { bindings: encoded.bindings, reads: lifted.reads, frees: lifted.frees, encoders: encoded.encoders };
+  const synchronous = callSynchronously(encoded.bindings);
+  return {
+    bindings: synchronous.bindings,
+    reads: lifted.reads,
+    frees: lifted.frees,
+    encoders: encoded.encoders,
+    synchronous: synchronous.exports,
+  };
 }
 
 /** Rewrites 1 and 2: each export's lift reads through one view, and frees nothing. */
@@ -97,6 +113,41 @@ export function encodeNatively(bindings) {
   const rest = bindings.slice(0, start) + bindings.slice(end + 2);
   if (rest.includes('.codepoints')) throw new Error(`${shape()}: a caller reads the encoded string's codepoints`);
   return { bindings: bindings.slice(0, start) + NATIVE_ENCODER + bindings.slice(end + 2), encoders: 1 };
+}
+
+// What an export returns once rewritten: a promise already fulfilled with `undefined`, made when
+// the bindings run (in the snapshot every call starts from).
+const SETTLED = '$exportSettled';
+const ASYNC_EXPORT = /\nasync function (export_[\w$]+)\(/g;
+
+/** Rewrite 4: each `async function export_...` becomes a function that calls the rule set's
+ * function without `await` and returns a settled promise. Its body must hold exactly one `await`
+ * (the call of the interface's function), and return only by `return;`, last of all. */
+export function callSynchronously(bindings) {
+  let out = '';
+  let from = 0;
+  let exports = 0;
+  for (const start of bindings.matchAll(ASYNC_EXPORT)) {
+    const name = start[1];
+    const end = bindings.indexOf('\n}\n', start.index + 1);
+    if (end < 0) throw new Error(`${shape()}: ${name} has no end`);
+    const body = bindings.slice(start.index + start[0].length, end);
+    const awaits = count(body, 'await ');
+    if (awaits !== 1) throw new Error(`${shape()}: ${name} awaits ${awaits} times, not once`);
+    if (!/= await [\w$]+\(/.test(body)) throw new Error(`${shape()}: ${name} awaits something other than a call`);
+    const returns = body.match(/\breturn\b[^;]*;/g) ?? [];
+    if (returns.length !== 1 || returns[0] !== 'return;' || !/\n\s*return;$/.test(body)) {
+      throw new Error(`${shape()}: ${name} does not end in its only \`return;\``);
+    }
+    out += bindings.slice(from, start.index);
+    out += `\nfunction ${name}(` + body.replace('await ', '').replace(/return;$/, `return ${SETTLED};`);
+    from = end;
+    exports += 1;
+  }
+  if (exports === 0) throw new Error(`${shape()}: no export is an async function`);
+  const first = bindings.search(ASYNC_EXPORT);
+  out = out.slice(0, first) + `\nconst ${SETTLED} = Promise.resolve();\n` + out.slice(first) + bindings.slice(from);
+  return { bindings: out, exports };
 }
 
 /** Make `splicer.spliceBindings` return rewritten bindings; `rewrites()` lists what each splice

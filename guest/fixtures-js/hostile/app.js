@@ -11,6 +11,7 @@
 //               work, likewise
 //   random      reads Math.random() (drawn from the call's entropy) and puts the first values
 //               in the status message
+//   async       returns the classic plan in a Promise (an `async reconcile`)
 //   (else)      the classic rules
 import { invalidParams, param } from 'zundoko-kit';
 import { exportRules } from 'zundoko-kit/component';
@@ -58,6 +59,8 @@ class Hostile {
         for (let i = 0; i < 100000; i++) sum += i;
         return withMessage(observed, `perf: performance.now ${before}..${performance.now()} (${sum})`);
       }
+      case 'async':
+        return Promise.resolve(classic.reconcile(observed));
       case 'random':
         return withMessage(observed, `random: ${[0, 1, 2].map(() => Math.random()).join(' ')}`);
       default:

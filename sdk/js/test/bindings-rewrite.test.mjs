@@ -6,7 +6,7 @@
 // js_call_fuel.rs.)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { encodeNatively, liftThroughOneView, rewriteBindings } from '../bindings-rewrite.mjs';
+import { callSynchronously, encodeNatively, liftThroughOneView, rewriteBindings } from '../bindings-rewrite.mjs';
 
 const ENCODER = `
 function _utf8AllocateAndEncode(s, realloc, memory) {
@@ -137,8 +137,61 @@ test('the native encoder allocates and writes exactly the bytes the generated on
   assert.throws(() => encodeWith(bindings, 5), /expected a string, received \[number\]/);
 });
 
-test('the three rewrites together', () => {
-  const { bindings, reads, frees, encoders } = rewriteBindings(GENERATED);
-  assert.deepEqual({ reads, frees, encoders }, { reads: 6, frees: 2, encoders: 1 });
+/** Run the bindings' `export_rules_0_1_0$reconcile` over a fake memory with `reconcile` as the
+ * rule set's function: what it returned, and what is written at `arg1 + 4` when asked. */
+function runReconcile(bindings, reconcile) {
+  const memory = { buffer: new ArrayBuffer(256) };
+  const view = new DataView(memory.buffer);
+  view.setUint32(0, 64, true); // the name: 4 bytes at 64
+  view.setUint32(4, 4, true);
+  new Uint8Array(memory.buffer, 64, 4).set([0x7a, 0x75, 0x6e, 0x21]);
+  view.setBigInt64(16, 7n, true);
+  const run = new Function(
+    '$memory', '$realloc', '$dealloc', 'rules010Reconcile', 'TEXT_DECODER_UTF8', 'TEXT_ENCODER_UTF8',
+    `let dv = new DataView(new ArrayBuffer());
+     const dataView = mem => dv.buffer === mem.buffer ? dv : dv = new DataView(mem.buffer);
+     ${bindings}
+     return export_rules_0_1_0$reconcile(0, 128);`,
+  );
+  let next = 160;
+  const realloc = (_o, _os, _a, size) => ((next += size), next - size);
+  const returned = run(memory, realloc, () => {}, reconcile, new TextDecoder(), new TextEncoder());
+  return { returned, written: () => view.getUint32(132, true) };
+}
+
+test('each export runs synchronously and returns one settled promise', async () => {
+  const { bindings, exports } = callSynchronously(GENERATED);
+  assert.equal(exports, 2, 'info and reconcile');
+  assert.ok(!bindings.includes('async function export_') && !bindings.includes('await '), bindings);
+  assert.ok(bindings.includes('ret = rules010Info();') && bindings.includes('const hostRet1 = rules010Reconcile({'));
+  assert.equal(bindings.match(/const \$exportSettled = Promise\.resolve\(\);/g).length, 1, 'made once');
+  assert.equal(bindings.match(/return \$exportSettled;/g).length, 2);
+  const seen = [];
+  const { returned, written } = runReconcile(bindings, (observed) => (seen.push(observed), { actions: [] }));
+  assert.deepEqual(seen, [{ name: 'zun!', now: 7n }], 'the rule set was called, before the export returned');
+  assert.equal(written(), 160, 'and the result was written before it returned');
+  assert.ok(returned instanceof Promise);
+  assert.equal(await returned, undefined, 'what the async function settled with');
+  // What the generated async function does, for comparison: the same result, only later.
+  const generated = runReconcile(GENERATED, () => ({ actions: [] }));
+  assert.equal(generated.written(), 0, 'not yet written when the generated export returns');
+  assert.equal(await generated.returned, undefined);
+  assert.equal(generated.written(), 160);
+});
+
+test('an export of another shape is refused, naming the file', () => {
+  const twoAwaits = GENERATED.replace('  return;\n}\n\nasync function export_rules_0_1_0$reconcile', '  await 0;\n  return;\n}\n\nasync function export_rules_0_1_0$reconcile');
+  assert.throws(() => callSynchronously(twoAwaits), /bindings-rewrite\.mjs: .* export_rules_0_1_0\$info awaits 2 times, not once/);
+  const returnsValue = GENERATED.replace('  dataView($memory).setUint32(arg1 + 4, result2, true);\n  return;', '  return result2;');
+  assert.throws(() => callSynchronously(returnsValue), /export_rules_0_1_0\$reconcile does not end in its only `return;`/);
+  const earlyReturn = GENERATED.replace('  var variant9 = ret;', '  if (!ret) return;\n  var variant9 = ret;');
+  assert.throws(() => callSynchronously(earlyReturn), /export_rules_0_1_0\$reconcile does not end in its only `return;`/);
+  assert.throws(() => callSynchronously(GENERATED.replaceAll('async function', 'function')), /no export is an async function/);
+});
+
+test('the four rewrites together', () => {
+  const { bindings, reads, frees, encoders, synchronous } = rewriteBindings(GENERATED);
+  assert.deepEqual({ reads, frees, encoders, synchronous }, { reads: 6, frees: 2, encoders: 1, synchronous: 2 });
   assert.ok(bindings.includes('$liftView') && bindings.includes('TEXT_ENCODER_UTF8.encode(s)'));
+  assert.ok(bindings.includes('return $exportSettled;') && !bindings.includes('await '));
 });

@@ -31,7 +31,13 @@ export function exportRules(rules) {
     },
     reconcile(observed) {
       try {
-        return rules.reconcile(observed);
+        const plan = rules.reconcile(observed);
+        // The call is synchronous (the build's bindings do not await: sdk/js/bindings-rewrite.mjs),
+        // and nothing a rule set can call needs awaiting.
+        if (typeof plan?.then === 'function') {
+          throw new TypeError('reconcile returned a Promise: rules decide synchronously (there is nothing to await), so declare reconcile without async');
+        }
+        return plan;
       } catch (e) {
         if (e instanceof RuleError) throw { tag: e.kind, val: e.message };
         // SpiderMonkey's `stack` holds only the frames: the message on a line of its own.
