@@ -10,10 +10,11 @@ In a rule set's `app.py` (what componentize-py builds):
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import traceback
 
-from . import lazy_seed
+from . import lazy_seed, model
 from .model import (
     ChildKind,
     Hikawa,
@@ -49,7 +50,29 @@ def _said(s) -> Said:
     return Said(s.name, s.index, s.word, s.said_at)
 
 
+# The records a call's input is made of, by their name in the WIT bindings and in the kit's model.
+INPUT_RECORDS = ("Observed", "Hikawa", "HikawaStatus", "Said")
+
+
+def lift_into_model(wit) -> bool:
+    """Have componentize-py lift a call's input straight into the kit's own classes, so a call
+    does not copy every child a second time (about 6k fuel a child). Its runtime finds the class of
+    each record by name in the bindings' `types` module when the component is built, after the
+    app is imported: naming the kit's class there makes the runtime construct it, with the fields
+    in the WIT's order. Done only where each kit class has the same fields in the same order;
+    otherwise (or with a runtime that finds its classes another way) `observed_from_wit` copies."""
+    fields = lambda cls: [f.name for f in dataclasses.fields(cls)]  # noqa: E731
+    if any(fields(getattr(model, name)) != fields(getattr(wit, name)) for name in INPUT_RECORDS):
+        return False
+    for name in INPUT_RECORDS:
+        setattr(wit, name, getattr(model, name))
+    return True
+
+
 def observed_from_wit(o) -> Observed:
+    if type(o) is Observed:
+        # Lifted as the kit's own (`lift_into_model`).
+        return o
     h = o.hikawa
     status = HikawaStatus(h.status.num_zundokos_said, h.status.kiyoshied, h.status.phase)
     hikawa = Hikawa(
@@ -111,6 +134,7 @@ def export_rules(rules):
                 raise
             return plan_to_wit(plan, wit)
 
+    lift_into_model(wit)
     _warm_up(rules, wit)
     # `random` seeded when a call first draws, not at every call's start (lazy_seed.py).
     lazy_seed.install()

@@ -1,0 +1,55 @@
+//! What a Python call costs, in fuel: wasm instructions, so the same on any machine however
+//! loaded (time is the benches' to print). What the Python kit does for it, with a bound here
+//! that fails without it (the classic rules; fuel at 5 children, and per child from 5 to 100):
+//!
+//! - It has componentize-py lift a call's input straight into the kit's own classes
+//!   (`lift_into_model` in `sdk/python/zundoko_kit/component.py`): the runtime finds each
+//!   record's class by name in the bindings when the component is built, so the kit names its own
+//!   there, and a call no longer copies the Hikawa and every child a second time. Without it: 354k
+//!   at 5 children and 18.8k per child; with it, 310k and 13.6k.
+//!
+//! (Its other levers, the warm-up of its own code and `random` seeded at a call's first draw,
+//! are shown by simulate's figures in docs/benchmarks.md and by sdk/tests/test_lazy_seed.py.)
+//!
+//! The module is `target/modules/zundoko-classic-py.wasm` (`make guest-langs`, which needs
+//! python3); without it the test says so loudly and passes, except in CI, where it fails.
+
+mod common;
+
+use common::langs::{lang_module, mid_song, roomy_engine};
+use zundoko_operator::supply::sandbox::RulesModule;
+
+const MODULE: &str = "zundoko-classic-py";
+
+/// 310k with the input lifted into the kit's classes; 354k copying it.
+const MOST_FUEL_AT_5: u64 = 330_000;
+/// 13.6k lifted into the kit's classes; 18.8k copying each child.
+const MOST_FUEL_PER_CHILD: u64 = 15_000;
+
+fn module() -> Option<RulesModule> {
+    // The engine and cache languages.rs uses: CPython compiles once for both.
+    Some(roomy_engine().load(&lang_module(MODULE)?).unwrap())
+}
+
+fn fuel(module: &RulesModule, children: u32) -> u64 {
+    let outcome = module.reconcile(&mid_song(children)).unwrap();
+    assert!(outcome.value.says().next().is_some(), "at {children} children the rules say a word: {:?}", outcome.value);
+    outcome.fuel_used
+}
+
+#[test]
+fn a_python_call_lifts_its_input_into_the_kits_own_classes() {
+    let Some(module) = module() else { return };
+    let at_5 = fuel(&module, 5);
+    let at_100 = fuel(&module, 100);
+    let per_child = (at_100 - at_5) / 95;
+    println!("classic Python rules: {at_5} fuel at 5 children, {at_100} at 100: {per_child} per child");
+    assert!(
+        at_5 <= MOST_FUEL_AT_5,
+        "a call at 5 children took {at_5} fuel (at most {MOST_FUEL_AT_5}): does componentize-py still lift the input into the kit's classes (lift_into_model, sdk/python/zundoko_kit/component.py)?"
+    );
+    assert!(
+        per_child <= MOST_FUEL_PER_CHILD,
+        "each child took {per_child} fuel (at most {MOST_FUEL_PER_CHILD}): is every child copied a second time (lift_into_model, sdk/python/zundoko_kit/component.py)?"
+    );
+}
