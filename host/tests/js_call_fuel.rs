@@ -21,8 +21,7 @@
 
 mod common;
 
-use common::langs::{lang_module, mid_song, roomy_engine};
-use zundoko_operator::supply::sandbox::RulesModule;
+use common::langs::{call_fuel, CallFuel};
 
 const MODULE: &str = "zundoko-classic-js";
 
@@ -33,23 +32,9 @@ const MOST_FUEL_AT_5: u64 = 780_000;
 /// 30k with everything; 33.7k freeing the lifted input, 76k reading field by field.
 const MOST_FUEL_PER_CHILD: u64 = 32_000;
 
-fn module() -> Option<RulesModule> {
-    // The engine and cache languages.rs uses: SpiderMonkey compiles once for both.
-    Some(roomy_engine().load(&lang_module(MODULE)?).unwrap())
-}
-
-fn fuel(module: &RulesModule, children: u32) -> u64 {
-    let outcome = module.reconcile(&mid_song(children)).unwrap();
-    assert!(outcome.value.says().next().is_some(), "at {children} children the rules say a word: {:?}", outcome.value);
-    outcome.fuel_used
-}
-
 #[test]
 fn a_javascript_call_starts_from_warmed_bindings_rewritten_for_its_cost() {
-    let Some(module) = module() else { return };
-    let at_5 = fuel(&module, 5);
-    let at_100 = fuel(&module, 100);
-    let per_child = (at_100 - at_5) / 95;
+    let Some(CallFuel { at_5, at_100, per_child }) = call_fuel(MODULE) else { return };
     println!("classic JavaScript rules: {at_5} fuel at 5 children, {at_100} at 100: {per_child} per child");
     assert!(at_5 <= MOST_FUEL_AT_5, "a call at 5 children took {at_5} fuel (at most {MOST_FUEL_AT_5}): is the bindings' global warmed in the snapshot, and do they lower strings with the native encoder and call the rule set synchronously (sdk/js/bindings-rewrite.mjs)?");
     assert!(

@@ -16,8 +16,7 @@
 
 mod common;
 
-use common::langs::{lang_module, mid_song, roomy_engine};
-use zundoko_operator::supply::sandbox::RulesModule;
+use common::langs::{call_fuel, CallFuel};
 
 const MODULE: &str = "zundoko-classic-py";
 
@@ -26,23 +25,9 @@ const MOST_FUEL_AT_5: u64 = 330_000;
 /// 13.6k lifted into the kit's classes; 18.8k copying each child.
 const MOST_FUEL_PER_CHILD: u64 = 15_000;
 
-fn module() -> Option<RulesModule> {
-    // The engine and cache languages.rs uses: CPython compiles once for both.
-    Some(roomy_engine().load(&lang_module(MODULE)?).unwrap())
-}
-
-fn fuel(module: &RulesModule, children: u32) -> u64 {
-    let outcome = module.reconcile(&mid_song(children)).unwrap();
-    assert!(outcome.value.says().next().is_some(), "at {children} children the rules say a word: {:?}", outcome.value);
-    outcome.fuel_used
-}
-
 #[test]
 fn a_python_call_lifts_its_input_into_the_kits_own_classes() {
-    let Some(module) = module() else { return };
-    let at_5 = fuel(&module, 5);
-    let at_100 = fuel(&module, 100);
-    let per_child = (at_100 - at_5) / 95;
+    let Some(CallFuel { at_5, at_100, per_child }) = call_fuel(MODULE) else { return };
     println!("classic Python rules: {at_5} fuel at 5 children, {at_100} at 100: {per_child} per child");
     assert!(
         at_5 <= MOST_FUEL_AT_5,

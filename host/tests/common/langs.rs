@@ -48,3 +48,25 @@ pub fn mid_song(children: u32) -> Observed {
         .collect();
     observed
 }
+
+/// What one call of a module costs, in fuel, part way through a song: at 5 children, at 100, and
+/// each child between them (`js_call_fuel.rs`, `py_call_fuel.rs`).
+pub struct CallFuel {
+    pub at_5: u64,
+    pub at_100: u64,
+    pub per_child: u64,
+}
+
+/// `target/modules/<name>.wasm` loaded in the engine and cache the language tests share (an
+/// interpreter compiles once for all of them) and called at 5 and 100 children, each call saying
+/// a word; None (said loudly) when it was not built and CI is not set.
+pub fn call_fuel(name: &str) -> Option<CallFuel> {
+    let module = roomy_engine().load(&lang_module(name)?).unwrap();
+    let fuel = |children: u32| {
+        let outcome = module.reconcile(&mid_song(children)).unwrap();
+        assert!(outcome.value.says().next().is_some(), "at {children} children the rules say a word: {:?}", outcome.value);
+        outcome.fuel_used
+    };
+    let (at_5, at_100) = (fuel(5), fuel(100));
+    Some(CallFuel { at_5, at_100, per_child: (at_100 - at_5) / 95 })
+}
