@@ -1,12 +1,12 @@
 // The rewrites of componentize-js's bindings (../bindings-rewrite.mjs), on bindings of the shape
-// 0.23 generates: each export's lift reads through one view and frees nothing, strings are lowered
+// 0.23 generates: each export's lift reads through typed arrays and frees nothing, strings are lowered
 // by the native encoder making the same bytes, the rest is left as generated, and bindings of
 // another shape fail the build, naming the file. (That the rewritten bindings decide exactly as
 // the generated ones on real components is the host's to show: differential.rs, wasi_js.rs,
 // js_call_fuel.rs.)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { callSynchronously, encodeNatively, liftThroughOneView, rewriteBindings } from '../bindings-rewrite.mjs';
+import { callSynchronously, encodeNatively, liftThroughTypedArrays, rewriteBindings } from '../bindings-rewrite.mjs';
 
 const ENCODER = `
 function _utf8AllocateAndEncode(s, realloc, memory) {
@@ -80,26 +80,106 @@ async function export_rules_0_1_0$reconcile(arg0, arg1) {
 
 const GENERATED = ENCODER + EXPORTS;
 
-test('each export lifts through one view made at its start and frees nothing; lowering and imports are left as generated', () => {
-  const { bindings, reads, frees } = liftThroughOneView(GENERATED);
+test('each export lifts through typed arrays and frees nothing; lowering and imports are left as generated', () => {
+  const { bindings, reads, frees } = liftThroughTypedArrays(GENERATED);
   assert.equal(reads, 6, 'five reads and a string view in the lift');
   assert.equal(frees, 2, 'a string and a list freed');
   const reconcile = bindings.slice(bindings.indexOf('async function export_rules_0_1_0$reconcile'));
   const [lift, lowering] = reconcile.split('var variant9 = ret;');
-  assert.match(lift, /^async function export_rules_0_1_0\$reconcile\(arg0, arg1\) \{\n  const \$liftBuffer = \$memory\.buffer, \$liftView = new DataView\(\$liftBuffer\);\n/);
+  assert.ok(
+    lift.startsWith(
+      'async function export_rules_0_1_0$reconcile(arg0, arg1) {\n' +
+        '  const $liftBuffer = $memory.buffer;\n' +
+        '  if ($liftViews.buffer !== $liftBuffer) $liftViews = $liftViewsOf($liftBuffer);\n' +
+        '  const { $u32, $i64 } = $liftViews, $decoder = TEXT_DECODER_UTF8, $U8 = Uint8Array;\n',
+    ),
+    lift,
+  );
   assert.ok(!lift.includes('dataView($memory)') && !lift.includes('new Uint8Array($memory.buffer') && !lift.includes('$dealloc'), lift);
-  assert.ok(lift.includes('new Uint8Array($liftBuffer, ptr0, len0)'));
-  assert.ok(lift.includes('now: $liftView.getBigInt64(arg0 + 16, true)'), "the reads in the call's arguments too");
+  assert.ok(lift.includes('var len0 = $u32[(arg0 + 4) >>> 2];'));
+  assert.ok(lift.includes('$decoder.decode(new $U8($liftBuffer, ptr0, len0))'));
+  assert.ok(lift.includes('now: $i64[(arg0 + 16) >>> 3]'), "the reads in the call's arguments too");
   assert.ok(lowering.includes('dataView($memory).setUint32(arg1 + 4, result2, true)'), 'the lowering allocates: left alone');
+  const arrays =
+    "\n// The lifts' typed arrays over memory (sdk/js/bindings-rewrite.mjs, rewrite 1).\n" +
+    'const $liftViewsOf = (buffer) => ({ buffer, $u32: new Uint32Array(buffer), $i64: new BigInt64Array(buffer) });\nlet $liftViews = $liftViewsOf($memory.buffer);\n';
+  assert.ok(bindings.includes(arrays), 'the arrays each lift reads, made when the bindings run');
   const before = (text) => text.slice(0, text.indexOf('async function export_rules_0_1_0$reconcile'));
-  assert.equal(before(bindings), before(GENERATED), 'the encoder, the import and an export that lifts nothing are unchanged');
+  assert.equal(before(bindings).replace(arrays, ''), before(GENERATED), 'the encoder, the import and an export that lifts nothing are unchanged');
+});
+
+// A lift of every field type a DataView getter reads, at aligned addresses, as componentize-js
+// generates it: [address, getter] pairs over a record at arg0.
+const FIELDS = [
+  [0, 'Int8'], [1, 'Uint8'], [2, 'Int16'], [4, 'Uint16'], [8, 'Int32'], [12, 'Uint32'],
+  [16, 'BigInt64'], [24, 'BigUint64'], [32, 'Float32'], [40, 'Float64'],
+];
+const EVERY_FIELD = `
+async function export_every_field(arg0) {
+  var s = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, 100, 3));
+  let ret;
+  ret = await everyField([s, ${FIELDS.map(([at, type]) => `dataView($memory).get${type}(arg0 + ${at}, true)`).join(', ')}]);
+  var variant0 = ret;
+  return;
+}
+`;
+
+/** Evaluate `bindings` once over a memory whose `buffer` can be replaced (as a memory's is when
+ * it grows), and return a call of the export at `arg0` with what it passed on. */
+function everyFieldExport(bindings, memory) {
+  let seen;
+  const exportFn = new Function('$memory', 'everyField', 'TEXT_DECODER_UTF8', `${bindings}\nreturn export_every_field;`)(
+    memory, (fields) => (seen = fields), new TextDecoder(),
+  );
+  return async (arg0) => (await exportFn(arg0), seen);
+}
+
+/** A buffer with the fields (signs, high bits, fractions) at `arg0` and "Zun" at 100. */
+function memoryWithFields(arg0, value) {
+  const buffer = new ArrayBuffer(256);
+  const view = new DataView(buffer);
+  view.setInt8(arg0, -5); view.setUint8(arg0 + 1, 250); view.setInt16(arg0 + 2, -30000, true);
+  view.setUint16(arg0 + 4, 65000, true); view.setInt32(arg0 + 8, -value, true); view.setUint32(arg0 + 12, 0xfffffff0 - value, true);
+  view.setBigInt64(arg0 + 16, -(1n << 62n) - BigInt(value), true); view.setBigUint64(arg0 + 24, (1n << 64n) - 1n - BigInt(value), true);
+  view.setFloat32(arg0 + 32, 1.5, true); view.setFloat64(arg0 + 40, -0.1 * value, true);
+  new Uint8Array(buffer, 100, 3).set([0x5a, 0x75, 0x6e]);
+  return buffer;
+}
+
+test('a lift through typed arrays reads what the DataView getters read, also after the memory has a new buffer', async () => {
+  const { bindings, reads } = liftThroughTypedArrays(EVERY_FIELD);
+  assert.equal(reads, FIELDS.length + 1);
+  assert.ok(!bindings.includes('dataView('), bindings);
+  const generatedMemory = { buffer: memoryWithFields(48, 1) };
+  const rewrittenMemory = { buffer: memoryWithFields(48, 1) };
+  const generated = everyFieldExport(EVERY_FIELD.replace(/\bdataView\(/g, 'new DataView(').replace(/\(\$memory\)/g, '($memory.buffer)'), generatedMemory);
+  const rewritten = everyFieldExport(bindings, rewrittenMemory);
+  const expected = await generated(48);
+  assert.deepEqual(expected.slice(0, 3), ['Zun', -5, 250]);
+  assert.deepEqual(await rewritten(48), expected);
+  // The memory grew: a new buffer, with other values. The arrays made for the first one are not
+  // used for it.
+  generatedMemory.buffer = memoryWithFields(48, 7);
+  rewrittenMemory.buffer = memoryWithFields(48, 7);
+  const grown = await generated(48);
+  assert.notDeepEqual(grown, expected);
+  assert.deepEqual(await rewritten(48), grown);
+});
+
+test('a lift reading memory otherwise than by a little-endian getter of a plain address is refused, naming the file', () => {
+  const bigEndian = EVERY_FIELD.replace('getUint32(arg0 + 12, true)', 'getUint32(arg0 + 12)');
+  assert.throws(() => liftThroughTypedArrays(bigEndian), /sdk\/js\/bindings-rewrite\.mjs: .* export_every_field reads memory otherwise than by a little-endian DataView getter/);
+  const computed = EVERY_FIELD.replace('getUint32(arg0 + 12, true)', 'getUint32(f(arg0), true)');
+  assert.throws(() => liftThroughTypedArrays(computed), /export_every_field reads memory otherwise/);
+  const viewItself = EVERY_FIELD.replace('var s =', 'var v = dataView($memory);\n  var s =');
+  assert.throws(() => liftThroughTypedArrays(viewItself), /export_every_field reads memory otherwise/);
 });
 
 test('bindings of another shape fail, naming the file', () => {
   const noExport = GENERATED.replaceAll('export_rules', 'exported_rules');
-  assert.throws(() => liftThroughOneView(noExport), /sdk\/js\/bindings-rewrite\.mjs: .* no export reads its arguments/);
+  assert.throws(() => liftThroughTypedArrays(noExport), /sdk\/js\/bindings-rewrite\.mjs: .* no export reads its arguments/);
   const noResultUse = GENERATED.replace('var variant9 = ret;', 'var variant9 = ret.val;');
-  assert.throws(() => liftThroughOneView(noResultUse), /export_rules_0_1_0\$reconcile never uses its result/);
+  assert.throws(() => liftThroughTypedArrays(noResultUse), /export_rules_0_1_0\$reconcile never uses its result/);
   assert.throws(() => encodeNatively(EXPORTS), /no _utf8AllocateAndEncode/);
   assert.throws(() => encodeNatively(GENERATED.replace('codepoints++;', '')), /_utf8AllocateAndEncode has no codepoints\+\+;/);
   const readsCodepoints = GENERATED.replace('encodeRes.len, true);\n}', 'encodeRes.codepoints, true);\n}');
@@ -108,7 +188,7 @@ test('bindings of another shape fail, naming the file', () => {
 
 test('a lift that allocates in linear memory is refused: a view made before an allocation may not see it', () => {
   const allocating = GENERATED.replace('  let ret;\n  try {', '  var p = $realloc(0, 0, 1, 8);\n  let ret;\n  try {');
-  assert.throws(() => liftThroughOneView(allocating), /export_rules_0_1_0\$reconcile allocates while it lifts/);
+  assert.throws(() => liftThroughTypedArrays(allocating), /export_rules_0_1_0\$reconcile allocates while it lifts/);
 });
 
 /** The encoder the bindings define, run over a fake memory: what it allocated and wrote. */
@@ -192,6 +272,6 @@ test('an export of another shape is refused, naming the file', () => {
 test('the four rewrites together', () => {
   const { bindings, reads, frees, encoders, synchronous } = rewriteBindings(GENERATED);
   assert.deepEqual({ reads, frees, encoders, synchronous }, { reads: 6, frees: 2, encoders: 1, synchronous: 2 });
-  assert.ok(bindings.includes('$liftView') && bindings.includes('TEXT_ENCODER_UTF8.encode(s)'));
+  assert.ok(bindings.includes('$liftViews') && bindings.includes('TEXT_ENCODER_UTF8.encode(s)'));
   assert.ok(bindings.includes('return $exportSettled;') && !bindings.includes('await '));
 });
