@@ -142,7 +142,9 @@ class RuleSet:
             plan.actions.append(RequeueAfter(wait))
             return plan
 
-        if rules.song_complete(observed.words()):
+        # song_complete reads at most zuns + 2 words from the end: only those are copied, not
+        # every word of the song at every call.
+        if rules.song_complete([z.word for z in observed.zundokos[-(rules.zuns + 2) :]]):
             plan.actions.append(
                 Say(ChildKind.KIYOSHI, hikawa.namespace, kiyoshi_name(hikawa.name), said + 1, rules.words.kiyoshi)
             )
