@@ -88,6 +88,8 @@ const NATIVE_ENCODER = `${ENCODER_START}  if (typeof s !== 'string') {
  * this knows. Returns the text and what was rewritten: reads through typed arrays, frees dropped,
  * encoders replaced. */
 export function rewriteBindings(bindings) {
+  const taken = introducedNames().filter((name) => new RegExp(`${name.replace('$', '\\$')}\\b`).test(bindings));
+  if (taken.length > 0) throw new Error(`${shape()}: they already use ${taken.join(', ')}, which the rewrites introduce`);
   const lifted = liftThroughTypedArrays(bindings);
   const encoded = encodeNatively(lifted.bindings);
   const synchronous = callSynchronously(encoded.bindings);
@@ -213,6 +215,13 @@ export function installRewrite(splicer) {
     return { ...out, jsBindings: bindings };
   };
   return { rewrites: () => rewrites };
+}
+
+/** The names the rewrites add to the bindings: generated code using one would be shadowed or
+ * redeclared. */
+function introducedNames() {
+  const arrays = Object.values(TYPED_ARRAYS).map(([name]) => name);
+  return ['$liftViewsOf', '$liftViews', '$liftBuffer', '$decoder', '$U8', SETTLED, ...arrays];
 }
 
 function count(text, needle) {

@@ -269,6 +269,16 @@ test('an export of another shape is refused, naming the file', () => {
   assert.throws(() => callSynchronously(GENERATED.replaceAll('async function', 'function')), /no export is an async function/);
 });
 
+test('bindings that already use a name the rewrites introduce are refused, naming it', () => {
+  for (const name of ['$liftViews', '$u32', '$exportSettled', '$decoder']) {
+    const using = GENERATED.replace('function import_log(arg0, arg1) {', `function import_log(arg0, arg1) {\n  const ${name} = 1;`);
+    assert.throws(() => rewriteBindings(using), new RegExp(`bindings-rewrite\\.mjs: .* already use \\${name}, which the rewrites introduce`));
+  }
+  // A longer name that starts with one of them is another name.
+  const longer = GENERATED.replace('function import_log(arg0, arg1) {', 'function import_log(arg0, arg1) {\n  const $u32x = 1;');
+  assert.doesNotThrow(() => rewriteBindings(longer));
+});
+
 test('the four rewrites together', () => {
   const { bindings, reads, frees, encoders, synchronous } = rewriteBindings(GENERATED);
   assert.deepEqual({ reads, frees, encoders, synchronous }, { reads: 6, frees: 2, encoders: 1, synchronous: 2 });
