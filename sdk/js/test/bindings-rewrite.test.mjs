@@ -6,7 +6,7 @@
 // js_call_fuel.rs.)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { callSynchronously, encodeNatively, liftThroughTypedArrays, rewriteBindings } from '../bindings-rewrite.mjs';
+import { callSynchronously, encodeNatively, liftThroughTypedArrays, lowerThroughOneView, rewriteBindings } from '../bindings-rewrite.mjs';
 
 const ENCODER = `
 function _utf8AllocateAndEncode(s, realloc, memory) {
@@ -269,8 +269,66 @@ test('an export of another shape is refused, naming the file', () => {
   assert.throws(() => callSynchronously(GENERATED.replaceAll('async function', 'function')), /no export is an async function/);
 });
 
+test("each export's lowering writes through one view, made when it starts and after each allocation; imports are left as generated", () => {
+  const { bindings, writes } = lowerThroughOneView(GENERATED);
+  assert.equal(writes, 2, "info's and reconcile's");
+  assert.ok(bindings.includes('function import_log(arg0, arg1) {\n  var encodeRes = _utf8AllocateAndEncode(arg1, $realloc, $memory);\n  dataView($memory).setUint32(arg0, encodeRes.len, true);'), 'an import writes as generated');
+  assert.ok(bindings.includes('  var {name: v0_0 } = ret;\n  let $lowerView = dataView($memory);\n  var encodeRes = _utf8AllocateAndEncode(v0_0, $realloc, $memory);\n  $lowerView.setUint32(arg0 + 4, encodeRes.len, true);'), bindings);
+  assert.ok(
+    bindings.includes('  var variant9 = ret;\n  let $lowerView = dataView($memory);\n  var result2 = $realloc(0, 0, 8, 40);\n  $lowerView = dataView($memory);\n  $lowerView.setUint32(arg1 + 4, result2, true);'),
+    bindings,
+  );
+  const lift = (text) => text.slice(text.indexOf('async function export_rules_0_1_0$reconcile'), text.indexOf('var variant9 = ret;'));
+  assert.equal(lift(bindings), lift(GENERATED), 'the lift is not this rewrite\'s');
+});
+
+test('a lowering writes where the generated one does, also into memory an allocation grew', async () => {
+  // The allocation grows the memory: a new buffer with the old contents, the allocation past the
+  // old one's end. A view made before it cannot reach there; the generated one looked again.
+  const grow = (memory) => () => {
+    const old = memory.buffer;
+    memory.buffer = new ArrayBuffer(old.byteLength + 256);
+    new Uint8Array(memory.buffer).set(new Uint8Array(old));
+    return old.byteLength + 8;
+  };
+  const run = (bindings) => {
+    const memory = { buffer: new ArrayBuffer(256) };
+    const view = new DataView(memory.buffer);
+    view.setUint32(0, 64, true);
+    view.setUint32(4, 4, true);
+    new Uint8Array(memory.buffer, 64, 4).set([0x7a, 0x75, 0x6e, 0x21]);
+    view.setBigInt64(16, 7n, true);
+    const lowering = bindings.replace('$realloc(0, 0, 8, 40);', '$realloc(0, 0, 8, 40);\n  $written(result2);');
+    let written;
+    const exportFn = new Function(
+      '$memory', '$realloc', '$dealloc', 'rules010Reconcile', 'TEXT_DECODER_UTF8', 'TEXT_ENCODER_UTF8', '$written',
+      `let dv = new DataView(new ArrayBuffer());
+       const dataView = mem => dv.buffer === mem.buffer ? dv : dv = new DataView(mem.buffer);
+       ${lowering}
+       return export_rules_0_1_0$reconcile;`,
+    )(memory, grow(memory), () => {}, () => ({ actions: [] }), new TextDecoder(), new TextEncoder(), (at) => (written = at));
+    return exportFn(0, 128).then(() => ({ at: written, value: new DataView(memory.buffer).getUint32(132, true), size: memory.buffer.byteLength }));
+  };
+  const generated = await run(GENERATED);
+  assert.deepEqual(generated, { at: 264, value: 264, size: 512 }, 'the generated lowering, after the memory grew');
+  assert.deepEqual(await run(lowerThroughOneView(GENERATED).bindings), generated);
+  // Written through the view made before the allocation, the pointer would be lost.
+  const stale = lowerThroughOneView(GENERATED).bindings.replace('\n  $lowerView = dataView($memory);', '');
+  assert.equal((await run(stale)).value, 0);
+});
+
+test('a lowering that allocates or uses its view otherwise, or uses its result inside a block, is refused, naming the file', () => {
+  const inline = GENERATED.replace('  var result2 = $realloc(0, 0, 8, 40);\n  dataView($memory).setUint32(arg1 + 4, result2, true);', '  dataView($memory).setUint32(arg1 + 4, $realloc(0, 0, 8, 40), true);');
+  assert.throws(() => lowerThroughOneView(inline), /bindings-rewrite\.mjs: .* export_rules_0_1_0\$reconcile allocates otherwise than by `var \.\.\. = \$realloc\(\.\.\.\);` while it lowers/);
+  const passed = GENERATED.replace('  var result2 = $realloc(0, 0, 8, 40);', '  var result2 = $realloc(0, 0, 8, 40);\n  keep(dataView($memory));');
+  assert.throws(() => lowerThroughOneView(passed), /export_rules_0_1_0\$reconcile uses its lowering's view otherwise than to write through it/);
+  const nested = GENERATED.replace('  var variant9 = ret;', '  {\n    var variant9 = ret;\n  }');
+  assert.throws(() => lowerThroughOneView(nested), /export_rules_0_1_0\$reconcile uses its result inside a block/);
+  assert.throws(() => lowerThroughOneView(GENERATED.replaceAll('dataView($memory).set', 'other.set')), /no export writes its result through dataView\(\$memory\)/);
+});
+
 test('bindings that already use a name the rewrites introduce are refused, naming it', () => {
-  for (const name of ['$liftViews', '$u32', '$exportSettled', '$decoder']) {
+  for (const name of ['$liftViews', '$u32', '$exportSettled', '$decoder', '$lowerView']) {
     const using = GENERATED.replace('function import_log(arg0, arg1) {', `function import_log(arg0, arg1) {\n  const ${name} = 1;`);
     assert.throws(() => rewriteBindings(using), new RegExp(`bindings-rewrite\\.mjs: .* already use \\${name}, which the rewrites introduce`));
   }
@@ -279,9 +337,10 @@ test('bindings that already use a name the rewrites introduce are refused, namin
   assert.doesNotThrow(() => rewriteBindings(longer));
 });
 
-test('the four rewrites together', () => {
-  const { bindings, reads, frees, encoders, synchronous } = rewriteBindings(GENERATED);
-  assert.deepEqual({ reads, frees, encoders, synchronous }, { reads: 6, frees: 2, encoders: 1, synchronous: 2 });
+test('the five rewrites together', () => {
+  const { bindings, reads, frees, encoders, writes, synchronous } = rewriteBindings(GENERATED);
+  assert.deepEqual({ reads, frees, encoders, writes, synchronous }, { reads: 6, frees: 2, encoders: 1, writes: 2, synchronous: 2 });
+  assert.ok(bindings.includes('$lowerView.setUint32(arg1 + 4, result2, true);'));
   assert.ok(bindings.includes('$liftViews') && bindings.includes('TEXT_ENCODER_UTF8.encode(s)'));
   assert.ok(bindings.includes('return $exportSettled;') && !bindings.includes('await '));
 });
