@@ -56,8 +56,9 @@
 //    through the new buffer. Classic rules: 110k fuel less a call, 651k -> 541k at 5 children.)
 //
 // Each export's lift is the code from its start to its first use of the interface's result
-// (`var ... = ret;`); the lowering after it, which allocates and writes memory. Bindings of any other shape fail the build with a message naming this file: a newer
-// componentize-js is to be measured before this is dropped or changed. `installRewrite` wraps the
+// (`var ... = ret;`); the lowering after it, which allocates and writes memory. Bindings of any
+// other shape fail the build with a message naming this file: a newer componentize-js is to be
+// measured before this is dropped or changed. `installRewrite` wraps the
 // splicer object componentize-js itself imports (one module instance per file), so the pinned
 // package is used as installed, unpatched.
 
@@ -117,6 +118,18 @@ export function rewriteBindings(bindings) {
   };
 }
 
+/** Each export of the bindings: its name, where its body starts, and its first use of the
+ * interface's result (the `var ... = ret;` match), where its lift ends and its lowering starts. */
+function* exportsOf(bindings) {
+  for (const start of bindings.matchAll(EXPORT_START)) {
+    const bodyStart = start.index + start[0].length;
+    LIFT_END.lastIndex = bodyStart;
+    const liftEnd = LIFT_END.exec(bindings);
+    if (liftEnd === null) throw new Error(`${shape()}: ${start[2]} never uses its result`);
+    yield { name: start[2], bodyStart, liftEnd };
+  }
+}
+
 /** Rewrites 1 and 2: each export's lift reads through typed arrays made once per memory buffer,
  * and frees nothing. */
 export function liftThroughTypedArrays(bindings) {
@@ -125,15 +138,11 @@ export function liftThroughTypedArrays(bindings) {
   let reads = 0;
   let frees = 0;
   const kinds = new Set();
-  for (const start of bindings.matchAll(EXPORT_START)) {
-    const bodyStart = start.index + start[0].length;
-    LIFT_END.lastIndex = bodyStart;
-    const end = LIFT_END.exec(bindings);
-    if (end === null) throw new Error(`${shape()}: ${start[2]} never uses its result`);
-    const lift = bindings.slice(bodyStart, end.index);
+  for (const { name, bodyStart, liftEnd } of exportsOf(bindings)) {
+    const lift = bindings.slice(bodyStart, liftEnd.index);
     const liftReads = count(lift, READ) + count(lift, STRING_VIEW);
     if (liftReads === 0) continue;
-    if (ALLOCATES.test(lift)) throw new Error(`${shape()}: ${start[2]} allocates while it lifts`);
+    if (ALLOCATES.test(lift)) throw new Error(`${shape()}: ${name} allocates while it lifts`);
     const used = new Set();
     const typed = lift.replace(TYPED_READ, (read, type, address) => {
       const array = TYPED_ARRAYS[type];
@@ -141,7 +150,7 @@ export function liftThroughTypedArrays(bindings) {
       used.add(type);
       return array[2] === 0 ? `${array[0]}[${address}]` : `${array[0]}[(${address}) >>> ${array[2]}]`;
     });
-    if (typed.includes(READ)) throw new Error(`${shape()}: ${start[2]} reads memory otherwise than by a little-endian DataView getter of a plain address`);
+    if (typed.includes(READ)) throw new Error(`${shape()}: ${name} reads memory otherwise than by a little-endian DataView getter of a plain address`);
     used.forEach((type) => kinds.add(type));
     const locals = [...used].map((type) => TYPED_ARRAYS[type][0]);
     out += bindings.slice(from, bodyStart);
@@ -153,7 +162,7 @@ export function liftThroughTypedArrays(bindings) {
     out += `  const ${bound.join(', ')};\n`;
     frees += lift.match(FREE)?.length ?? 0;
     out += typed.replaceAll(DECODE, '$decoder.decode(').replaceAll(STRING_VIEW, 'new $U8($liftBuffer, ').replace(FREE, '');
-    from = end.index;
+    from = liftEnd.index;
     reads += liftReads;
   }
   if (reads === 0) throw new Error(`${shape()}: no export reads its arguments through ${READ}`);
@@ -194,24 +203,20 @@ export function lowerThroughOneView(bindings) {
   let out = '';
   let from = 0;
   let writes = 0;
-  for (const start of bindings.matchAll(EXPORT_START)) {
-    const bodyStart = start.index + start[0].length;
-    LIFT_END.lastIndex = bodyStart;
-    const liftEnd = LIFT_END.exec(bindings);
-    if (liftEnd === null) throw new Error(`${shape()}: ${start[2]} never uses its result`);
+  for (const { name, liftEnd } of exportsOf(bindings)) {
     // At the function's own level, so the view declared after it is seen by all the lowering.
-    if (!/\n {2}var [^\n]*$/.test(liftEnd[0])) throw new Error(`${shape()}: ${start[2]} uses its result inside a block`);
+    if (!/\n {2}var [^\n]*$/.test(liftEnd[0])) throw new Error(`${shape()}: ${name} uses its result inside a block`);
     const lowerStart = liftEnd.index + liftEnd[0].length;
     const end = bindings.indexOf('\n}\n', lowerStart);
-    if (end < 0) throw new Error(`${shape()}: ${start[2]} has no end`);
+    if (end < 0) throw new Error(`${shape()}: ${name} has no end`);
     const lowering = bindings.slice(lowerStart, end);
     const exportWrites = count(lowering, WRITE);
     if (exportWrites === 0) continue;
-    if (count(lowering, READ) !== exportWrites) throw new Error(`${shape()}: ${start[2]} uses its lowering's view otherwise than to write through it`);
+    if (count(lowering, READ) !== exportWrites) throw new Error(`${shape()}: ${name} uses its lowering's view otherwise than to write through it`);
     const lines = lowering.split('\n');
     const allocations = lines.filter((line) => line.includes('$realloc(')).length;
     if (lines.filter((line) => ALLOCATION.test(line)).length !== allocations) {
-      throw new Error(`${shape()}: ${start[2]} allocates otherwise than by \`var ... = $realloc(...);\` while it lowers`);
+      throw new Error(`${shape()}: ${name} allocates otherwise than by \`var ... = $realloc(...);\` while it lowers`);
     }
     out += bindings.slice(from, lowerStart) + '\n  let $lowerView = dataView($memory);';
     out += lines
