@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use zundoko_rules::{Observed, Plan, RuleSet};
 
-use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, ModuleIdentity, RulesModule};
+use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, GuestThreads, ModuleIdentity, RulesModule};
 use crate::supply::contract::plan_check::{self, PlanLimits};
 
 /// Something that can make a decision: the wasm sandbox or native rules.
@@ -23,6 +23,11 @@ pub trait Rules: Send + Sync + 'static {
     }
     /// How many calls run at once at most, the others waiting for a turn; `None`: no bound.
     fn calls_at_once(&self) -> Option<usize> {
+        None
+    }
+    /// The threads a decision that leaves the async runtime runs on; `None`: tokio's
+    /// blocking pool.
+    fn own_threads(&self) -> Option<&Arc<GuestThreads>> {
         None
     }
 }
@@ -42,6 +47,10 @@ impl Rules for RulesModule {
 
     fn calls_at_once(&self) -> Option<usize> {
         Some(RulesModule::calls_at_once(self))
+    }
+
+    fn own_threads(&self) -> Option<&Arc<GuestThreads>> {
+        RulesModule::own_threads(self)
     }
 }
 
@@ -106,7 +115,8 @@ fn checked(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits, outcome:
 
 /// [`decide`] without blocking the async workers: a quick call (nearly all: microseconds, see
 /// `SandboxLimits::inline_fuel`) is made here, without a thread handoff; one that needs more is
-/// made again, whole, on tokio's blocking pool, so a slow guest never stalls the async workers.
+/// made again, whole, off the async runtime (on the module's own threads if it has them, else
+/// on tokio's blocking pool), so a slow guest never stalls the async workers.
 pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits) -> Decision {
     let started = Instant::now();
     if let Some(outcome) = rules.reconcile_quick(&observed) {
@@ -114,17 +124,31 @@ pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits
     }
     let span = tracing::Span::current();
     let module = rules.identity().clone();
-    let task = tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        decide(rules.as_ref(), &observed, &limits)
-    });
-    task.await.unwrap_or_else(|join_error| Decision {
+    let not_finished = |why: String| Decision {
         module,
-        outcome: Err(GuestError::Host(format!("the guest call did not finish: {join_error}"))),
+        outcome: Err(GuestError::Host(format!("the guest call did not finish: {why}"))),
         fuel_used: None,
         logs: Vec::new(),
         elapsed: Duration::ZERO,
-    })
+    };
+    let threads = rules.own_threads().cloned();
+    let decision = move || {
+        let _entered = span.enter();
+        decide(rules.as_ref(), &observed, &limits)
+    };
+    match threads {
+        // Straight to the thread the call runs on: one handoff each way (guest_threads.rs).
+        Some(threads) => {
+            let (send, receive) = tokio::sync::oneshot::channel();
+            if let Err(why) = threads.start(move || {
+                let _ = send.send(decision());
+            }) {
+                return not_finished(why);
+            }
+            receive.await.unwrap_or_else(|_| not_finished("the guest call's thread panicked".into()))
+        }
+        None => tokio::task::spawn_blocking(decision).await.unwrap_or_else(|join_error| not_finished(join_error.to_string())),
+    }
 }
 
 /// A module must be able to decide for a brand-new Hikawa, within the limits, with a plan

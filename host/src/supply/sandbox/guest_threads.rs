@@ -10,7 +10,14 @@
 //! long call never holds up another (the pool of instance slots bounds how many run at once).
 //! Nothing of a call stays on its thread: the guest's state lives in its Store, made and dropped
 //! within the call.
+//!
+//! An async caller hands its whole decision to a thread here with [`GuestThreads::start`] and
+//! awaits what it sends back; the call it makes there through [`GuestThreads::run`] runs on that
+//! same thread. One handoff each way per call, not two (through tokio's blocking pool first): a
+//! thread woken is a context switch, and at 1,000 Hikawas singing Python rules the wakeups were
+//! several percent of the operator's CPU (issue 38's profile of bench-scale).
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, sync_channel};
@@ -20,6 +27,11 @@ use std::time::Duration;
 const IDLE_FOR: Duration = Duration::from_secs(30);
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
+
+thread_local! {
+    /// Set on the threads of a `GuestThreads`: a call made on one runs where it is.
+    static ON_GUEST_THREAD: Cell<bool> = const { Cell::new(false) };
+}
 
 /// A set of threads for guest calls, each with a stack of `stack_bytes`.
 pub struct GuestThreads {
@@ -40,7 +52,11 @@ impl GuestThreads {
 
     /// Run `f` on one of the threads and wait for it: `Err` if no thread could be made or `f`
     /// panicked.
+    /// On one of the threads already (a job given to [`start`](Self::start)), `f` runs here.
     pub fn run<R: Send>(self: &std::sync::Arc<Self>, f: impl FnOnce() -> R + Send) -> Result<R, String> {
+        if ON_GUEST_THREAD.get() {
+            return catch_unwind(AssertUnwindSafe(f)).map_err(|_| "the guest call's thread panicked".to_string());
+        }
         let (done, result) = sync_channel::<std::thread::Result<R>>(1);
         let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
             let _ = done.send(catch_unwind(AssertUnwindSafe(f)));
@@ -49,25 +65,36 @@ impl GuestThreads {
         // thread (which sends its result, caught panic included, as its last act) while this
         // frame waits below for that result, or dropped here if no thread takes it. It never
         // outlives this call.
-        let mut job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
-        loop {
-            let waiting = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-            match waiting {
-                Some((_, thread)) => match thread.send(job) {
-                    Ok(()) => break,
-                    // Cannot happen (a thread leaves the idle list before it ends); try another.
-                    Err(unsent) => job = unsent.0,
-                },
-                None => {
-                    self.spawn(job)?;
-                    break;
-                }
-            }
-        }
+        let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
+        self.hand_over(job)?;
         match result.recv() {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(_)) => Err("the guest call's thread panicked".into()),
             Err(_) => Err("the guest call's thread ended before the call".into()),
+        }
+    }
+
+    /// Run `job` on one of the threads without waiting for it: `Err` if no thread could be made.
+    /// The job sends its result where its caller waits (an async caller awaits it); a panic in
+    /// it is caught there, so the thread lives on, and what the job owned is dropped.
+    pub fn start(self: &std::sync::Arc<Self>, job: impl FnOnce() + Send + 'static) -> Result<(), String> {
+        self.hand_over(Box::new(move || {
+            let _ = catch_unwind(AssertUnwindSafe(job));
+        }))
+    }
+
+    /// Give `job` to an idle thread, or to a new one if none is idle.
+    fn hand_over(self: &std::sync::Arc<Self>, mut job: Job) -> Result<(), String> {
+        loop {
+            let waiting = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            match waiting {
+                Some((_, thread)) => match thread.send(job) {
+                    Ok(()) => return Ok(()),
+                    // Cannot happen (a thread leaves the idle list before it ends); try another.
+                    Err(unsent) => job = unsent.0,
+                },
+                None => return self.spawn(job),
+            }
         }
     }
 
@@ -85,6 +112,7 @@ impl GuestThreads {
     }
 
     fn serve(&self, id: u64, send: Sender<Job>, receive: Receiver<Job>, first: Job) {
+        ON_GUEST_THREAD.set(true);
         first();
         loop {
             {
@@ -147,6 +175,45 @@ mod tests {
         assert_eq!(second, first.0, "a kept thread runs the next call");
         assert_eq!(threads.run(|| -> u32 { panic!("guest host bug") }).unwrap_err(), "the guest call's thread panicked");
         assert_eq!(threads.run(|| 7).unwrap(), 7, "and a panic does not lose the set");
+    }
+
+    #[test]
+    fn a_started_job_runs_its_call_where_it_is_and_survives_a_panic() {
+        let threads = GuestThreads::new(1 << 20, 2);
+        let (send, receive) = std::sync::mpsc::channel();
+        let inner = std::sync::Arc::clone(&threads);
+        threads
+            .start(move || {
+                let here = std::thread::current().id();
+                let call = inner.run(|| std::thread::current().id()).unwrap();
+                send.send((here, call)).unwrap();
+            })
+            .unwrap();
+        let (here, call) = receive.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_ne!(here, std::thread::current().id(), "the job is not run on the caller's thread");
+        assert_eq!(call, here, "a call made on a guest thread runs there: no second handoff");
+        assert_eq!(inner_panics(&threads), "the guest call's thread panicked");
+
+        // A job that panics: what it owned is dropped (its sender: the receiver hears it), and
+        // the set still runs the next job.
+        let (send, receive) = std::sync::mpsc::channel::<()>();
+        threads.start(move || {
+            let _owned = send;
+            panic!("guest host bug");
+        })
+        .unwrap();
+        assert!(receive.recv_timeout(Duration::from_secs(10)).is_err(), "the job's sender was dropped");
+        let (send, receive) = std::sync::mpsc::channel();
+        threads.start(move || send.send(7).unwrap()).unwrap();
+        assert_eq!(receive.recv_timeout(Duration::from_secs(10)).unwrap(), 7);
+    }
+
+    /// A panicking call made inside a started job: reported to the job, not lost.
+    fn inner_panics(threads: &std::sync::Arc<GuestThreads>) -> String {
+        let (send, receive) = std::sync::mpsc::channel();
+        let inner = std::sync::Arc::clone(threads);
+        threads.start(move || send.send(inner.run(|| -> u32 { panic!("guest host bug") }).unwrap_err()).unwrap()).unwrap();
+        receive.recv_timeout(Duration::from_secs(10)).unwrap()
     }
 
     #[test]

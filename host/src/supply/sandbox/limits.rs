@@ -19,8 +19,8 @@ pub struct SandboxLimits {
     /// of each module (an interpreter's slot keeps about 7 MiB of its snapshot mapped).
     pub max_concurrent_calls: u32,
     /// Fuel a call may use on the async runtime's own thread (`RulesModule::reconcile_quick`);
-    /// a call that needs more is made again, from the start and with the whole `fuel`, on the
-    /// blocking pool (a call is a pure function of its input, so the second call decides what
+    /// a call that needs more is made again, from the start and with the whole `fuel`, off the
+    /// async runtime (a call is a pure function of its input, so the second call decides what
     /// the first would have). The default rules need ~25k at 5 children and ~1.5M at 1,000, so
     /// nearly every call is made without a thread handoff, and a slow or hostile module holds an
     /// async worker for at most this much (well under a millisecond) per call.

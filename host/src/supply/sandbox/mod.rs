@@ -17,6 +17,7 @@ mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};
 pub use error::{GuestError, PlanRejection};
+pub use guest_threads::GuestThreads;
 pub use host_state::GuestLog;
 pub use limits::SandboxLimits;
 pub use module::{GuestOutcome, ModuleIdentity, RulesModule, SandboxEngine};

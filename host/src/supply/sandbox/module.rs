@@ -319,6 +319,12 @@ impl RulesModule {
         self.calls_at_once
     }
 
+    /// The threads its calls must run on, off the async runtime: a WASI module's (its host
+    /// functions block on a runtime of their own); `None` for a module that needs none.
+    pub fn own_threads(&self) -> Option<&Arc<GuestThreads>> {
+        self.uses_wasi.then_some(&self.threads)
+    }
+
     /// Bytes of compiled machine code and metadata this module keeps in memory.
     pub fn code_bytes(&self) -> usize {
         let range = self.pre.instance_pre().component().image_range();
