@@ -28,6 +28,20 @@ pub struct CompiledModule {
     /// zundoko-operator patch (vendor/README.md): `function_range` of each defined function
     /// and of its array-to-wasm trampoline, remembered (see `remembered_range`).
     defined_func_ranges: crate::sync::OnceLock<Box<[[core::sync::atomic::AtomicU64; 2]]>>,
+    /// zundoko-operator patch (vendor/README.md): what every instance writes into its funcrefs
+    /// of defined functions, but its own `vmctx` (see `Instance::initialize_defined_funcrefs`).
+    funcref_template: crate::sync::OnceLock<Box<[FuncRefTemplate]>>,
+}
+
+/// zundoko-operator patch (vendor/README.md): one defined, escaping function's `VMFuncRef`,
+/// the same in every instance of its module but for the `vmctx`: where it lies in a `VMContext`,
+/// its type, and where its array-to-wasm trampoline and its code start in the module's text.
+#[derive(Clone, Copy)]
+pub struct FuncRefTemplate {
+    pub vmctx_offset: u32,
+    pub type_index: wasmtime_environ::VMSharedTypeIndex,
+    pub array_call: usize,
+    pub wasm_call: usize,
 }
 
 impl CompiledModule {
@@ -62,6 +76,7 @@ impl CompiledModule {
             index,
             func_names: info.func_names,
             defined_func_ranges: Default::default(),
+            funcref_template: Default::default(),
         };
         ret.register_profiling(profiler)?;
 
@@ -171,6 +186,15 @@ impl CompiledModule {
         ranges
             .get(wasmtime_environ::EntityRef::index(index))
             .map(|slot| &slot[which])
+    }
+
+    /// zundoko-operator patch (vendor/README.md): the funcrefs of this module's defined,
+    /// escaping functions, made by `build` the first time they are asked for.
+    pub(crate) fn funcref_template(
+        &self,
+        build: impl FnOnce() -> Box<[FuncRefTemplate]>,
+    ) -> &[FuncRefTemplate] {
+        self.funcref_template.get_or_init(build)
     }
 
     /// A remembered range: the start + 1 in the high half (0: not yet looked up), the length
