@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use zundoko_rules::{Observed, Plan, RuleSet};
 
 use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, GuestThreads, ModuleIdentity, RulesModule};
@@ -25,9 +25,9 @@ pub trait Rules: Send + Sync + 'static {
     fn calls_at_once(&self) -> Option<usize> {
         None
     }
-    /// The threads a decision that leaves the async runtime runs on; `None`: tokio's
-    /// blocking pool.
-    fn own_threads(&self) -> Option<&Arc<GuestThreads>> {
+    /// The threads a decision that leaves the async runtime runs on, and the turns awaited
+    /// before one is handed to them; `None`: tokio's blocking pool.
+    fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<Semaphore>)> {
         None
     }
 }
@@ -49,7 +49,7 @@ impl Rules for RulesModule {
         Some(RulesModule::calls_at_once(self))
     }
 
-    fn own_threads(&self) -> Option<&Arc<GuestThreads>> {
+    fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<Semaphore>)> {
         RulesModule::own_threads(self)
     }
 }
@@ -131,21 +131,30 @@ pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits
         logs: Vec::new(),
         elapsed: Duration::ZERO,
     };
-    let threads = rules.own_threads().cloned();
+    let own = rules.own_threads().map(|(threads, turns)| (threads.clone(), turns.clone()));
     let decision = move || {
         let _entered = span.enter();
         decide(rules.as_ref(), &observed, &limits)
     };
-    match threads {
-        // Straight to the thread the call runs on: one handoff each way (guest_threads.rs).
-        Some(threads) => {
+    match own {
+        // The module's turn awaited here, holding no thread; then straight to the thread the
+        // call runs on: one handoff each way (guest_threads.rs).
+        Some((threads, turns)) => {
+            let Ok(turn) = turns.acquire_owned().await else {
+                return not_finished("the module's turns were closed".into());
+            };
             let (send, receive) = tokio::sync::oneshot::channel();
-            if let Err(why) = threads.start(move || {
-                let _ = send.send(decision());
-            }) {
+            let delivered = threads.start(decision, move |decided| {
+                let _ = send.send(decided.ok());
+                drop(turn);
+            });
+            if let Err(why) = delivered {
                 return not_finished(why);
             }
-            receive.await.unwrap_or_else(|_| not_finished("the guest call's thread panicked".into()))
+            match receive.await {
+                Ok(Some(decision)) => decision,
+                _ => not_finished("the guest call's thread panicked".into()),
+            }
         }
         None => tokio::task::spawn_blocking(decision).await.unwrap_or_else(|join_error| not_finished(join_error.to_string())),
     }

@@ -26,7 +26,11 @@ use std::time::Duration;
 /// How long an idle thread waits for a call before it ends.
 const IDLE_FOR: Duration = Duration::from_secs(30);
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+/// What a thread runs: given `ready`, which lists the thread as idle, called by the job once its
+/// work is done and before it hands the result on. Whoever the result wakes may make the next call
+/// at once; listed first, this thread takes that call instead of a new thread being made for it
+/// (a thread made and ended per call is what these threads are kept to avoid).
+type Job = Box<dyn FnOnce(&dyn Fn()) + Send + 'static>;
 
 thread_local! {
     /// Set on the threads of a `GuestThreads`: a call made on one runs where it is.
@@ -58,14 +62,16 @@ impl GuestThreads {
             return catch_unwind(AssertUnwindSafe(f)).map_err(|_| "the guest call's thread panicked".to_string());
         }
         let (done, result) = sync_channel::<std::thread::Result<R>>(1);
-        let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
-            let _ = done.send(catch_unwind(AssertUnwindSafe(f)));
+        let job: Box<dyn FnOnce(&dyn Fn()) + Send + '_> = Box::new(move |ready: &dyn Fn()| {
+            let outcome = catch_unwind(AssertUnwindSafe(f));
+            ready();
+            let _ = done.send(outcome);
         });
         // SAFETY: the job may borrow from this frame ('_). It is either run to its end on a
         // thread (which sends its result, caught panic included, as its last act) while this
         // frame waits below for that result, or dropped here if no thread takes it. It never
         // outlives this call.
-        let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
+        let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce(&dyn Fn()) + Send + '_>, Job>(job) };
         self.hand_over(job)?;
         match result.recv() {
             Ok(Ok(value)) => Ok(value),
@@ -74,12 +80,18 @@ impl GuestThreads {
         }
     }
 
-    /// Run `job` on one of the threads without waiting for it: `Err` if no thread could be made.
-    /// The job sends its result where its caller waits (an async caller awaits it); a panic in
-    /// it is caught there, so the thread lives on, and what the job owned is dropped.
-    pub fn start(self: &std::sync::Arc<Self>, job: impl FnOnce() + Send + 'static) -> Result<(), String> {
-        self.hand_over(Box::new(move || {
-            let _ = catch_unwind(AssertUnwindSafe(job));
+    /// Run `work` on one of the threads without waiting for it, then `deliver` its result (`Err`
+    /// if it panicked: the thread lives on) where its caller waits: an async caller awaits it.
+    /// `Err` if no thread could be made.
+    pub fn start<R: Send + 'static>(
+        self: &std::sync::Arc<Self>,
+        work: impl FnOnce() -> R + Send + 'static,
+        deliver: impl FnOnce(std::thread::Result<R>) + Send + 'static,
+    ) -> Result<(), String> {
+        self.hand_over(Box::new(move |ready: &dyn Fn()| {
+            let outcome = catch_unwind(AssertUnwindSafe(work));
+            ready();
+            let _ = catch_unwind(AssertUnwindSafe(|| deliver(outcome)));
         }))
     }
 
@@ -113,17 +125,24 @@ impl GuestThreads {
 
     fn serve(&self, id: u64, send: Sender<Job>, receive: Receiver<Job>, first: Job) {
         ON_GUEST_THREAD.set(true);
-        first();
+        let mut job = first;
         loop {
-            {
-                let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-                if idle.len() >= self.max_idle {
-                    return;
+            // Whether this thread is listed as idle (`None`: not asked yet). A job sent to it
+            // while its last job hands its result on waits in its channel for a moment.
+            let listed: Cell<Option<bool>> = Cell::new(None);
+            let ready = || {
+                if listed.get().is_none() {
+                    listed.set(Some(self.list_idle(id, &send)));
                 }
-                idle.push((id, send.clone()));
+            };
+            job(&ready);
+            ready();
+            if listed.get() == Some(false) {
+                // Enough threads wait already: this one ends (none can have been given a job).
+                return;
             }
-            match receive.recv_timeout(IDLE_FOR) {
-                Ok(job) => job(),
+            job = match receive.recv_timeout(IDLE_FOR) {
+                Ok(job) => job,
                 Err(RecvTimeoutError::Timeout) => {
                     let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
                     match idle.iter().position(|(i, _)| *i == id) {
@@ -135,15 +154,25 @@ impl GuestThreads {
                         None => {
                             drop(idle);
                             match receive.recv() {
-                                Ok(job) => job(),
+                                Ok(job) => job,
                                 Err(_) => return,
                             }
                         }
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => return,
-            }
+            };
         }
+    }
+
+    /// List this thread as idle, unless `max_idle` threads are already: whether it was listed.
+    fn list_idle(&self, id: u64, send: &Sender<Job>) -> bool {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() >= self.max_idle {
+            return false;
+        }
+        idle.push((id, send.clone()));
+        true
     }
 
     /// Threads waiting for a call now.
@@ -183,28 +212,25 @@ mod tests {
         let (send, receive) = std::sync::mpsc::channel();
         let inner = std::sync::Arc::clone(&threads);
         threads
-            .start(move || {
-                let here = std::thread::current().id();
-                let call = inner.run(|| std::thread::current().id()).unwrap();
-                send.send((here, call)).unwrap();
-            })
+            .start(
+                move || {
+                    let here = std::thread::current().id();
+                    (here, inner.run(|| std::thread::current().id()).unwrap())
+                },
+                move |result| send.send(result.unwrap()).unwrap(),
+            )
             .unwrap();
         let (here, call) = receive.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_ne!(here, std::thread::current().id(), "the job is not run on the caller's thread");
         assert_eq!(call, here, "a call made on a guest thread runs there: no second handoff");
         assert_eq!(inner_panics(&threads), "the guest call's thread panicked");
 
-        // A job that panics: what it owned is dropped (its sender: the receiver hears it), and
-        // the set still runs the next job.
-        let (send, receive) = std::sync::mpsc::channel::<()>();
-        threads.start(move || {
-            let _owned = send;
-            panic!("guest host bug");
-        })
-        .unwrap();
-        assert!(receive.recv_timeout(Duration::from_secs(10)).is_err(), "the job's sender was dropped");
+        // Work that panics: its caller hears it, and the set still runs the next job.
         let (send, receive) = std::sync::mpsc::channel();
-        threads.start(move || send.send(7).unwrap()).unwrap();
+        threads.start(|| -> u32 { panic!("guest host bug") }, move |result| send.send(result.is_err()).unwrap()).unwrap();
+        assert!(receive.recv_timeout(Duration::from_secs(10)).unwrap(), "the panic is delivered as an error");
+        let (send, receive) = std::sync::mpsc::channel();
+        threads.start(|| 7, move |result| send.send(result.unwrap()).unwrap()).unwrap();
         assert_eq!(receive.recv_timeout(Duration::from_secs(10)).unwrap(), 7);
     }
 
@@ -212,8 +238,25 @@ mod tests {
     fn inner_panics(threads: &std::sync::Arc<GuestThreads>) -> String {
         let (send, receive) = std::sync::mpsc::channel();
         let inner = std::sync::Arc::clone(threads);
-        threads.start(move || send.send(inner.run(|| -> u32 { panic!("guest host bug") }).unwrap_err()).unwrap()).unwrap();
+        threads
+            .start(move || inner.run(|| -> u32 { panic!("guest host bug") }).unwrap_err(), move |result| send.send(result.unwrap()).unwrap())
+            .unwrap();
         receive.recv_timeout(Duration::from_secs(10)).unwrap()
+    }
+
+    #[test]
+    fn calls_one_after_another_are_made_by_one_thread() {
+        // Each result wakes its caller, who makes the next call at once: the thread that made
+        // the last one is listed as idle before the result is handed on, so it takes the next.
+        let threads = GuestThreads::new(1 << 20, 2);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            seen.insert(threads.run(|| std::thread::current().id()).unwrap());
+            let (send, receive) = std::sync::mpsc::channel();
+            threads.start(|| std::thread::current().id(), move |result| send.send(result.unwrap()).unwrap()).unwrap();
+            seen.insert(receive.recv_timeout(Duration::from_secs(10)).unwrap());
+        }
+        assert_eq!(seen.len(), 1, "400 calls in a row, each made as the last one's result arrived");
     }
 
     #[test]

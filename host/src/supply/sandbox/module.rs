@@ -199,6 +199,7 @@ impl SandboxEngine {
             uses_wasi,
             threads: Arc::clone(&self.threads),
             calls: Arc::new(InFlight::new()),
+            turns: Arc::new(tokio::sync::Semaphore::new(self.calls_per_module)),
             calls_at_once: self.calls_per_module,
             limits,
             identity: Arc::new(ModuleIdentity {
@@ -293,6 +294,9 @@ pub struct RulesModule {
     /// its clones, its own (another module's calls never wait on it).
     calls: Arc<InFlight>,
     calls_at_once: usize,
+    /// The same turns for async callers, awaited before a call is handed to a thread, so a
+    /// decision waiting for its turn holds no thread (contract/rules.rs `decide_async`).
+    turns: Arc<tokio::sync::Semaphore>,
     limits: SandboxLimits,
     identity: Arc<ModuleIdentity>,
 }
@@ -319,10 +323,11 @@ impl RulesModule {
         self.calls_at_once
     }
 
-    /// The threads its calls must run on, off the async runtime: a WASI module's (its host
-    /// functions block on a runtime of their own); `None` for a module that needs none.
-    pub fn own_threads(&self) -> Option<&Arc<GuestThreads>> {
-        self.uses_wasi.then_some(&self.threads)
+    /// The threads its calls must run on, off the async runtime, and the turns an async caller
+    /// awaits before it hands a call to them: a WASI module's (its host functions block on a
+    /// runtime of their own); `None` for a module that needs none.
+    pub fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<tokio::sync::Semaphore>)> {
+        self.uses_wasi.then_some((&self.threads, &self.turns))
     }
 
     /// Bytes of compiled machine code and metadata this module keeps in memory.
