@@ -30,7 +30,9 @@ const IDLE_FOR: Duration = Duration::from_secs(30);
 /// work is done and before it hands the result on. Whoever the result wakes may make the next call
 /// at once; listed first, this thread takes that call instead of a new thread being made for it
 /// (a thread made and ended per call is what these threads are kept to avoid).
-type Job = Box<dyn FnOnce(&dyn Fn()) + Send + 'static>;
+type Job = BorrowingJob<'static>;
+/// A job that may borrow from its caller's frame (`run`).
+type BorrowingJob<'a> = Box<dyn FnOnce(&dyn Fn()) + Send + 'a>;
 
 thread_local! {
     /// Set on the threads of a `GuestThreads`: a call made on one runs where it is.
@@ -62,7 +64,7 @@ impl GuestThreads {
             return catch_unwind(AssertUnwindSafe(f)).map_err(|_| "the guest call's thread panicked".to_string());
         }
         let (done, result) = sync_channel::<std::thread::Result<R>>(1);
-        let job: Box<dyn FnOnce(&dyn Fn()) + Send + '_> = Box::new(move |ready: &dyn Fn()| {
+        let job: BorrowingJob<'_> = Box::new(move |ready: &dyn Fn()| {
             let outcome = catch_unwind(AssertUnwindSafe(f));
             ready();
             let _ = done.send(outcome);
@@ -71,7 +73,7 @@ impl GuestThreads {
         // thread (which sends its result, caught panic included, as its last act) while this
         // frame waits below for that result, or dropped here if no thread takes it. It never
         // outlives this call.
-        let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce(&dyn Fn()) + Send + '_>, Job>(job) };
+        let job: Job = unsafe { std::mem::transmute::<BorrowingJob<'_>, Job>(job) };
         self.hand_over(job)?;
         match result.recv() {
             Ok(Ok(value)) => Ok(value),
