@@ -227,3 +227,67 @@ impl RulesSlot {
         futures::stream::unfold(rx, |mut rx| async move { rx.changed().await.ok().map(|()| ((), rx)) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::thread::ThreadId;
+
+    /// Rules whose calls take a while, on threads of their own with two turns: how many ran
+    /// at once at most, and on which threads.
+    struct Slow {
+        identity: Arc<ModuleIdentity>,
+        threads: Arc<GuestThreads>,
+        turns: Arc<Semaphore>,
+        running: AtomicUsize,
+        most: AtomicUsize,
+        on: Mutex<HashSet<ThreadId>>,
+    }
+
+    impl Rules for Slow {
+        fn identity(&self) -> &Arc<ModuleIdentity> {
+            &self.identity
+        }
+
+        fn reconcile(&self, _: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+            let now = self.running.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            self.on.lock().unwrap().insert(std::thread::current().id());
+            // A slow guest's call (this is the fake guest, on its own thread, not a reconcile).
+            std::thread::sleep(Duration::from_millis(20));
+            self.running.fetch_sub(1, SeqCst);
+            Ok(GuestOutcome { value: Plan::default(), fuel_used: 0, logs: Vec::new(), peak_memory_bytes: 0 })
+        }
+
+        fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<Semaphore>)> {
+            Some((&self.threads, &self.turns))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn decisions_waiting_for_a_turn_hold_no_thread_and_the_threads_are_kept() {
+        let info = zundoko_rules::ModuleInfo { name: "slow".into(), version: "0".into(), description: String::new() };
+        let slow = Arc::new(Slow {
+            identity: Arc::new(ModuleIdentity { info, digest: "native:slow".into(), size: 0 }),
+            threads: GuestThreads::new(1 << 20, 2),
+            turns: Arc::new(Semaphore::new(2)),
+            running: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            on: Mutex::new(HashSet::new()),
+        });
+        let rules: Arc<dyn Rules> = slow.clone();
+        let observed = Arc::new(Observed::default());
+        let decisions: Vec<_> =
+            (0..12).map(|_| tokio::spawn(decide_async(rules.clone(), observed.clone(), PlanLimits::default()))).collect();
+        for decision in decisions {
+            let decision = decision.await.unwrap();
+            assert!(decision.outcome.is_ok(), "{:?}", decision.outcome.err());
+        }
+        assert_eq!(slow.most.load(SeqCst), 2, "two turns: two calls at once, the other ten waiting");
+        let threads = slow.on.lock().unwrap().len();
+        assert!(threads <= 2, "12 calls, two at once, made on {threads} threads: a call waiting for its turn took a thread");
+    }
+}
