@@ -25,9 +25,6 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
-    /// zundoko-operator patch (vendor/README.md): `function_range` of each defined function
-    /// and of its array-to-wasm trampoline, remembered (see `remembered_range`).
-    defined_func_ranges: crate::sync::OnceLock<Box<[[core::sync::atomic::AtomicU64; 2]]>>,
     /// zundoko-operator patch (vendor/README.md): what every instance writes into its funcrefs
     /// of defined functions, but its own `vmctx` (see `Instance::initialize_defined_funcrefs`).
     funcref_template: crate::sync::OnceLock<Box<[FuncRefTemplate]>>,
@@ -75,7 +72,6 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
-            defined_func_ranges: Default::default(),
             funcref_template: Default::default(),
         };
         ret.register_profiling(profiler)?;
@@ -144,48 +140,10 @@ impl CompiledModule {
     /// points to.
     #[inline]
     pub fn function_range(&self, key: FuncKey) -> Range<usize> {
-        let slot = self.remembered_range(key);
-        if let Some(range) = slot.and_then(Self::unpack_range) {
-            return range;
-        }
         let loc = self.func_loc(key);
         let start = usize::try_from(loc.start).unwrap();
         let end = usize::try_from(loc.start + loc.length).unwrap();
-        if let (Some(slot), Some(first)) = (slot, loc.start.checked_add(1)) {
-            slot.store(
-                (u64::from(first) << 32) | u64::from(loc.length),
-                core::sync::atomic::Ordering::Relaxed,
-            );
-        }
         start..end
-    }
-
-    /// zundoko-operator patch (vendor/README.md): where `function_range` of a defined
-    /// function or of its array-to-wasm trampoline is remembered, if `key` is one.
-    ///
-    /// Every funcref an instance makes asks for both (`Instance::initialize_and_return_funcref`),
-    /// and `func_loc` finds them by a search of the module's namespaces, then a binary search of
-    /// its trampolines. An instance of a dynamically linked module (componentize-py's CPython)
-    /// makes one funcref per element of its tables when it is instantiated, thousands, and with
-    /// a fresh instance per call that search was a sixth of a call's CPU.
-    fn remembered_range(&self, key: FuncKey) -> Option<&core::sync::atomic::AtomicU64> {
-        let (which, index) = match key {
-            FuncKey::ArrayToWasmTrampoline(module, index) if module == self.module.module_index => {
-                (0, index)
-            }
-            FuncKey::DefinedWasmFunction(module, index) if module == self.module.module_index => {
-                (1, index)
-            }
-            _ => return None,
-        };
-        let ranges = self.defined_func_ranges.get_or_init(|| {
-            (0..self.module.num_defined_funcs())
-                .map(|_| Default::default())
-                .collect()
-        });
-        ranges
-            .get(wasmtime_environ::EntityRef::index(index))
-            .map(|slot| &slot[which])
     }
 
     /// zundoko-operator patch (vendor/README.md): the funcrefs of this module's defined,
@@ -195,14 +153,6 @@ impl CompiledModule {
         build: impl FnOnce() -> Box<[FuncRefTemplate]>,
     ) -> &[FuncRefTemplate] {
         self.funcref_template.get_or_init(build)
-    }
-
-    /// A remembered range: the start + 1 in the high half (0: not yet looked up), the length
-    /// in the low half.
-    fn unpack_range(slot: &core::sync::atomic::AtomicU64) -> Option<Range<usize>> {
-        let packed = slot.load(core::sync::atomic::Ordering::Relaxed);
-        let start = usize::try_from((packed >> 32).checked_sub(1)?).ok()?;
-        Some(start..start + usize::try_from(packed & 0xffff_ffff).ok()?)
     }
 
     /// Get the Wasm-to-array trampoline for the given signature, as a
