@@ -4,7 +4,7 @@
 // component: they read each call's input out of linear memory, call the rule set, and write the
 // plan back. SpiderMonkey interprets them (no JIT in wasm), in every call, so their per-field and
 // per-character steps were most of a JavaScript call (the classic rules, fuel per call at 5
-// children: 2.22M before the kit's warm-up, 1.42M after it, 0.65M with these rewrites; per child
+// children: 2.22M before the kit's warm-up, 1.42M after it, 0.54M with these rewrites; per child
 // 76k -> 23k; host/tests/js_call_fuel.rs bounds them). Five rewrites, each exact about what it
 // replaces:
 //
@@ -195,7 +195,7 @@ export function encodeNatively(bindings) {
 // A lowering's allocation of a list or a payload, as generated: the only statement that may grow
 // memory before a write into what it allocated.
 const ALLOCATION = /^(\s*)var [\w$]+ = \$realloc\([^;]*\);$/;
-const WRITE = 'dataView($memory).';
+const WRITE = `${READ}.`;
 
 /** Rewrite 5: each export's lowering writes through one view, made when it starts and again after
  * each allocation. */

@@ -58,6 +58,7 @@ impl GuestThreads {
 
     /// Run `f` on one of the threads and wait for it: `Err` if no thread could be made or `f`
     /// panicked.
+    ///
     /// On one of the threads already (a job given to [`start`](Self::start)), `f` runs here.
     pub fn run<R: Send>(self: &std::sync::Arc<Self>, f: impl FnOnce() -> R + Send) -> Result<R, String> {
         if ON_GUEST_THREAD.get() {
