@@ -26,6 +26,23 @@ async fn words(cluster: &Cluster, names: &[String]) -> usize {
     total
 }
 
+/// The classic songs were not held up by the slow rule sets: at least two classic words for
+/// every three slow ones said meanwhile. Each classic word needs a reconcile; were the slow
+/// Hikawas holding the controller's reconciles while they wait for a turn, a classic word
+/// would wait for one of them to end, behind the slow Hikawas queued before it. In their places
+/// only, the slow calls use the cores and nothing more, and the classic songs are sung while a
+/// few slow calls run. A ratio, not a time, and with room on both sides, because the spinning
+/// guests and the classic reconciles share two cores on a noisy machine. Measured on such a
+/// machine (debug build): classic words for each slow word 2.2-3.5 with one slow rule set and
+/// 1.3-2.6 with two (CI's machine failed 2 for 1 at 1.8); with places off (every slot open to
+/// the slow Hikawas), 0.15-0.33 in the runs where the slow Hikawas filled the slots.
+fn assert_not_held_up(classic_words: usize, slow_words_meanwhile: usize) {
+    assert!(
+        slow_words_meanwhile * 2 <= classic_words * 3,
+        "the classic songs ({classic_words} words) waited for the slow rule sets ({slow_words_meanwhile} words meanwhile)"
+    );
+}
+
 /// The operator with classic rules as its default and as the rule set `classic`, and `slow`
 /// rule sets of classic rules behind a WASI module whose every call spins for a while (about
 /// 0.15 s here, 1.9 G fuel): its calls take turns, as many at once as there are cores. Each
@@ -68,15 +85,7 @@ async fn a_slow_rule_set_holds_its_places_only_and_another_rule_set_sings_meanwh
     cluster.assert_songs_complete("default", &fast, &classic(), Duration::from_secs(300)).await;
     let (fast_words, slow_meanwhile, took) = (words(&cluster, &fast).await, words(&cluster, &slow).await - slow_before, started.elapsed());
     eprintln!("{fast_words} words of the classic rule set in {took:?}, while the slow one said {slow_meanwhile}");
-    // Each classic word needs a reconcile. Were the slow rule set's Hikawas holding the
-    // controller's reconciles while they wait for a turn, a classic word would wait for one of
-    // them to end: for slow calls, as many as the classic words at least. In their places
-    // only, the slow calls use the cores and nothing more: the classic songs are sung while a
-    // few slow calls run.
-    assert!(
-        slow_meanwhile * 2 <= fast_words,
-        "the classic songs ({fast_words} words) waited for the slow rule set ({slow_meanwhile} words meanwhile)"
-    );
+    assert_not_held_up(fast_words, slow_meanwhile);
     let metrics = operator.shared.metrics.encode();
     assert!(metrics.contains(r#"zundoko_reconciles_not_decided_total{why="module-busy"}"#), "the slow Hikawas waited in line: {metrics}");
     // The slow rule set goes on, every word in order.
@@ -112,7 +121,7 @@ async fn slow_rule_sets_together_hold_half_the_reconciles_and_each_sings() {
     let fast_words = words(&cluster, &fast).await;
     let (a, b) = (words(&cluster, &slow_a).await - a_before, words(&cluster, &slow_b).await - b_before);
     eprintln!("{fast_words} words of the classic rule set in {:?}, while the slow ones said {a} and {b}", started.elapsed());
-    assert!((a + b) * 2 <= fast_words, "the classic songs ({fast_words} words) waited for the slow rule sets ({a} and {b} words meanwhile)");
+    assert_not_held_up(fast_words, a + b);
     // Neither slow rule set starves the other: the places freed go to whoever waited longest.
     let (a_now, b_now) = (words(&cluster, &slow_a).await, words(&cluster, &slow_b).await);
     common::running::eventually("each slow rule set sings on", Duration::from_secs(120), async || {
