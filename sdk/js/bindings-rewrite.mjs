@@ -195,7 +195,8 @@ export function encodeNatively(bindings) {
 // A lowering's allocation of a list or a payload, as generated: the only statement that may grow
 // memory before a write into what it allocated.
 const ALLOCATION = /^(\s*)var [\w$]+ = \$realloc\([^;]*\);$/;
-const WRITE = `${READ}.`;
+// A write through the generated view: a DataView setter. A getter is no write (the check's message).
+const WRITE = `${READ}.set`;
 
 /** Rewrite 5: each export's lowering writes through one view, made when it starts and again after
  * each allocation. */
@@ -222,7 +223,7 @@ export function lowerThroughOneView(bindings) {
     out += lines
       .map((line) => {
         const allocation = ALLOCATION.exec(line);
-        const written = line.replaceAll(WRITE, '$lowerView.');
+        const written = line.replaceAll(WRITE, '$lowerView.set');
         return allocation === null ? written : `${written}\n${allocation[1]}$lowerView = dataView($memory);`;
       })
       .join('\n');

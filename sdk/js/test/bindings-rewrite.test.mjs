@@ -322,6 +322,9 @@ test('a lowering that allocates or uses its view otherwise, or uses its result i
   assert.throws(() => lowerThroughOneView(inline), /bindings-rewrite\.mjs: .* export_rules_0_1_0\$reconcile allocates otherwise than by `var \.\.\. = \$realloc\(\.\.\.\);` while it lowers/);
   const passed = GENERATED.replace('  var result2 = $realloc(0, 0, 8, 40);', '  var result2 = $realloc(0, 0, 8, 40);\n  keep(dataView($memory));');
   assert.throws(() => lowerThroughOneView(passed), /export_rules_0_1_0\$reconcile uses its lowering's view otherwise than to write through it/);
+  // Reading back what it wrote is a use other than writing, though a method of the view.
+  const reads = GENERATED.replace('  var result2 = $realloc(0, 0, 8, 40);', '  var result2 = $realloc(0, 0, 8, 40);\n  var back = dataView($memory).getUint32(arg1 + 4, true);');
+  assert.throws(() => lowerThroughOneView(reads), /export_rules_0_1_0\$reconcile uses its lowering's view otherwise than to write through it/);
   const nested = GENERATED.replace('  var variant9 = ret;', '  {\n    var variant9 = ret;\n  }');
   assert.throws(() => lowerThroughOneView(nested), /export_rules_0_1_0\$reconcile uses its result inside a block/);
   assert.throws(() => lowerThroughOneView(GENERATED.replaceAll('dataView($memory).set', 'other.set')), /no export writes its result through dataView\(\$memory\)/);
