@@ -1,7 +1,7 @@
 //! One WASI module's calls run at most as many at once as the node has cores, so they keep no
 //! more pool slots warm than that (an interpreter's slot keeps megabytes of its snapshot
 //! mapped), and the turns are the module's own: another module's call never waits on them.
-//! See `in_flight.rs`. Alone in its test binary, so the pool's counts are this test's.
+//! See `turns.rs` and `in_flight.rs`. Alone in its test binary, so the pool's counts are this test's.
 
 mod common;
 
@@ -88,4 +88,60 @@ fn another_modules_call_does_not_wait_for_a_busy_modules_turns() {
     let busy_done: Vec<Instant> = busy_calls.into_iter().map(|c| c.join().unwrap()).collect();
     let earliest = busy_done.iter().min().unwrap();
     assert!(other_done < *earliest, "the other module's call waited for the busy module's calls to end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_and_blocking_callers_share_one_count_of_turns() {
+    use zundoko_operator::supply::contract::plan_check::PlanLimits;
+    use zundoko_operator::supply::contract::rules::{Rules, decide_async};
+    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
+    let module = load(&engine, 1_000_000_000);
+    let observed = spinning(5_000_000);
+    let (done, most_at_once) = (Arc::new(AtomicBool::new(false)), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+    let watcher = {
+        let (done, most_at_once, pool) = (done.clone(), most_at_once.clone(), pool.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                most_at_once.fetch_max(pool.memories(), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    // Blocking callers (a smoke test, the CLI) on threads of their own, and async callers
+    // (reconciles), each as many as twice the turns, at once.
+    let (finished, blocking_done) = std::sync::mpsc::channel();
+    for _ in 0..2 * cores() {
+        let (module, observed, finished) = (module.clone(), observed.clone(), finished.clone());
+        std::thread::spawn(move || finished.send((0..3).map(|_| module.reconcile(&observed).map(drop)).collect::<Result<Vec<()>, _>>()));
+    }
+    let rules: Arc<dyn Rules> = module.clone();
+    let decisions: Vec<_> = (0..2 * cores())
+        .map(|_| {
+            let (rules, observed) = (rules.clone(), Arc::new(observed.clone()));
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    decide_async(rules.clone(), observed.clone(), PlanLimits::default()).await.outcome.map(drop)?;
+                }
+                Ok::<(), zundoko_operator::supply::sandbox::GuestError>(())
+            })
+        })
+        .collect();
+    // A call that counted twice (its caller's turn and one of its own) would wait forever once
+    // every turn is held by such callers: a bound, not a hang.
+    let all = async {
+        for decision in decisions {
+            decision.await.unwrap().unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(300), all).await.expect("the async callers finished: no call waits for a second turn");
+    for _ in 0..2 * cores() {
+        blocking_done.recv_timeout(Duration::from_secs(300)).expect("the blocking callers finished").unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    let most_at_once = most_at_once.load(Ordering::SeqCst);
+    eprintln!("{} calls, half blocking and half async, on {} cores: at most {most_at_once} at once", 12 * cores(), cores());
+    assert!(most_at_once >= 1, "the watcher saw the calls");
+    assert!(most_at_once <= cores(), "{most_at_once} calls of one module at once on {} cores: blocking and async callers counted apart", cores());
 }

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use zundoko_rules::{Observed, Plan, RuleSet};
 
-use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, GuestThreads, ModuleIdentity, RulesModule};
+use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, GuestThreads, ModuleIdentity, RulesModule, Turns};
 use crate::supply::contract::plan_check::{self, PlanLimits};
 
 /// Something that can make a decision: the wasm sandbox or native rules.
@@ -27,7 +27,7 @@ pub trait Rules: Send + Sync + 'static {
     }
     /// The threads a decision that leaves the async runtime runs on, and the turns awaited
     /// before one is handed to them; `None`: tokio's blocking pool.
-    fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<Semaphore>)> {
+    fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Turns)> {
         None
     }
 }
@@ -49,7 +49,7 @@ impl Rules for RulesModule {
         Some(RulesModule::calls_at_once(self))
     }
 
-    fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<Semaphore>)> {
+    fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Turns)> {
         RulesModule::own_threads(self)
     }
 }
@@ -138,16 +138,20 @@ pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits
     };
     match own {
         // The module's turn awaited here, holding no thread; then straight to the thread the
-        // call runs on: one handoff each way (guest_threads.rs).
+        // call runs on: one handoff each way (guest_threads.rs). The call is made holding that
+        // turn (it takes no other), which is given back once its result is on its way: the
+        // thread is listed as idle by then, and the next call finds it.
         Some((threads, turns)) => {
-            let Ok(turn) = turns.acquire_owned().await else {
-                return not_finished("the module's turns were closed".into());
-            };
+            let turn = turns.acquire().await;
             let (send, receive) = tokio::sync::oneshot::channel();
-            let delivered = threads.start(decision, move |decided| {
-                let _ = send.send(decided.ok());
-                drop(turn);
-            });
+            let delivered = threads.start(
+                move || (turn.holding(decision), turn),
+                move |decided| {
+                    let (decision, turn) = decided.ok().unzip();
+                    let _ = send.send(decision);
+                    drop(turn);
+                },
+            );
             if let Err(why) = delivered {
                 return not_finished(why);
             }
@@ -241,7 +245,7 @@ mod tests {
     struct Slow {
         identity: Arc<ModuleIdentity>,
         threads: Arc<GuestThreads>,
-        turns: Arc<Semaphore>,
+        turns: Turns,
         running: AtomicUsize,
         most: AtomicUsize,
         on: Mutex<HashSet<ThreadId>>,
@@ -262,7 +266,7 @@ mod tests {
             Ok(GuestOutcome { value: Plan::default(), fuel_used: 0, logs: Vec::new(), peak_memory_bytes: 0 })
         }
 
-        fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<Semaphore>)> {
+        fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Turns)> {
             Some((&self.threads, &self.turns))
         }
     }
@@ -273,7 +277,7 @@ mod tests {
         let slow = Arc::new(Slow {
             identity: Arc::new(ModuleIdentity { info, digest: "native:slow".into(), size: 0 }),
             threads: GuestThreads::new(1 << 20, 2),
-            turns: Arc::new(Semaphore::new(2)),
+            turns: Turns::new(2),
             running: AtomicUsize::new(0),
             most: AtomicUsize::new(0),
             on: Mutex::new(HashSet::new()),

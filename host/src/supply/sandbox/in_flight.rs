@@ -14,10 +14,10 @@
 //! one only holds another pool slot, and an interpreter's slot keeps its snapshot's pages
 //! mapped (about 7 MiB of CPython's) and its instance's host memory (issue 38: eight slots of
 //! one Python module at 100 Hikawas on two cores, 145 MiB of RSS). So a WASI module's calls
-//! also take a turn of the module's own, at most as many at once as the node has cores. The
-//! turns are per module: a slow or hostile rule set waits on its own calls, never on another's
-//! (and its Hikawas beyond twice its turns wait in its line, not in the controller's slots:
-//! `controllers/hikawa/places.rs`).
+//! also take a turn of the module's own, at most as many at once as the node has cores
+//! (`turns.rs`: awaited without a thread by async callers). The turns are per module: a slow
+//! or hostile rule set waits on its own calls, never on another's (and its Hikawas beyond twice
+//! its turns wait in its line, not in the controller's slots: `controllers/hikawa/places.rs`).
 
 use std::sync::{Condvar, Mutex};
 

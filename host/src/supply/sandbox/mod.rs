@@ -13,6 +13,7 @@ mod limits;
 pub mod metadata;
 mod module;
 mod sealed_code;
+mod turns;
 mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};
@@ -21,3 +22,4 @@ pub use guest_threads::GuestThreads;
 pub use host_state::GuestLog;
 pub use limits::SandboxLimits;
 pub use module::{GuestOutcome, ModuleIdentity, RulesModule, SandboxEngine};
+pub use turns::{Turn, Turns};

@@ -12,8 +12,9 @@ use super::convert;
 use super::error::GuestError;
 use super::guest_threads::GuestThreads;
 use super::host_state::{GuestLog, HostState};
-use super::in_flight::{GUEST_MEMORY, InFlight};
+use super::in_flight::GUEST_MEMORY;
 use super::limits::SandboxLimits;
+use super::turns::Turns;
 use super::wasi::{self, CallInput};
 
 /// Who a module is: what `check` prints and what every Hikawa's status names.
@@ -198,9 +199,7 @@ impl SandboxEngine {
             pre,
             uses_wasi,
             threads: Arc::clone(&self.threads),
-            calls: Arc::new(InFlight::new()),
-            turns: Arc::new(tokio::sync::Semaphore::new(self.calls_per_module)),
-            calls_at_once: self.calls_per_module,
+            turns: Turns::new(self.calls_per_module),
             limits,
             identity: Arc::new(ModuleIdentity {
                 info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },
@@ -290,13 +289,9 @@ pub struct RulesModule {
     /// The module imports WASI: its calls get the virtual WASI, on one of `threads`.
     uses_wasi: bool,
     threads: Arc<GuestThreads>,
-    /// This module's WASI calls in flight, at most `calls_at_once` (in_flight.rs): shared by
-    /// its clones, its own (another module's calls never wait on it).
-    calls: Arc<InFlight>,
-    calls_at_once: usize,
-    /// The same turns for async callers, awaited before a call is handed to a thread, so a
-    /// decision waiting for its turn holds no thread (contract/rules.rs `decide_async`).
-    turns: Arc<tokio::sync::Semaphore>,
+    /// Its WASI calls' turns, as many as the node's cores (turns.rs): awaited by async callers
+    /// before a call is handed to a thread, waited for by the others when the call starts.
+    turns: Turns,
     limits: SandboxLimits,
     identity: Arc<ModuleIdentity>,
 }
@@ -317,16 +312,16 @@ impl RulesModule {
     }
 
     /// How many of its calls are worth running at once: the node's cores. A WASI module's
-    /// calls beyond that wait for a turn (in_flight.rs); a Rust module's would only share
+    /// calls beyond that wait for a turn (turns.rs); a Rust module's would only share
     /// the cores.
     pub fn calls_at_once(&self) -> usize {
-        self.calls_at_once
+        self.turns.count()
     }
 
     /// The threads its calls must run on, off the async runtime, and the turns an async caller
     /// awaits before it hands a call to them: a WASI module's (its host functions block on a
     /// runtime of their own); `None` for a module that needs none.
-    pub fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Arc<tokio::sync::Semaphore>)> {
+    pub fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Turns)> {
         self.uses_wasi.then_some((&self.threads, &self.turns))
     }
 
@@ -410,11 +405,12 @@ impl RulesModule {
         if !self.uses_wasi {
             return self.call_here(fuel, input, f);
         }
-        // Its turn among the module's calls first (no more at once than cores), then its memory
-        // budget: interpreter calls in flight hold at most the ceiling. What the host may hold
-        // for it beside (the virtual WASI's bounds) is counted too. Always in this order, and
-        // a turn is never awaited while memory is held: no call waits on one that waits on it.
-        let _turn = self.calls.reserve(1, self.calls_at_once);
+        // Its turn among the module's calls first (no more at once than cores; none taken here
+        // if its caller holds it), then its memory budget: interpreter calls in flight hold at
+        // most the ceiling. What the host may hold for it beside (the virtual WASI's bounds) is
+        // counted too. Always in this order, and a turn is never awaited while memory is held:
+        // no call waits on one that waits on it.
+        let _turn = self.turns.for_call_here();
         let _memory = GUEST_MEMORY.reserve(self.host_bytes_per_call(), self.limits.max_memory_bytes);
         // wasmtime-wasi's synchronous host functions block on a tokio runtime: the call runs
         // on a thread outside any runtime (see guest_threads.rs).
