@@ -48,9 +48,13 @@ impl Turns {
         if HELD_HERE.get() {
             return None;
         }
-        // Not an async worker: callers on the async runtime go through `decide_async`, which
-        // holds the turn. tokio's semaphore is runtime-agnostic, so a plain thread may wait on it.
-        Some(futures::executor::block_on(self.free.acquire()).expect("a module's turns are never closed"))
+        // A blocking caller: async ones go through `decide_async`, which holds the turn. tokio's
+        // semaphore is runtime-agnostic, so a plain thread may wait on it. Unconstrained by
+        // tokio's cooperative budget: a caller that blocks inside a task (the CLI's `simulate`,
+        // a test) would otherwise spend the task's budget and then be told to yield forever, a
+        // busy loop that never gets its turn.
+        let acquire = tokio::task::unconstrained(self.free.acquire());
+        Some(futures::executor::block_on(acquire).expect("a module's turns are never closed"))
     }
 }
 
@@ -75,6 +79,24 @@ impl Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blocking_caller_inside_an_async_task_gets_its_turns_past_the_tasks_budget() {
+        // tokio gives a task 128 units of work a poll; each turn taken is one. Blocking callers
+        // in a task (simulate's thousands of calls) must not run out of them.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let turns = Turns::new(1);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                for _ in 0..1_000 {
+                    drop(turns.for_call_here());
+                }
+            });
+            let _ = done.send(());
+        });
+        finished.recv_timeout(std::time::Duration::from_secs(60)).expect("1,000 turns taken one after another in a task");
+    }
 
     #[test]
     fn a_call_made_holding_a_turn_takes_none_and_the_mark_ends_with_it_even_on_a_panic() {
