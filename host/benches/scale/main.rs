@@ -32,7 +32,9 @@
 //! and `0` above), `ZUNDOKO_BENCH_CONCURRENCY` (default: the operator's default),
 //! `ZUNDOKO_BENCH_RUNS` (default `ceiling,wasm,native,ceiling` without latency and
 //! `ceiling,wasm,ceiling` with it: the ceiling before and after the operator, so load from
-//! elsewhere on the machine weighs on both alike; the ratios are against their mean),
+//! elsewhere on the machine weighs on both alike; the ratios are against their mean; `python`
+//! and `js` are the classic rules in those languages, `module=FILE` any module, named by its
+//! file: `wasm,module=target/modules/my-rules.wasm` puts a rule set of yours beside Rust's),
 //! `ZUNDOKO_BENCH_PERF=FILE` (records the operator's first run with `perf record --call-graph
 //! dwarf` into FILE, from its first Hikawa to its last Kiyoshi; dev tooling, needs linux-perf),
 //! `ZUNDOKO_BENCH_LOG` (the operator's log filter, default `info` as the operator's own, with
@@ -146,7 +148,19 @@ async fn bench() {
                         let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
                         run_operator(lang, n, concurrency, latency_ms, &["--module", &module, "--cache-dir", &cache], record).await
                     }
-                    other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js)"),
+                    // Any module, say one of your own rule sets (`module=target/modules/my-rules.wasm`),
+                    // named by its file; its songs must end in a Kiyoshi with no params.
+                    other if other.starts_with("module=") => {
+                        let given = &other["module=".len()..];
+                        // `cargo bench` runs in host/; a path from the repository's root works too.
+                        let from_root = format!("{}/../{given}", env!("CARGO_MANIFEST_DIR"));
+                        let module = if Path::new(given).is_file() { given } else { from_root.as_str() };
+                        assert!(Path::new(module).is_file(), "ZUNDOKO_BENCH_RUNS: no module file {given:?}");
+                        let name = Path::new(module).file_stem().map_or("module".into(), |stem| stem.to_string_lossy().into_owned());
+                        let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
+                        run_operator(&name, n, concurrency, latency_ms, &["--module", module, "--cache-dir", &cache], record).await
+                    }
+                    other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js, module=FILE)"),
                 };
                 let repeats = runs.iter().filter(|p: &&Run| p.name.split(' ').next() == Some(r.name.as_str())).count();
                 if repeats > 0 {

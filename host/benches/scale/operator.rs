@@ -4,6 +4,8 @@ use super::*;
 
 /// How long a GET of the operator's endpoints waits for its answer.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// A run in which no word is said for this long has stalled (the module's songs stop short).
+const STALLED: Duration = Duration::from_secs(60);
 
 /// The sum of the samples of one metric (lines starting with `prefix`).
 pub(crate) fn metric(text: &str, prefix: &str) -> u64 {
@@ -75,16 +77,27 @@ pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency
     let started = Instant::now();
     let creator = tokio::spawn(create_hikawas(server.client.clone(), n, |_| {}));
     let mut samples = Vec::new();
+    // A module whose songs stop short of their Kiyoshi (a rule set that refuses these Hikawas,
+    // or never ends a song) would keep this loop waiting: no word for this long ends the run.
+    let (mut last_words, mut last_word_at) = (0, Instant::now());
     let metrics = loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert!(operator.try_wait().unwrap().is_none(), "the operator exited");
         pss_peak = pss_peak.max(pss_kib(&pid));
         let Some((200, text)) = http_get(port, "/metrics", HTTP_TIMEOUT).await else { continue };
         let kiyoshis = metric(&text, "zundoko_words_total{kind=\"kiyoshi\"}");
-        samples.push((started.elapsed().as_secs_f64(), metric(&text, "zundoko_words_total{")));
+        let words = metric(&text, "zundoko_words_total{");
+        samples.push((started.elapsed().as_secs_f64(), words));
         if kiyoshis >= n as u64 {
             break text;
         }
+        if words > last_words {
+            (last_words, last_word_at) = (words, Instant::now());
+        }
+        assert!(
+            last_word_at.elapsed() < STALLED,
+            "{name}: no word for {STALLED:?}, with {kiyoshis} of {n} songs over ({words} words): do its songs end in a Kiyoshi with no params? See the Hikawas' status"
+        );
     };
     let seconds = started.elapsed().as_secs_f64();
     let words = metric(&metrics, "zundoko_words_total{");
