@@ -7,7 +7,9 @@ their own: use `observed.now` and `observed.entropy`, never `time` or `random` (
 operator those read the call's `now` and a generator seeded by its entropy, so they decide
 nothing new, but they hide what a decision depends on). `zundoko_kit.steps` builds the plans a
 song is made of; raise `zundoko_kit.InvalidParams(...)` (or InconsistentSong, Internal) to
-refuse; `zundoko_kit.component.log("info", ...)` writes to the operator's log.
+refuse; `zundoko_kit.component.log("info", ...)` writes to the operator's log. Every call starts
+from the snapshot taken when the component was built: what you compute at import (a compiled
+regular expression, a table) is there for every call, while a call's own caches start empty.
 """
 
 from zundoko_kit import Observed, Plan, module_info_from_pyproject, steps
