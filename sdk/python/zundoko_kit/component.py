@@ -143,7 +143,7 @@ def export_rules(rules):
     # frozen, the cyclic collector leaves it out, so a collection during a call walks only what
     # the call made. Not frozen, a call that crossed the collector's threshold walked the whole
     # heap: about 2.7M fuel, five times the rest of a call of rules that build objects of their
-    # own (host/tests/py_call_fuel.rs). Not collected first: that leaves holes the calls fill.
+    # own (host/tests/py_call_fuel.rs).
     gc.freeze()
     return Rules
 
