@@ -28,15 +28,7 @@ fn load(bytes: &[u8]) -> Arc<dyn Rules> {
 /// A Python or JavaScript fixture from target/fixtures/ (`make fixtures-langs`), loaded with an
 /// interpreter's room; None (said loudly) when it was not built and CI is not set.
 fn language_fixture(name: &str) -> Option<Arc<dyn Rules>> {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures").join(format!("{name}.wasm"));
-    if !path.exists() {
-        common::ci::cannot_run(&format!("{} is missing: run `make fixtures-langs` (needs python3 with venv, node and npm)", path.display()));
-        return None;
-    }
-    let limits = SandboxLimits { fuel: 2_000_000_000, memory_bytes: 256 << 20, inline_fuel: 2_000_000_000, ..SandboxLimits::default() };
-    let cache = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache");
-    let engine = SandboxEngine::new(limits).unwrap().with_compiled_cache(&cache).unwrap();
-    Some(Arc::new(engine.load(&std::fs::read(&path).unwrap()).unwrap()))
+    Some(Arc::new(common::langs::roomy_engine().load(&common::langs::lang_fixture(name)?).unwrap()))
 }
 
 /// The song `simulate --seed seed` sings for a Hikawa `default/name` at `intervalMillis: 0`:

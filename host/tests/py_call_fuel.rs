@@ -60,12 +60,8 @@ const MOST_FUEL_COLLECTING: u64 = 1_500_000;
 
 #[test]
 fn a_collection_during_a_call_walks_only_what_the_call_made() {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/fixtures/{ALLOCATING}.wasm"));
-    if !path.exists() {
-        common::ci::cannot_run(&format!("{} is missing: build it with `make fixtures-langs` (needs python3 with venv)", path.display()));
-        return;
-    }
-    let module = common::langs::roomy_engine().load(&std::fs::read(&path).unwrap()).unwrap();
+    let Some(bytes) = common::langs::lang_fixture(ALLOCATING) else { return };
+    let module = common::langs::roomy_engine().load(&bytes).unwrap();
     let fuel = |objects: &str, collector: &str| {
         let outcome = module.reconcile(&common::observed_with(&[("objects", objects), ("collector", collector)])).unwrap();
         let said = outcome.value.status().map(|status| status.message.clone());

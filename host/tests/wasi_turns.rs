@@ -6,10 +6,11 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use zundoko_operator::supply::sandbox::{RulesModule, SandboxEngine, SandboxLimits, budget};
+use wasmtime::PoolingAllocatorMetrics;
+use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits, budget};
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, usize::from)
@@ -28,34 +29,58 @@ fn spinning(turns: u64) -> zundoko_rules::Observed {
     common::observed_with(&[("hoard", "grow"), ("mib", "1"), ("spin", &turns.to_string())])
 }
 
+/// Three calls one after another, as a blocking caller makes them.
+fn three_calls(module: &RulesModule, observed: &zundoko_rules::Observed) -> Result<(), GuestError> {
+    (0..3).try_for_each(|_| module.reconcile(observed).map(drop))
+}
+
+/// Samples how many of the pool's memories are in use, every 200 µs, until asked for the most.
+struct SlotWatcher {
+    done: Arc<AtomicBool>,
+    most: Arc<AtomicUsize>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SlotWatcher {
+    fn start(pool: &PoolingAllocatorMetrics) -> Self {
+        let (done, most, pool) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), pool.clone());
+        let thread = {
+            let (done, most) = (done.clone(), most.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    most.fetch_max(pool.memories(), Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })
+        };
+        SlotWatcher { done, most, thread }
+    }
+
+    /// Stops the watcher: the most calls it saw at once.
+    fn most_at_once(self) -> usize {
+        self.done.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap();
+        self.most.load(Ordering::SeqCst)
+    }
+}
+
 #[test]
 fn a_wasi_modules_calls_run_at_most_cores_at_once_and_warm_no_more_slots_than_that() {
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
     let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
     let module = load(&engine, 1_000_000_000);
     let observed = spinning(5_000_000);
-    let (done, most_at_once) = (Arc::new(AtomicBool::new(false)), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
-    let watcher = {
-        let (done, most_at_once, pool) = (done.clone(), most_at_once.clone(), pool.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::SeqCst) {
-                most_at_once.fetch_max(pool.memories(), Ordering::SeqCst);
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        })
-    };
+    let watcher = SlotWatcher::start(&pool);
     let calls: Vec<_> = (0..4 * cores() + 2)
         .map(|_| {
             let (module, observed) = (module.clone(), observed.clone());
-            std::thread::spawn(move || (0..3).map(|_| module.reconcile(&observed).map(drop)).collect::<Result<Vec<()>, _>>())
+            std::thread::spawn(move || three_calls(&module, &observed))
         })
         .collect();
     for call in calls {
         call.join().unwrap().unwrap();
     }
-    done.store(true, Ordering::SeqCst);
-    watcher.join().unwrap();
-    let (most_at_once, warm) = (most_at_once.load(Ordering::SeqCst), pool.unused_warm_memories() as usize);
+    let (most_at_once, warm) = (watcher.most_at_once(), pool.unused_warm_memories() as usize);
     eprintln!("{} calls from {} threads on {} cores: at most {most_at_once} at once, {warm} slots warm", 3 * (4 * cores() + 2), 4 * cores() + 2, cores());
     assert!(most_at_once >= 1, "the watcher saw the calls");
     assert!(most_at_once <= cores(), "{most_at_once} calls of one module at once on {} cores", cores());
@@ -98,22 +123,13 @@ async fn async_and_blocking_callers_share_one_count_of_turns() {
     let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
     let module = load(&engine, 1_000_000_000);
     let observed = spinning(5_000_000);
-    let (done, most_at_once) = (Arc::new(AtomicBool::new(false)), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
-    let watcher = {
-        let (done, most_at_once, pool) = (done.clone(), most_at_once.clone(), pool.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::SeqCst) {
-                most_at_once.fetch_max(pool.memories(), Ordering::SeqCst);
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        })
-    };
+    let watcher = SlotWatcher::start(&pool);
     // Blocking callers (a smoke test, the CLI) on threads of their own, and async callers
     // (reconciles), each as many as twice the turns, at once.
     let (finished, blocking_done) = std::sync::mpsc::channel();
     for _ in 0..2 * cores() {
         let (module, observed, finished) = (module.clone(), observed.clone(), finished.clone());
-        std::thread::spawn(move || finished.send((0..3).map(|_| module.reconcile(&observed).map(drop)).collect::<Result<Vec<()>, _>>()));
+        std::thread::spawn(move || finished.send(three_calls(&module, &observed)));
     }
     let rules: Arc<dyn Rules> = module.clone();
     let decisions: Vec<_> = (0..2 * cores())
@@ -123,7 +139,7 @@ async fn async_and_blocking_callers_share_one_count_of_turns() {
                 for _ in 0..3 {
                     decide_async(rules.clone(), observed.clone(), PlanLimits::default()).await.outcome.map(drop)?;
                 }
-                Ok::<(), zundoko_operator::supply::sandbox::GuestError>(())
+                Ok::<(), GuestError>(())
             })
         })
         .collect();
@@ -138,9 +154,7 @@ async fn async_and_blocking_callers_share_one_count_of_turns() {
     for _ in 0..2 * cores() {
         blocking_done.recv_timeout(Duration::from_secs(300)).expect("the blocking callers finished").unwrap();
     }
-    done.store(true, Ordering::SeqCst);
-    watcher.join().unwrap();
-    let most_at_once = most_at_once.load(Ordering::SeqCst);
+    let most_at_once = watcher.most_at_once();
     eprintln!("{} calls, half blocking and half async, on {} cores: at most {most_at_once} at once", 12 * cores(), cores());
     assert!(most_at_once >= 1, "the watcher saw the calls");
     assert!(most_at_once <= cores(), "{most_at_once} calls of one module at once on {} cores: blocking and async callers counted apart", cores());

@@ -127,6 +127,9 @@ async fn bench() {
     let total = Instant::now();
     let mut summary = Vec::new();
     let mut perf_taken = false;
+    // Where the Python, JavaScript and other modules' runs keep their compiled code across runs
+    // (a cold compile of an interpreter takes tens of seconds).
+    let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
     for n in sizes {
         let latencies = latencies_set.clone().unwrap_or_else(|| if n <= 1000 { vec![0, 5, 25] } else { vec![0] });
         for latency_ms in latencies {
@@ -140,12 +143,10 @@ async fn bench() {
                     "ceiling" => run_ceiling(n, concurrency, latency_ms).await,
                     "wasm" => run_operator("wasm", n, concurrency, latency_ms, &["--module", module], record).await,
                     "native" => run_operator("native", n, concurrency, latency_ms, &["--native-rules", "classic"], record).await,
-                    // The classic rules in Python and JavaScript (make guest-langs), compiled once
-                    // into a cache kept across runs (a cold compile takes tens of seconds).
+                    // The classic rules in Python and JavaScript (make guest-langs).
                     lang @ ("python" | "js") => {
                         let file = if lang == "python" { "zundoko-classic-py.wasm" } else { "zundoko-classic-js.wasm" };
                         let module = format!("{}/../target/modules/{file}", env!("CARGO_MANIFEST_DIR"));
-                        let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
                         run_operator(lang, n, concurrency, latency_ms, &["--module", &module, "--cache-dir", &cache], record).await
                     }
                     // Any module, say one of your own rule sets (`module=target/modules/my-rules.wasm`),
@@ -157,7 +158,6 @@ async fn bench() {
                         let module = if Path::new(given).is_file() { given } else { from_root.as_str() };
                         assert!(Path::new(module).is_file(), "ZUNDOKO_BENCH_RUNS: no module file {given:?}");
                         let name = Path::new(module).file_stem().map_or("module".into(), |stem| stem.to_string_lossy().into_owned());
-                        let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
                         run_operator(&name, n, concurrency, latency_ms, &["--module", module, "--cache-dir", &cache], record).await
                     }
                     other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js, module=FILE)"),

@@ -22,6 +22,17 @@ pub fn lang_module(name: &str) -> Option<Vec<u8>> {
     None
 }
 
+/// A Python or JavaScript test fixture, `target/fixtures/<name>.wasm`, or None (said loudly)
+/// when it was not built and CI is not set.
+pub fn lang_fixture(name: &str) -> Option<Vec<u8>> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures").join(format!("{name}.wasm"));
+    if path.exists() {
+        return Some(std::fs::read(&path).unwrap());
+    }
+    super::ci::cannot_run(&format!("{} is missing: run `make fixtures-langs` (needs python3 with venv, node and npm)", path.display()));
+    None
+}
+
 /// An interpreter in every call needs more than a 36 KB Rust module: roomy limits, so these
 /// tests compare decisions (`measure_languages` reports what each call really uses). A Python
 /// or JavaScript component takes tens of seconds to compile in a debug build: the tests share
