@@ -133,7 +133,7 @@ JS_KIT_STAMP := sdk/js/node_modules/.installed
 # ConfigMap's 1 MiB: serve them from a file, a volume or a registry.
 PY_MAX_BYTES := 25165824
 JS_MAX_BYTES := 16777216
-PY_FIXTURES := hostile no-callback fresh held-random allocating
+PY_FIXTURES := hostile no-callback fresh held-random allocating imports
 JS_FIXTURES := hostile fresh math-random
 
 $(PY_KIT_STAMP): sdk/python/requirements.txt

@@ -167,3 +167,24 @@ fn math_random_comes_from_the_calls_entropy() {
     assert_eq!(drawn, random(NOW_MS + 1_000, 5), "whatever the time");
     assert_ne!(drawn, random(NOW_MS, 6), "another entropy, other numbers");
 }
+
+#[test]
+fn console_lines_reach_the_log_at_their_level() {
+    if !built() {
+        return;
+    }
+    // The component has no stdio: without the kit's routing these lines went nowhere.
+    let outcome = module().reconcile(&hikawa("console", NOW_MS, 1)).unwrap();
+    assert!(outcome.value.says().next().is_some(), "and then it decides: {:?}", outcome.value);
+    let lines: Vec<(String, &str)> = outcome.logs.iter().map(|l| (format!("{:?}", l.level), l.message.as_str())).collect();
+    assert_eq!(
+        lines,
+        [
+            ("Level::Info".to_string(), r#"said 1 {"words":["Zun","Doko"],"big":"18446744073709551616n"}"#),
+            ("Level::Info".to_string(), "info line"),
+            ("Level::Warn".to_string(), "warn line RangeError: out of tune"),
+            ("Level::Error".to_string(), "error line"),
+            ("Level::Debug".to_string(), "debug line null undefined"),
+        ]
+    );
+}

@@ -12,6 +12,7 @@
 //   random      reads Math.random() (drawn from the call's entropy) and puts the first values
 //               in the status message
 //   async       returns the classic plan in a Promise (an `async reconcile`)
+//   console     writes with console.log, info, warn, error and debug, then the classic rules
 //   (else)      the classic rules
 import { invalidParams, param } from 'zundoko-kit';
 import { exportRules } from 'zundoko-kit/component';
@@ -61,6 +62,13 @@ class Hostile {
       }
       case 'async':
         return Promise.resolve(classic.reconcile(observed));
+      case 'console':
+        console.log('said', 1, { words: ['Zun', 'Doko'], big: 2n ** 64n });
+        console.info('info line');
+        console.warn('warn line', new RangeError('out of tune'));
+        console.error('error line');
+        console.debug('debug line', null, undefined);
+        return classic.reconcile(observed);
       case 'random':
         return withMessage(observed, `random: ${[0, 1, 2].map(() => Math.random()).join(' ')}`);
       default:

@@ -26,7 +26,6 @@ A status message is at most 256 bytes (the host's plan check refuses more): a lo
 to fit and ends with " [cut]", so a test sees the cut.
 """
 
-import encodings.idna  # noqa: F401  (socket's name encoding: bundled only if imported at build time)
 import hashlib
 import os
 import random

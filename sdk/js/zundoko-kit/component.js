@@ -15,7 +15,34 @@ import { RuleSet } from './song.js';
 import { sayKiyoshi, sayWord, songOver, wait } from './steps.js';
 
 setLogSink((level, message) => hostLog(level, message));
+routeConsoleToLog();
 warmBindingsRealm();
+
+/** The component is built without stdio (sdk/js/build.mjs), so `console.log` wrote nowhere: a
+ * rule set's debug line vanished in the operator while `node --test` printed it. Its console
+ * lines go to the operator's log instead, as Python's `print` does, at the level the method
+ * names (`log` is info), bounded by the host like every log line. */
+function routeConsoleToLog() {
+  const levels = { trace: 'trace', debug: 'debug', log: 'info', info: 'info', warn: 'warn', error: 'error' };
+  for (const [method, level] of Object.entries(levels)) {
+    globalThis.console[method] = (...args) => hostLog(level, args.map(consoleText).join(' '));
+  }
+}
+
+/** A console argument as node shows it, near enough: strings as they are, errors with their
+ * message, plain data as JSON (BigInts as their digits), anything else as its text. */
+function consoleText(value) {
+  if (typeof value === 'string') return value;
+  if (value instanceof Error) return `${value.name}: ${value.message}`;
+  if (typeof value === 'object' && value !== null) {
+    try {
+      return JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? `${v}n` : v));
+    } catch {
+      // Cyclic, or a toJSON that throws: its text below.
+    }
+  }
+  return describe(value);
+}
 
 /** The world's `rules` export: `rules` is any object with `info()` ({name, version,
  * description}) and `reconcile(observed)` (a plan, or throws a RuleError). Any other exception

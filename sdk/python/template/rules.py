@@ -10,6 +10,8 @@ song is made of; raise `zundoko_kit.InvalidParams(...)` (or InconsistentSong, In
 refuse; `zundoko_kit.component.log("info", ...)` writes to the operator's log. Every call starts
 from the snapshot taken when the component was built: what you compute at import (a compiled
 regular expression, a table) is there for every call, while a call's own caches start empty.
+A call imports only modules the build imported: the kit imports every module this file names
+(inside functions too), but not one whose name a call computes.
 """
 
 from zundoko_kit import Observed, Plan, module_info_from_pyproject, steps
