@@ -103,7 +103,16 @@ fn broken_songs_fail_naming_why() {
     assert_eq!(status_songs, Status::Fail);
     assert!(songs.starts_with("0/3 valid") && songs.contains("more than the cap of 1000"), "{songs}");
     assert_eq!(status(&report, "plan check").0, Status::Fail);
-    assert_eq!(status(&report, "words"), (Status::Fail, "never said a Kiyoshi; words: \"Zun\""));
+    let (status_words, words) = status(&report, "words");
+    assert_eq!(status_words, Status::Fail);
+    assert!(words.starts_with("never said a Kiyoshi; words: \"Zun\" (every call starts from the module as it was built"), "{words}");
+
+    // A module failing every song is reported once three have failed, not after every seed.
+    let report = suite(&fixture_bytes("zundoko-never-kiyoshi"), 10);
+    let (status_songs, songs) = status(&report, "songs");
+    assert_eq!(status_songs, Status::Fail);
+    assert!(songs.starts_with("0/3 played valid, then no more (7 seeds not played: 3 songs failed); first failure: seed 0"), "{songs}");
+    assert_eq!((numbers(&report, "songs")["played"], numbers(&report, "songs")["valid"]), (3, 0));
 
     // Words after the Kiyoshi.
     let report = suite(&fixture_bytes("zundoko-after-kiyoshi"), 20);

@@ -4,6 +4,7 @@ same loop the operator's `simulate` and `test` run (sdk/rust/src/testing.rs), wi
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -56,15 +57,65 @@ class Song:
     final_state: Optional[Observed] = None
 
 
+class AsBuilt:
+    """What every call starts from in the operator: a fresh instance of the component, so the
+    rules object and its module's globals as they were when the component was built. Natively
+    one object would sing the whole song: a rule set that counted its Zuns on `self` or in a
+    global passed its tests here and never sang its Kiyoshi in the operator. So each decision
+    gets a copy of the rules as they were when the song started, and the globals of the module
+    that defines their class are put back as they were (a global a call added is removed). What
+    cannot be copied (a lock, a module) is shared, as it was."""
+
+    def __init__(self, rules):
+        self._rules = _copied(rules)
+        self._module = sys.modules.get(type(rules).__module__)
+        self._globals = {k: _copied(v) for k, v in _own_globals(self._module)} if self._module else {}
+
+    def fresh(self):
+        """The rules for the next call, their module's globals put back."""
+        self.restore()
+        return _copied(self._rules)
+
+    def restore(self) -> None:
+        if self._module is None:
+            return
+        module_globals = vars(self._module)
+        for name, _ in list(_own_globals(self._module)):
+            if name not in self._globals:
+                del module_globals[name]
+        module_globals.update({k: _copied(v) for k, v in self._globals.items()})
+
+
+def _own_globals(module):
+    """The module's globals, without Python's own (`__builtins__`, `__name__`, ...)."""
+    return [(k, v) for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))]
+
+
+def _copied(value):
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001: a lock, a module, a generator: shared, as it was
+        return value
+
+
 def sing(rules, observed: Observed, seed: int) -> Song:
     """Play a song: each decision's requeue advances the clock, each plan is applied as the
     cluster would; the song ends when the rules wait for nothing. Entropy comes from `seed`,
-    so a seed replays a song exactly. A RuleError propagates."""
+    so a seed replays a song exactly. Each decision starts from the rules as they were when the
+    song started (`AsBuilt`), as each call does in the operator. A RuleError propagates."""
     observed = copy.deepcopy(observed)
     song = Song()
+    as_built = AsBuilt(rules)
+    try:
+        return _sing(as_built, observed, seed, song)
+    finally:
+        as_built.restore()
+
+
+def _sing(as_built: AsBuilt, observed: Observed, seed: int, song: Song) -> Song:
     while song.decisions < MAX_DECISIONS:
         observed.entropy = entropy(seed, song.decisions)
-        plan = rules.reconcile(copy.deepcopy(observed))
+        plan = as_built.fresh().reconcile(copy.deepcopy(observed))
         song.decisions += 1
         song.plans.append(plan)
         for say in plan.says():
