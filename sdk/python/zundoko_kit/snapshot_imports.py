@@ -34,9 +34,10 @@ import sysconfig
 
 # What the standard library imports at first use, in functions rule sets reach for: parsing a
 # time (`datetime.strptime`, `time.strptime`) and the codecs beyond UTF-8 and ASCII that a
-# rule set writing Japanese or Western text, escapes, IDNA or hex may name. Each costs the
-# component some bytes (all of them together: about 0.3 MB of its 24 MiB budget), no call any
-# fuel. Every other codec (all of `encodings`: 1.7 MB) is left out.
+# rule set writing Japanese or Western text, escapes, IDNA or hex may name. Measured on the
+# classic rules, with the imports the kit reads: a component no bigger (18.35-18.37 MB in three
+# builds, 18.79-18.87 MB in three without) and a call's fuel the same within 0.5%. Every other
+# codec is left out (all of `encodings` made a component 1.7 MB bigger).
 STDLIB_AT_FIRST_USE = (
     "_strptime",
     "encodings.utf_8_sig",
@@ -72,11 +73,11 @@ def import_for_calls() -> list[str]:
     before = set(sys.modules)
     read: set[str] = set()
     while True:
-        unread = [m for name, m in list(sys.modules.items()) if name not in read and _is_read(name, m)]
+        unread = [(name, m) for name, m in list(sys.modules.items()) if name not in read and _is_read(name, m)]
         if not unread:
             break
-        for module in unread:
-            read.add(module.__name__)
+        for key, module in unread:
+            read.add(key)
             for name in imports_in(module):
                 _try_import(name)
     for name in STDLIB_AT_FIRST_USE:
