@@ -23,9 +23,9 @@ def write(root: pathlib.Path, files: dict) -> None:
         path.write_text(textwrap.dedent(text))
 
 
-def run(root: pathlib.Path, body: str) -> str:
+def run(root: pathlib.Path, body: str, timeout: float = 120) -> str:
     code = f"import sys\nsys.path[:0] = [{str(PYTHON_KIT)!r}, {str(root)!r}]\n" + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -119,6 +119,23 @@ def test_what_calls_would_import_is_imported_and_what_that_brings_in_too(tmp_pat
         assert "encodings.cp1250" not in sys.modules, "not named by the rule set, not in the list"
         print("ok")
         """,
+    )
+    assert out.strip() == "ok"
+
+
+def test_a_module_known_by_another_name_is_read_once(tmp_path):
+    write(tmp_path, {"real_name.py": "def f():\n    import json\n"})
+    out = run(
+        tmp_path,
+        """
+        import sys
+        import real_name
+        sys.modules["an_alias"] = real_name
+        from zundoko_kit import snapshot_imports
+        snapshot_imports.import_for_calls()
+        print("ok")
+        """,
+        timeout=60,
     )
     assert out.strip() == "ok"
 
