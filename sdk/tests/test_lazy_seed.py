@@ -3,18 +3,7 @@ componentize-py calls) costs nothing until the call draws; the first draw seeds;
 seed or state is kept; and a function taken from `random` before `install()` makes it change
 nothing. Each case runs in a Python process of its own (it rewires the `random` module). Run by
 `make test-langs`; the same behaviour inside a component is host/tests/wasi.rs's."""
-import pathlib
-import subprocess
-import sys
-import textwrap
-
-PYTHON_KIT = pathlib.Path(__file__).resolve().parent.parent / "python"
-
-
-def run(body: str) -> None:
-    code = f"import sys\nsys.path.insert(0, {str(PYTHON_KIT)!r})\n" + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+from kit_process import run_with_kit as run
 
 
 def test_a_call_that_never_draws_leaves_the_generator_unseeded_and_the_first_draw_seeds_it():

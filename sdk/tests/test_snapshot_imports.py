@@ -5,15 +5,10 @@ out without failing the build; a call's import that was still missed says what t
 that imports runs in a Python process of its own, on a package written for it. Run by
 `make test-langs`; the same inside a component is host/tests/py_imports.rs's."""
 import pathlib
-import subprocess
-import sys
 import textwrap
 
-PYTHON_KIT = pathlib.Path(__file__).resolve().parent.parent / "python"
-sys.path.insert(0, str(PYTHON_KIT))
-
-from zundoko_kit import snapshot_imports  # noqa: E402
-from zundoko_kit.component import with_snapshot_hint  # noqa: E402
+from kit_process import run_with_kit
+from zundoko_kit import snapshot_imports
 
 
 def write(root: pathlib.Path, files: dict) -> None:
@@ -21,13 +16,6 @@ def write(root: pathlib.Path, files: dict) -> None:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-
-
-def run(root: pathlib.Path, body: str, timeout: float = 120) -> str:
-    code = f"import sys\nsys.path[:0] = [{str(PYTHON_KIT)!r}, {str(root)!r}]\n" + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_imports_are_found_at_any_depth_with_relative_and_literal_names(tmp_path):
@@ -102,8 +90,7 @@ def test_what_calls_would_import_is_imported_and_what_that_brings_in_too(tmp_pat
             "broken.py": "raise RuntimeError('broken on import')\n",
         },
     )
-    out = run(
-        tmp_path,
+    out = run_with_kit(
         """
         import sys
         import myrules.rules
@@ -119,14 +106,14 @@ def test_what_calls_would_import_is_imported_and_what_that_brings_in_too(tmp_pat
         assert "encodings.cp1250" not in sys.modules, "not named by the rule set, not in the list"
         print("ok")
         """,
+        tmp_path,
     )
     assert out.strip() == "ok"
 
 
 def test_a_module_known_by_another_name_is_read_once(tmp_path):
     write(tmp_path, {"real_name.py": "def f():\n    import json\n"})
-    out = run(
-        tmp_path,
+    out = run_with_kit(
         """
         import sys
         import real_name
@@ -135,6 +122,7 @@ def test_a_module_known_by_another_name_is_read_once(tmp_path):
         snapshot_imports.import_for_calls()
         print("ok")
         """,
+        tmp_path,
         timeout=60,
     )
     assert out.strip() == "ok"
@@ -159,7 +147,7 @@ def test_every_module_of_the_list_is_in_the_standard_library():
 
 
 def test_a_missed_import_says_to_import_it_at_the_top():
-    hinted = with_snapshot_hint(ModuleNotFoundError("No module named 'difflib'", name="difflib"))
+    hinted = snapshot_imports.with_hint(ModuleNotFoundError("No module named 'difflib'", name="difflib"))
     assert isinstance(hinted, ModuleNotFoundError) and hinted.name == "difflib"
     assert str(hinted) == (
         "No module named 'difflib' (a call can import only what was imported when the component"
@@ -169,9 +157,9 @@ def test_a_missed_import_says_to_import_it_at_the_top():
         "x".encode("no-such-codec-here")
     except LookupError as e:
         assert str(e) == "unknown encoding: no-such-codec-here"
-    hinted = with_snapshot_hint(LookupError("unknown encoding: Shift-JIS"))
+    hinted = snapshot_imports.with_hint(LookupError("unknown encoding: Shift-JIS"))
     assert "import encodings.shift_jis at the top" in str(hinted), str(hinted)
-    assert with_snapshot_hint(ValueError("x")) is None
-    assert with_snapshot_hint(KeyError("unknown encoding: x")) is None
+    assert snapshot_imports.with_hint(ValueError("x")) is None
+    assert snapshot_imports.with_hint(KeyError("unknown encoding: x")) is None
     assert snapshot_imports.codec_module("sjis") == "encodings.shift_jis"
     assert snapshot_imports.codec_module("UTF-16") == "encodings.utf_16"

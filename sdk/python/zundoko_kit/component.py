@@ -132,7 +132,7 @@ def export_rules(rules):
                 # The trap that follows says nothing of Python: the exception goes to the log first.
                 lines = traceback.format_exception(e)
                 log("error", f"reconcile raised {type(e).__name__}: {e}\n" + "".join(lines[-6:]))
-                hinted = with_snapshot_hint(e)
+                hinted = snapshot_imports.with_hint(e)
                 if hinted is not None:
                     raise hinted from e
                 raise
@@ -151,26 +151,6 @@ def export_rules(rules):
     # own (host/tests/py_call_fuel.rs).
     gc.freeze()
     return Rules
-
-
-def with_snapshot_hint(e: BaseException) -> BaseException | None:
-    """A call's import of a module, or a codec, that the component was built without
-    (`snapshot_imports`: an import whose name only the call knew), as the same exception saying
-    what to do; None for any other exception."""
-    if isinstance(e, ModuleNotFoundError) and e.name:
-        return ModuleNotFoundError(
-            f"{e} (a call can import only what was imported when the component was built: "
-            f"import {e.name} at the top of a module of the rule set)",
-            name=e.name,
-        )
-    message = str(e)
-    if type(e) is LookupError and message.startswith("unknown encoding: "):
-        module = snapshot_imports.codec_module(message.removeprefix("unknown encoding: "))
-        return LookupError(
-            f"{message} (a codec is there only if imported when the component was built: "
-            f"import {module} at the top of a module of the rule set)"
-        )
-    return None
 
 
 # How often the kit's own code runs while the component is built: CPython specialises a code

@@ -18,14 +18,15 @@ passes its tests and traps in the operator: `ModuleNotFoundError: No module name
   functions a rule set reaches for.
 An import that fails here is left out: it fails natively too, or is optional (guarded by
 `except ImportError`), and a call that makes it raises as it would have. An import whose name
-only a call knows (`importlib.import_module(name)`) is the one left: the kit's traceback line
-says what to do.
+only a call knows (`importlib.import_module(name)`) is the one left: `with_hint` makes the
+call's exception say what to do.
 """
 
 from __future__ import annotations
 
 import ast
 import encodings
+import functools
 import encodings.aliases
 import importlib
 import importlib.util
@@ -83,6 +84,26 @@ def import_for_calls() -> list[str]:
     for name in STDLIB_AT_FIRST_USE:
         _try_import(name)
     return [name for name in sys.modules if name not in before]
+
+
+def with_hint(e: BaseException) -> BaseException | None:
+    """A call's import of a module, or a codec, that the component was built without (an
+    import whose name only the call knew), as the same exception saying what to do; None for
+    any other exception."""
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        return ModuleNotFoundError(
+            f"{e} (a call can import only what was imported when the component was built: "
+            f"import {e.name} at the top of a module of the rule set)",
+            name=e.name,
+        )
+    message = str(e)
+    if type(e) is LookupError and message.startswith("unknown encoding: "):
+        module = codec_module(message.removeprefix("unknown encoding: "))
+        return LookupError(
+            f"{message} (a codec is there only if imported when the component was built: "
+            f"import {module} at the top of a module of the rule set)"
+        )
+    return None
 
 
 def imports_in(module) -> list[str]:
@@ -169,6 +190,7 @@ def _try_import(name: str) -> None:
         pass
 
 
+@functools.cache
 def _stdlib_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     return tuple({p for p in (paths.get("stdlib"), paths.get("platstdlib"), sys.prefix, sys.base_prefix) if p})
