@@ -131,9 +131,9 @@ def test_a_module_known_by_another_name_is_read_once(tmp_path):
 def test_the_standard_library_is_not_read():
     import json
 
-    assert not snapshot_imports._is_read("json", json)
-    assert not snapshot_imports._is_read("wit_world.imports", snapshot_imports)
-    assert snapshot_imports._is_read("zundoko_kit.snapshot_imports", snapshot_imports)
+    assert not snapshot_imports.outside_stdlib("json", json)
+    assert not snapshot_imports.outside_stdlib("wit_world.imports", snapshot_imports)
+    assert snapshot_imports.outside_stdlib("zundoko_kit.snapshot_imports", snapshot_imports)
 
 
 def test_every_module_of_the_list_is_in_the_standard_library():

@@ -26,6 +26,14 @@ class CountsOnSelf:
         return _decide(observed, self.calls)
 
 
+class CountsOnItsClass:
+    calls = 0
+
+    def reconcile(self, observed):
+        CountsOnItsClass.calls += 1
+        return _decide(observed, CountsOnItsClass.calls)
+
+
 class CountsInAGlobal:
     def reconcile(self, observed):
         global CALLS_SEEN
@@ -66,3 +74,9 @@ def test_a_global_a_call_adds_is_removed():
     song = sing(AddsAGlobal(), new_hikawa(0), 1)
     assert song.kiyoshi == "Ki-yo-shi!" and song.words == ["Zun"], song
     assert "ADDED_BY_A_CALL" not in globals()
+
+
+def test_a_count_kept_on_the_rules_class_is_gone_by_the_next_call_and_put_back_after_the_song():
+    song = sing(CountsOnItsClass(), new_hikawa(0), 1)
+    assert song.kiyoshi is None and len(song.words) == 12, song
+    assert CountsOnItsClass.calls == 0

@@ -12,6 +12,8 @@ use them are harder to read and to test: use `observed`.)
 - `song`: the song engine the classic rules are (`RuleSet`), and `mix`, entropy to a word.
 - `testing`: whole songs on a virtual clock, natively (`sing`, `new_hikawa`).
 - `component`: `export_rules(rules)`, the glue to the WIT world; `log(level, message)`.
+- `warm_up`, `as_built`: the rules run on sample calls while the component is built, each on a
+  copy of the rule set as built (as `testing.sing` plays each decision), so calls start warm.
 """
 
 from .model import (  # noqa: F401

@@ -15,7 +15,7 @@ import gc
 import sys
 import traceback
 
-from . import lazy_seed, model, snapshot_imports
+from . import lazy_seed, model, snapshot_imports, warm_up
 from .model import (
     ChildKind,
     Hikawa,
@@ -141,7 +141,8 @@ def export_rules(rules):
     lift_into_model(wit)
     # What a call would import, imported now: a call has no files to import from.
     snapshot_imports.import_for_calls()
-    _warm_up(rules, wit)
+    # The kit's code and the rules' own run on sample calls, so calls start warm (warm_up.py).
+    warm_up.warm_up(rules, wit, observed_from_wit, plan_to_wit)
     # `random` seeded when a call first draws, not at every call's start (lazy_seed.py).
     lazy_seed.install()
     # Everything made so far (CPython's, the kit's, the module's) lives as long as the snapshot:
@@ -151,34 +152,3 @@ def export_rules(rules):
     # own (host/tests/py_call_fuel.rs).
     gc.freeze()
     return Rules
-
-
-# How often the kit's own code runs while the component is built: CPython specialises a code
-# object's bytecode after a couple of runs, and that state lands in the snapshot every call
-# starts from, instead of being redone by every call.
-WARM_UP_RUNS = 4
-
-
-def _warm_up(rules, wit) -> None:
-    """Run the kit's code on a sample song while componentize-py builds the component, so each
-    call starts from a snapshot where that code is already warm (a fresh instance per call makes
-    every call the first). Only the kit's code runs: the conversions, and the song engine when
-    the rules are exactly the kit's `RuleSet`, which keeps no state between calls. A rule set's
-    own `reconcile` never runs here, so nothing it does is in the snapshot."""
-    from .song import RuleSet
-
-    said = [wit.Said(f"warm-up-zundoko-{i:03d}", i, "Zun", 1_000 * i) for i in range(1, 6)]
-    hikawa = wit.Hikawa("warm-up", "warm-up", "", 1, 0, 500, [], wit.HikawaStatus(5, False, "Singing"))
-    samples = [wit.Observed(hikawa, said[:n], None, 10_000, n) for n in (0, 5)]
-    for _ in range(WARM_UP_RUNS):
-        for sample in samples:
-            observed = observed_from_wit(sample)
-            if type(rules) is RuleSet:
-                try:
-                    plan = rules.reconcile(observed)
-                except RuleError:
-                    plan = Plan()
-            else:
-                plan = Plan([Say(ChildKind.ZUNDOKO, "warm-up", "warm-up-zundoko-006", 6, "Zun"), RequeueAfter(500)])
-            plan_to_wit(plan, wit)
-            plan_to_wit(Plan([StatusUpdate("Singing", 6, False, "")]), wit)

@@ -74,7 +74,7 @@ def import_for_calls() -> list[str]:
     before = set(sys.modules)
     read: set[str] = set()
     while True:
-        unread = [(name, m) for name, m in list(sys.modules.items()) if name not in read and _is_read(name, m)]
+        unread = [(name, m) for name, m in list(sys.modules.items()) if name not in read and outside_stdlib(name, m)]
         if not unread:
             break
         for key, module in unread:
@@ -196,9 +196,9 @@ def _stdlib_dirs() -> tuple[str, ...]:
     return tuple({p for p in (paths.get("stdlib"), paths.get("platstdlib"), sys.prefix, sys.base_prefix) if p})
 
 
-def _is_read(name: str, module) -> bool:
-    """A module whose imports are read: one from a source file outside the standard library
-    and not componentize-py's own."""
+def outside_stdlib(name: str, module) -> bool:
+    """A module from a source file outside the standard library and not componentize-py's own
+    (the modules whose imports are read)."""
     if name.startswith(_NOT_READ):
         return False
     file = getattr(module, "__file__", None)

@@ -4,10 +4,10 @@ same loop the operator's `simulate` and `test` run (sdk/rust/src/testing.rs), wi
 from __future__ import annotations
 
 import copy
-import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .as_built import AsBuilt
 from .model import U64_MASK, ChildKind, Hikawa, Observed, Plan, saturating_i64
 from .song import mix
 
@@ -55,47 +55,6 @@ class Song:
     plans: list[Plan] = field(default_factory=list)
     # The Hikawa and its children at the end.
     final_state: Optional[Observed] = None
-
-
-class AsBuilt:
-    """What every call starts from in the operator: a fresh instance of the component, so the
-    rules object and its module's globals as they were when the component was built. Natively
-    one object would sing the whole song: a rule set that counted its Zuns on `self` or in a
-    global passed its tests here and never sang its Kiyoshi in the operator. So each decision
-    gets a copy of the rules as they were when the song started, and the globals of the module
-    that defines their class are put back as they were (a global a call added is removed). What
-    cannot be copied (a lock, a module) is shared, as it was."""
-
-    def __init__(self, rules):
-        self._rules = _copied(rules)
-        self._module = sys.modules.get(type(rules).__module__)
-        self._globals = {k: _copied(v) for k, v in _own_globals(self._module)} if self._module else {}
-
-    def fresh(self):
-        """The rules for the next call, their module's globals put back."""
-        self.restore()
-        return _copied(self._rules)
-
-    def restore(self) -> None:
-        if self._module is None:
-            return
-        module_globals = vars(self._module)
-        for name, _ in list(_own_globals(self._module)):
-            if name not in self._globals:
-                del module_globals[name]
-        module_globals.update({k: _copied(v) for k, v in self._globals.items()})
-
-
-def _own_globals(module):
-    """The module's globals, without Python's own (`__builtins__`, `__name__`, ...)."""
-    return [(k, v) for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))]
-
-
-def _copied(value):
-    try:
-        return copy.deepcopy(value)
-    except Exception:  # noqa: BLE001: a lock, a module, a generator: shared, as it was
-        return value
 
 
 def sing(rules, observed: Observed, seed: int) -> Song:

@@ -1,0 +1,3 @@
+"""A module of the fresh fixture's own, whose global the fixture counts its calls in."""
+
+CALLS = 0
