@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn main_async(cli: Cli) -> anyhow::Result<()> {
-    zundoko_operator::process::telemetry::init(cli.log_format, &cli.log_filter);
+    zundoko_operator::process::telemetry::init(cli.log_format, &cli::log_filter(&cli.command, &cli.log_filter));
     let mut stdout = std::io::stdout().lock();
     match &cli.command {
         Command::Run(args) => cli::run(args).await,

@@ -161,3 +161,21 @@ fn the_command_exits_non_zero_on_failure_and_speaks_json() {
     let err = String::from_utf8_lossy(&fail.stderr);
     assert!(err.contains("failed") && err.contains("conformance checks"), "{err}");
 }
+
+#[test]
+fn a_big_module_without_a_budget_is_told_where_an_interpreters_budget_comes_from() {
+    use zundoko_operator::supply::sandbox::budget::append_custom_section;
+    // As a Python or JavaScript component built by componentize-py or jco alone: over the
+    // product's 64 KiB, and no `zundoko:budget` section.
+    let big = append_custom_section(module_bytes("zundoko-classic"), "padding", &vec![0u8; 100 << 10]);
+    let report = suite(&big, 3);
+    let (size, detail) = status(&report, "size");
+    assert_eq!(size, Status::Fail, "{}", text(&report));
+    assert!(detail.contains("carries no zundoko:budget section") && detail.contains("sdk/budget.py"), "{detail}");
+    // With a budget that asks for the room, the size passes, and nothing is hinted.
+    let budgeted = append_custom_section(big, "zundoko:budget", br#"{"moduleMiB": 1}"#);
+    let report = suite(&budgeted, 3);
+    let (size, detail) = status(&report, "size");
+    assert_eq!(size, Status::Pass, "{detail}");
+    assert!(!detail.contains("zundoko:budget"), "{detail}");
+}

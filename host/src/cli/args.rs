@@ -15,6 +15,9 @@ use crate::supply::sandbox::{SandboxEngine, SandboxLimits};
 use crate::supply::sources::configmap::ConfigMapRef;
 use crate::process::telemetry::LogFormat;
 
+/// The log filter when none is given (`--log`, `RUST_LOG`).
+pub const DEFAULT_LOG_FILTER: &str = "info";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "zundoko-operator",
@@ -26,7 +29,7 @@ pub struct Cli {
     #[arg(long, env = "ZUNDOKO_LOG_FORMAT", value_enum, default_value = "text", global = true)]
     pub log_format: LogFormat,
     /// Log filter, in RUST_LOG syntax (for example `info,zundoko_operator=debug`).
-    #[arg(long = "log", env = "RUST_LOG", default_value = "info", global = true)]
+    #[arg(long = "log", env = "RUST_LOG", default_value = DEFAULT_LOG_FILTER, global = true)]
     pub log_filter: String,
     #[command(subcommand)]
     pub command: Command,

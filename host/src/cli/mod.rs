@@ -49,3 +49,32 @@ pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<cra
     let seed = args.seed.unwrap_or_else(rand::random);
     crate::cli::simulate::simulate(&module, &hikawa, seed, &args.sandbox.plan_limits(), args.max_decisions, out)
 }
+
+/// The log filter a verb runs with. `test` plays hundreds of songs, each twice (the determinism
+/// check replays them): a rule set's own lines (`print`, `console.log`) would bury the report, so
+/// with the default filter only its errors show (a trap's exception among them); name the
+/// target (`--log info,guest=info`) to see every line.
+pub fn log_filter(command: &Command, given: &str) -> String {
+    match command {
+        Command::Test(_) if given == DEFAULT_LOG_FILTER => format!("{given},guest=error"),
+        _ => given.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn filter_for(argv: &[&str]) -> String {
+        let cli = Cli::try_parse_from(argv).unwrap();
+        log_filter(&cli.command, &cli.log_filter)
+    }
+
+    #[test]
+    fn test_shows_a_rule_sets_own_lines_only_when_asked() {
+        assert_eq!(filter_for(&["zundoko-operator", "test", "--module", "m.wasm"]), "info,guest=error");
+        assert_eq!(filter_for(&["zundoko-operator", "--log", "info,guest=info", "test", "--module", "m.wasm"]), "info,guest=info");
+        assert_eq!(filter_for(&["zundoko-operator", "simulate", "--module", "m.wasm", "--hikawa", "h.yaml"]), "info");
+    }
+}

@@ -34,11 +34,18 @@ from .model import (
 LEVELS = ("trace", "debug", "info", "warn", "error")
 
 
+# Python's own names for levels (`logging`'s), taken as the log's nearest.
+LEVEL_ALIASES = {"warning": "warn", "critical": "error", "fatal": "error"}
+
+
 def log(level: str, message: str) -> None:
     """A line in the operator's log, tagged with the Hikawa being reconciled. `level` is one of
-    trace, debug, info, warn, error. The host bounds how much one call may log."""
+    trace, debug, info, warn, error, in any case (`logging`'s warning, critical and fatal are
+    taken as warn, error, error). The host bounds how much one call may log."""
+    level = str(level).lower()
+    level = LEVEL_ALIASES.get(level, level)
     if level not in LEVELS:
-        raise ValueError(f"log level must be one of {LEVELS}, not {level!r}")
+        raise ValueError(f"log level must be one of {LEVELS} (or warning, critical, fatal), not {level!r}")
     try:
         from wit_world.imports import log as wit_log
     except ImportError:  # natively: no component around

@@ -135,18 +135,23 @@ impl Check {
     }
 }
 
+/// What the size check adds when a module over the product's budget asked for none.
+const NO_BUDGET_HINT: &str = ": the module carries no zundoko:budget section, which a Python or JavaScript component needs; `make rules` writes it, or `python3 sdk/budget.py RULES_DIR MODULE.wasm` after a build by hand (docs/writing-rules.md)";
+
 /// Run the whole suite on a module's bytes. `label` names the module in the report.
 pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits: &PlanLimits) -> Report {
     let started = Instant::now();
     // The product's budget, or what the module's budget section asked for (within ceilings).
-    let size_budget = crate::supply::sandbox::budget::read(bytes)
+    let budget = crate::supply::sandbox::budget::read(bytes);
+    let asked_no_size = matches!(&budget, Ok(budget) if budget.module_mib.is_none());
+    let size_budget = budget
         .and_then(|budget| crate::supply::sandbox::budget::grant(budget, engine.limits()))
         .map_or(MAX_MODULE_BYTES, |limits| limits.module_bytes);
-    let mut checks = vec![check(
-        "size",
-        bytes.len() <= size_budget,
-        format!("{} bytes (budget {size_budget})", bytes.len()),
-    )
+    let fits = bytes.len() <= size_budget;
+    // A component built by hand (componentize-py or jco alone) carries no budget, so it is held
+    // to the product's: say where an interpreter's comes from.
+    let unasked = if !fits && asked_no_size { NO_BUDGET_HINT } else { "" };
+    let mut checks = vec![check("size", fits, format!("{} bytes (budget {size_budget}){unasked}", bytes.len()))
     .with(&[("bytes", bytes.len() as u64), ("budget", size_budget as u64)])];
     let mut report = Report {
         module: printable(label, 512),
