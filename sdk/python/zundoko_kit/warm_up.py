@@ -21,7 +21,6 @@ the calls here instead (`sys.settrace`, `sys.setprofile`) cost every call of the
 from __future__ import annotations
 
 import contextlib
-import gc
 
 from .as_built import AsBuilt
 from .model import ChildKind, Plan, RequeueAfter, Say, StatusUpdate
@@ -52,8 +51,10 @@ def warm_up(rules, wit, to_model, to_wit) -> None:
                     to_wit(Plan([StatusUpdate("Singing", 6, False, "")]), wit)
         finally:
             as_built.restore()
-    # What the calls made and dropped, gone before the snapshot is taken.
-    gc.collect()
+    # What the calls made and dropped is not collected here: the holes a collection leaves are
+    # what a call's own objects would fill, spread over more pages than a call writes otherwise
+    # (the classic rules at 1,000 Hikawas: 0.998 ms CPU per word collected, 0.936 not). Frozen
+    # with the rest (component.py), it is never walked.
 
 
 def _samples(wit) -> list:
