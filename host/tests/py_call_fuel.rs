@@ -94,10 +94,7 @@ const MOST_FUEL_FROM_DOCS: u64 = 560_000;
 #[test]
 fn a_rule_sets_own_code_starts_each_call_warm() {
     let Some(bytes) = common::langs::lang_fixture(FROM_DOCS) else { return };
-    let module = common::langs::roomy_engine().load(&bytes).unwrap();
-    let outcome = module.reconcile(&common::langs::mid_song(5)).unwrap();
-    assert!(outcome.value.says().next().is_some(), "at 5 children the rules say a word: {:?}", outcome.value);
-    let fuel = outcome.fuel_used;
+    let fuel = common::langs::word_fuel(&common::langs::roomy_engine().load(&bytes).unwrap(), 5);
     println!("a rule set written from the docs: {fuel} fuel at 5 children");
     assert!(
         fuel <= MOST_FUEL_FROM_DOCS,

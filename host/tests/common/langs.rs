@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sandbox::{RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::{Observed, Said};
 
@@ -73,11 +73,14 @@ pub struct CallFuel {
 /// a word; None (said loudly) when it was not built and CI is not set.
 pub fn call_fuel(name: &str) -> Option<CallFuel> {
     let module = roomy_engine().load(&lang_module(name)?).unwrap();
-    let fuel = |children: u32| {
-        let outcome = module.reconcile(&mid_song(children)).unwrap();
-        assert!(outcome.value.says().next().is_some(), "at {children} children the rules say a word: {:?}", outcome.value);
-        outcome.fuel_used
-    };
-    let (at_5, at_100) = (fuel(5), fuel(100));
+    let (at_5, at_100) = (word_fuel(&module, 5), word_fuel(&module, 100));
     Some(CallFuel { at_5, at_100, per_child: (at_100 - at_5) / 95 })
+}
+
+/// The fuel of one call at `children` children part way through a song ([`mid_song`]), which
+/// must say a word.
+pub fn word_fuel(module: &RulesModule, children: u32) -> u64 {
+    let outcome = module.reconcile(&mid_song(children)).unwrap();
+    assert!(outcome.value.says().next().is_some(), "at {children} children the rules say a word: {:?}", outcome.value);
+    outcome.fuel_used
 }

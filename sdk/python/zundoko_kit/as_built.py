@@ -10,8 +10,8 @@ state in the snapshot. `AsBuilt` gives each such call the rule set as it was bui
 What it covers: the rules object; the globals of every module of the rule set (every module
 from a source file outside the standard library, installed packages and the kit); the
 attributes of the plain classes those modules define (the rules' class among them, even one
-defined in a function); and the `functools.lru_cache` and
-`functools.cache` caches among those, emptied. Each call gets copies of those, made together (what two of them share, their copies
+defined in a function); and the `functools.lru_cache` and `functools.cache` caches among those,
+emptied. Each call gets copies of those, made together (what two of them share, their copies
 share), while the originals stay untouched; `restore()` puts the originals back. What cannot be
 copied (a lock, a module, a function) is shared, as it was. State kept anywhere else (a mutable
 default argument, a closure, the standard library) is not covered.
@@ -35,20 +35,18 @@ class AsBuilt:
     def __init__(self, rules):
         self._rules = rules
         modules = _own_modules()
-        # Every global of the rule set's modules and every attribute of their classes, by
-        # reference: what `restore()` puts back.
-        self._globals = [(vars(m), dict(_own_items(vars(m)))) for m in modules]
         classes = {id(c): c for m in modules for c in _classes_of(m)}
         # The rules' own class and its bases from the rule set, wherever they were defined (in a
         # function, say).
         names = {m.__name__ for m in modules}
         classes.update({id(c): c for c in type(rules).__mro__ if type(c) is type and c.__module__ in names})
-        self._attributes = [(c, dict(_own_items(vars(c)))) for c in classes.values()]
+        # Every global of the rule set's modules and every attribute of their classes, by
+        # reference: what `restore()` puts back. A module's globals are its attributes, so both
+        # are set and deleted alike.
+        self._built = [(owner, dict(_own_items(vars(owner)))) for owner in [*modules, *classes.values()]]
         # The ones a copy would only share (a function, a number, a lock) are found once.
-        self._to_copy = [(ns, k, v) for ns, built in self._globals for k, v in built.items() if _copies(v)]
-        self._attributes_to_copy = [(c, k, v) for c, built in self._attributes for k, v in built.items() if _copies(v)]
-        every = [v for _, built in self._globals + self._attributes for v in built.values()]
-        self._caches = [v for v in every if isinstance(v, _LRU_CACHED)]
+        self._to_copy = [(owner, k, v) for owner, built in self._built for k, v in built.items() if _copies(v)]
+        self._caches = [v for _, built in self._built for v in built.values() if isinstance(v, _LRU_CACHED)]
 
     def fresh(self):
         """The rules for the next call: the rule set's globals and class attributes replaced by
@@ -56,29 +54,20 @@ class AsBuilt:
         are made together: what two of them share, their copies share."""
         self.restore()
         memo: dict = {}
-        for namespace, name, value in self._to_copy:
-            namespace[name] = _copy(value, memo)
-        for cls, name, value in self._attributes_to_copy:
-            setattr(cls, name, _copy(value, memo))
+        for owner, name, value in self._to_copy:
+            setattr(owner, name, _copy(value, memo))
         return _copy(self._rules, memo)
 
     def restore(self) -> None:
         """The rule set as it was built: the original objects back in their places, what a call
         added removed, what it deleted put back, its caches emptied."""
-        for namespace, built in self._globals:
-            for name, _ in _own_items(namespace):
+        for owner, built in self._built:
+            for name, _ in _own_items(vars(owner)):
                 if name not in built:
-                    del namespace[name]
+                    delattr(owner, name)
             for name, value in built.items():
-                if namespace.get(name, _MISSING) is not value:
-                    namespace[name] = value
-        for cls, built in self._attributes:
-            for name, _ in _own_items(vars(cls)):
-                if name not in built:
-                    delattr(cls, name)
-            for name, value in built.items():
-                if vars(cls).get(name, _MISSING) is not value:
-                    setattr(cls, name, value)
+                if vars(owner).get(name, _MISSING) is not value:
+                    setattr(owner, name, value)
         for cached in self._caches:
             cached.cache_clear()
 

@@ -151,8 +151,10 @@ pub fn run(engine: &SandboxEngine, bytes: &[u8], label: &str, seeds: u64, limits
     // A component built by hand (componentize-py or jco alone) carries no budget, so it is held
     // to the product's: say where an interpreter's comes from.
     let unasked = if !fits && asked_no_size { NO_BUDGET_HINT } else { "" };
-    let mut checks = vec![check("size", fits, format!("{} bytes (budget {size_budget}){unasked}", bytes.len()))
-    .with(&[("bytes", bytes.len() as u64), ("budget", size_budget as u64)])];
+    let mut checks = vec![
+        check("size", fits, format!("{} bytes (budget {size_budget}){unasked}", bytes.len()))
+            .with(&[("bytes", bytes.len() as u64), ("budget", size_budget as u64)]),
+    ];
     let mut report = Report {
         module: printable(label, 512),
         name: None,
