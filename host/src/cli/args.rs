@@ -196,6 +196,19 @@ pub struct SandboxArgs {
     #[arg(long, env = "ZUNDOKO_MAX_CHILDREN", default_value_t = PlanLimits::default().max_children,
           value_parser = clap::value_parser!(u32).range(1..=crate::supply::contract::plan_check::MAX_CHILDREN_LIMIT as i64))]
     pub max_children: u32,
+    /// How used instance slots are reset between calls: `auto` copies back only the pages a
+    /// call changed (Linux's PAGEMAP_SCAN, 6.7+) when the fresh-instance self-check at start
+    /// passes with it; `off` resets the whole used part of every slot (slower, never relies on
+    /// the scan). Either way every call starts from the module's image (docs/operating.md).
+    #[arg(long, env = "ZUNDOKO_PAGEMAP_SCAN", value_enum, default_value_t = PagemapScanArg::Auto)]
+    pub pagemap_scan: PagemapScanArg,
+}
+
+/// `--pagemap-scan`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PagemapScanArg {
+    Auto,
+    Off,
 }
 
 impl SandboxArgs {
@@ -206,6 +219,10 @@ impl SandboxArgs {
             // The defaults are within the ceilings whatever the flags say.
             max_fuel: self.max_fuel.max(self.fuel),
             max_memory_bytes: self.max_memory_mib.max(self.memory_limit_mib) << 20,
+            pagemap_scan: match self.pagemap_scan {
+                PagemapScanArg::Auto => crate::supply::sandbox::PagemapScan::Auto,
+                PagemapScanArg::Off => crate::supply::sandbox::PagemapScan::Off,
+            },
             ..SandboxLimits::default()
         }
     }

@@ -51,6 +51,7 @@ pub async fn start(
     });
     // One engine and one set of compiled modules for the default module and every rule set.
     let engine = SandboxEngine::new(config.sandbox.clone())?;
+    let reset = engine.reset_path();
     // --cache-dir keeps compiled modules too: a restart loads them instead of compiling.
     let engine = match &config.registry.cache_dir {
         Some(dir) => engine.with_compiled_cache(dir)?,
@@ -69,6 +70,14 @@ pub async fn start(
         disk.set_in_use(Arc::new(move |digest| loader.upgrade().is_some_and(|l| l.serves(digest))));
     }
     let mut shared = Shared::new(slot.clone(), modules);
+    // How used instance slots are reset, as the self-check settled it: seen in the log, the
+    // metrics and /readyz, loudly when the scan failed it and was turned off.
+    match reset {
+        crate::supply::sandbox::ResetPath::FellBack { .. } => warn!("{}", reset.describe()),
+        _ => info!("{}", reset.describe()),
+    }
+    shared.metrics.instance_reset(reset.label());
+    shared.health.set_instance_reset(reset.describe());
     shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
     // --trusted-keys read again as they change, on every replica: a key removed stops the
     // default module it alone verified too, not only rule sets.

@@ -16,12 +16,14 @@ pub struct Health {
     shards: Mutex<(usize, u16)>,
     /// Why the API server could not be reached at start, while it cannot.
     api_unreachable: Mutex<Option<String>>,
+    /// How instances are reset, as the self-check at start found (shown when ready).
+    instance_reset: Mutex<Option<String>>,
 }
 
 impl Health {
     /// `serving` gives the digest of the module serving, if one is loaded.
     pub fn new(serving: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
-        Health { serving: Box::new(serving), reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), shards: Mutex::new((0, 0)), api_unreachable: Mutex::default() }
+        Health { serving: Box::new(serving), reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), shards: Mutex::new((0, 0)), api_unreachable: Mutex::default(), instance_reset: Mutex::default() }
     }
 
     /// The controller started (true) or stopped (false) on this replica.
@@ -36,6 +38,11 @@ impl Health {
         *self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
 
+    /// What the fresh-instance self-check settled, as one line (`/readyz` shows it).
+    pub fn set_instance_reset(&self, detail: String) {
+        *self.instance_reset.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail);
+    }
+
     pub fn set_shards(&self, held: usize, count: u16) {
         *self.shards.lock().unwrap_or_else(|e| e.into_inner()) = (held, count);
     }
@@ -44,8 +51,16 @@ impl Health {
         self.caches_synced.store(true, Ordering::SeqCst);
     }
 
-    /// `Ok` when ready, else what is missing.
+    /// `Ok` when ready, else what is missing; either followed by how instances are reset.
     pub fn readiness(&self) -> Result<String, String> {
+        let detail = |line: String| match self.instance_reset.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(reset) => format!("{line}; {reset}"),
+            None => line,
+        };
+        self.readiness_alone().map(detail).map_err(detail)
+    }
+
+    fn readiness_alone(&self) -> Result<String, String> {
         if let Some(why) = self.api_unreachable.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             return Err(format!("the API server does not answer yet: {why}"));
         }

@@ -67,6 +67,12 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResetLabels {
+    /// `pagemap`, `default` or `broken` (supply/sandbox/reset_check.rs).
+    pub path: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     /// `accepted` or `rejected`.
     pub result: String,
@@ -98,6 +104,7 @@ pub struct Metrics {
     ruleset_rejections: Family<RuleSetProblemLabels, Counter>,
     modules_compiled: Gauge,
     modules_compiled_bytes: Gauge,
+    instance_reset: Family<ResetLabels, Gauge>,
     /// The labels each rule set has in `ruleset_info` (a family cannot list its own).
     ruleset_shown: Mutex<HashMap<String, Vec<RuleSetLabels>>>,
 }
@@ -136,6 +143,7 @@ impl Metrics {
             ruleset_rejections: Family::default(),
             modules_compiled: Gauge::default(),
             modules_compiled_bytes: Gauge::default(),
+            instance_reset: Family::default(),
             ruleset_shown: Mutex::default(),
         };
         metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
@@ -194,6 +202,11 @@ impl Metrics {
             "modules_compiled_bytes",
             "Bytes of compiled code and metadata the compiled rules modules keep in memory",
             metrics.modules_compiled_bytes.clone(),
+        );
+        metrics.registry.register(
+            "instance_reset_info",
+            "How used instance slots are reset, as the fresh-instance self-check at start settled it (value 1): pagemap (only the pages a call changed; the check passed with the scan), default (the whole used part: the scan is off, missing, or failed the check)",
+            metrics.instance_reset.clone(),
         );
         metrics
     }
@@ -325,6 +338,12 @@ impl Metrics {
     pub fn modules_compiled(&self, (count, bytes): (usize, usize)) {
         self.modules_compiled.set(count as i64);
         self.modules_compiled_bytes.set(bytes as i64);
+    }
+
+    /// How used instance slots are reset (one path, set once at start).
+    pub fn instance_reset(&self, path: &str) {
+        self.instance_reset.clear();
+        self.instance_reset.get_or_create(&ResetLabels { path: path.into() }).set(1);
     }
 
     pub fn set_leader(&self, leading: bool) {

@@ -175,7 +175,7 @@ pub fn run_child(max_compile_mib: usize, limits_json: &str) -> anyhow::Result<()
     let limits: SandboxLimits = serde_json::from_str(limits_json).with_context(|| flag(LIMITS_JSON))?;
     let mut bytes = Vec::new();
     std::io::stdin().read_to_end(&mut bytes).context("reading the module from stdin")?;
-    let engine = super::SandboxEngine::new(limits)?;
+    let engine = super::SandboxEngine::for_compiling(limits)?;
     let code = engine.engine().precompile_component(&bytes).map_err(|e| anyhow::anyhow!("{e:#}"))?;
     // The code goes back to the operator on stdout: the child never sees the cache (nor its key).
     let mut stdout = std::io::stdout().lock();

@@ -35,6 +35,8 @@ pub struct SandboxLimits {
     pub module_bytes: usize,
     /// The most a module may ask for (an interpreter's component is tens of MiB).
     pub max_module_bytes: usize,
+    /// Whether used instance slots may be reset by `PAGEMAP_SCAN` (reset_check.rs).
+    pub pagemap_scan: super::reset_check::PagemapScan,
 }
 
 impl Default for SandboxLimits {
@@ -55,6 +57,7 @@ impl Default for SandboxLimits {
             max_memory_bytes: 256 << 20,
             module_bytes: 64 << 10,
             max_module_bytes: 64 << 20,
+            pagemap_scan: super::reset_check::PagemapScan::Auto,
         }
     }
 }

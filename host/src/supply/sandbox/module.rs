@@ -61,7 +61,12 @@ pub struct GuestOutcome<T> {
 const KEEP_RESIDENT: usize = 4 << 20;
 const KEEP_RESIDENT_WITHOUT_PAGEMAP: usize = 64 << 10;
 /// Tables (one small funcref table, in wit-component's shim for the log import).
-const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+pub(super) const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// How much of a used slot's memory is reset in place (the rest is decommitted).
+pub(super) fn keep_resident(pagemap: bool) -> usize {
+    if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP }
+}
 /// Native stack for a WASI guest's call thread, besides the wasm stack limit: the host
 /// functions' and wasmtime's own frames.
 const GUEST_THREAD_STACK: usize = 2 << 20;
@@ -80,10 +85,30 @@ pub struct SandboxEngine {
     threads: Arc<GuestThreads>,
     /// How many of one WASI module's calls run at once: the node's cores (in_flight.rs).
     calls_per_module: usize,
+    /// How used slots are reset, as the self-check at start settled it.
+    reset: &'static super::reset_check::ResetPath,
 }
 
 impl SandboxEngine {
+    /// The engine the operator and the commands run modules with, once the fresh-instance
+    /// self-check (reset_check.rs) has settled how used slots are reset; an error if no reset
+    /// gave a slot back as its image.
     pub fn new(limits: SandboxLimits) -> anyhow::Result<Self> {
+        let reset = super::reset_check::reset_path(limits.pagemap_scan);
+        if let super::reset_check::ResetPath::Broken { why } = reset {
+            anyhow::bail!("fresh-instance self-check failed: {why}: no instance can be trusted to start clean, so nothing is run");
+        }
+        Self::with_reset(limits, reset)
+    }
+
+    /// The engine of the compiler process, which compiles and never instantiates: no self-check.
+    pub fn for_compiling(limits: SandboxLimits) -> anyhow::Result<Self> {
+        static COMPILES_ONLY: super::reset_check::ResetPath =
+            super::reset_check::ResetPath::Default { why: String::new() };
+        Self::with_reset(limits, &COMPILES_ONLY)
+    }
+
+    fn with_reset(limits: SandboxLimits, reset: &'static super::reset_check::ResetPath) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.consume_fuel(true);
@@ -97,14 +122,15 @@ impl SandboxEngine {
         // bounds how many calls run at once; a call beyond it fails and is retried.
         let slots = limits.max_concurrent_calls;
         let mut pool = PoolingAllocationConfig::default();
-        let pagemap = PoolingAllocationConfig::is_pagemap_scan_available();
+        // The scan only where the self-check saw it give every slot back as its image.
+        let pagemap = reset.scans();
         pool.total_component_instances(slots)
             .total_core_instances(slots)
             .total_memories(slots)
             .total_tables(slots)
             .max_memory_size(limits.memory_bytes.max(limits.max_memory_bytes).next_multiple_of(64 << 10) + (64 << 10))
             .pagemap_scan(if pagemap { Enabled::Yes } else { Enabled::No })
-            .linear_memory_keep_resident(if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP })
+            .linear_memory_keep_resident(keep_resident(pagemap))
             .table_keep_resident(TABLE_KEEP_RESIDENT)
             // Calls are synchronous: no fiber stacks (wasmtime-wasi turns wasmtime's async
             // support on, whose pool would otherwise map 1,000 stacks of 2 MiB up front).
@@ -118,7 +144,7 @@ impl SandboxEngine {
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         let calls_per_module = cores.min(limits.max_concurrent_calls as usize);
         let threads = GuestThreads::new(GUEST_THREAD_STACK + limits.wasm_stack_bytes, calls_per_module);
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module })
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module, reset })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
@@ -141,6 +167,11 @@ impl SandboxEngine {
 
     pub fn limits(&self) -> &SandboxLimits {
         &self.limits
+    }
+
+    /// How used instance slots are reset (the self-check's outcome).
+    pub fn reset_path(&self) -> &'static super::reset_check::ResetPath {
+        self.reset
     }
 
     /// The engine underneath (what the compiler process compiles with).

@@ -403,14 +403,11 @@ impl Drop for StoreCode {
 
 /// A wrapper for a Module together with a StoreCode. Allows fetching
 /// code pointers, ready to call.
-// zundoko-operator patch: without the `debug` feature funcrefs no longer use it (vm/instance.rs).
-#[cfg_attr(not(feature = "debug"), allow(dead_code))]
 pub struct ModuleWithCode<'a> {
     module: &'a Module,
     store_code: &'a StoreCode,
 }
 
-#[cfg_attr(not(feature = "debug"), allow(dead_code))] // zundoko-operator patch, as above
 impl<'a> ModuleWithCode<'a> {
     /// Find the StoreCode in a given store for a module and wrap it
     /// up with that module, ready to compute code pointers.

@@ -25,20 +25,6 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
-    /// zundoko-operator patch (vendor/README.md): what every instance writes into its funcrefs
-    /// of defined functions, but its own `vmctx` (see `Instance::initialize_defined_funcrefs`).
-    funcref_template: crate::sync::OnceLock<Box<[FuncRefTemplate]>>,
-}
-
-/// zundoko-operator patch (vendor/README.md): one defined, escaping function's `VMFuncRef`,
-/// the same in every instance of its module but for the `vmctx`: where it lies in a `VMContext`,
-/// its type, and where its array-to-wasm trampoline and its code start in the module's text.
-#[derive(Clone, Copy)]
-pub struct FuncRefTemplate {
-    pub vmctx_offset: u32,
-    pub type_index: wasmtime_environ::VMSharedTypeIndex,
-    pub array_call: usize,
-    pub wasm_call: usize,
 }
 
 impl CompiledModule {
@@ -72,7 +58,6 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
-            funcref_template: Default::default(),
         };
         ret.register_profiling(profiler)?;
 
@@ -144,15 +129,6 @@ impl CompiledModule {
         let start = usize::try_from(loc.start).unwrap();
         let end = usize::try_from(loc.start + loc.length).unwrap();
         start..end
-    }
-
-    /// zundoko-operator patch (vendor/README.md): the funcrefs of this module's defined,
-    /// escaping functions, made by `build` the first time they are asked for.
-    pub(crate) fn funcref_template(
-        &self,
-        build: impl FnOnce() -> Box<[FuncRefTemplate]>,
-    ) -> &[FuncRefTemplate] {
-        self.funcref_template.get_or_init(build)
     }
 
     /// Get the Wasm-to-array trampoline for the given signature, as a

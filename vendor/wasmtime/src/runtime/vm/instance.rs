@@ -2,7 +2,6 @@
 //! wasm module (except its callstack and register state). An
 //! `InstanceHandle` is a reference-counting handle for an `Instance`.
 
-#[cfg(feature = "debug")] // zundoko-operator patch: only used with it
 use crate::code::ModuleWithCode;
 use crate::module::ModuleRegistry;
 use crate::prelude::*;
@@ -877,16 +876,6 @@ impl Instance {
         def_index: DefinedFuncIndex,
     ) -> Option<NonNull<VMFuncRef>> {
         let module = self.env_module();
-        // zundoko-operator patch (vendor/README.md): every defined function's funcref was
-        // written when the vmctx was (`initialize_defined_funcrefs`).
-        #[cfg(not(feature = "debug"))]
-        if self.runtime_module().is_some() {
-            let _ = registry;
-            let func = &module.functions[module.func_index(def_index)];
-            let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
-            // SAFETY: the offset is that of this function's funcref in our `VMContext`.
-            return Some(unsafe { self.vmctx_plus_offset_raw::<VMFuncRef>(vmctx_offset) });
-        }
         let index = module.func_index(def_index);
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
@@ -903,65 +892,6 @@ impl Instance {
                 array_to_wasm_key,
                 wasm_key,
             )
-        }
-    }
-
-    /// zundoko-operator patch (vendor/README.md): write the funcref of every defined, escaping
-    /// function, from a template made once per module.
-    ///
-    /// Upstream writes one when it is first asked for, and asks `function_range` for its code
-    /// each time. A dynamically linked module (componentize-py's CPython) asks for one per
-    /// element of its tables when it is instantiated, in its startup code: thousands, at every
-    /// instantiation (a fresh instance per call). One sequential pass writes them for less than
-    /// those lookups cost, and a reference then only needs its place.
-    ///
-    /// # Safety
-    ///
-    /// Only while the vmctx is initialized: it writes every defined function's funcref.
-    #[cfg(not(feature = "debug"))]
-    unsafe fn initialize_defined_funcrefs(self: Pin<&mut Self>) {
-        let Some(runtime) = self.runtime_module() else {
-            return;
-        };
-        let module = self.env_module();
-        let offsets = self.offsets();
-        let compiled = runtime.compiled_module();
-        let template = compiled.funcref_template(|| {
-            let mut entries = Vec::new();
-            for i in 0..module.num_defined_funcs() {
-                let def_index = DefinedFuncIndex::new(i);
-                let func = &module.functions[module.func_index(def_index)];
-                if func.func_ref.is_reserved_value() {
-                    continue;
-                }
-                let array_to_wasm = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
-                let wasm = FuncKey::DefinedWasmFunction(module.module_index, def_index);
-                entries.push(crate::runtime::instantiate::FuncRefTemplate {
-                    vmctx_offset: offsets.vmctx_func_ref(func.func_ref),
-                    type_index: func.signature.unwrap_engine_type_index(),
-                    array_call: compiled.function_range(array_to_wasm).start,
-                    wasm_call: compiled.function_range(wasm).start,
-                });
-            }
-            entries.into_boxed_slice()
-        });
-        let text = runtime.engine_code().text().as_ptr();
-        let vmctx: VmPtr<VMOpaqueContext> = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
-        for entry in template {
-            // SAFETY: the template's offsets are of this module's text (which the module keeps
-            // alive as long as its instances) and of funcrefs within this module's `VMContext`.
-            unsafe {
-                let array_call = VmPtr::from(NonNull::new_unchecked(text.add(entry.array_call).cast_mut()).cast());
-                let wasm_call = Some(VmPtr::from(
-                    NonNull::new_unchecked(text.add(entry.wasm_call).cast_mut()).cast::<VMWasmCallFunction>(),
-                ));
-                self.vmctx_plus_offset_raw::<VMFuncRef>(entry.vmctx_offset).write(VMFuncRef {
-                    array_call,
-                    wasm_call,
-                    vmctx,
-                    type_index: entry.type_index,
-                });
-            }
         }
     }
 
@@ -1030,41 +960,25 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        // zundoko-operator patch (vendor/README.md): without the `debug` feature a store's
-        // code is always the engine's own (`StoreCodeStorage::Shared`), so the functions are
-        // found in the module's engine code, without looking the store's copy up in the
-        // registry's maps for every funcref (a CPython instance makes thousands).
-        #[cfg(not(feature = "debug"))]
-        let (array_to_wasm, wasm) = {
-            let _ = registry;
-            let module = self
-                .runtime_module()
-                .expect("funcref impossible in fake module");
-            let text = module.engine_code().text();
-            let compiled = module.compiled_module();
-            (
-                &text[compiled.function_range(array_to_wasm_key)],
-                &text[compiled.function_range(wasm_key)],
-            )
-        };
-        #[cfg(feature = "debug")]
-        let (array_to_wasm, wasm) = {
-            let module_with_code = ModuleWithCode::in_store(
-                registry,
-                self.runtime_module()
-                    .expect("funcref impossible in fake module"),
-            )
-            .expect("module not in store");
-            (
-                module_with_code.function(array_to_wasm_key),
-                module_with_code.function(wasm_key),
-            )
-        };
+        let module_with_code = ModuleWithCode::in_store(
+            registry,
+            self.runtime_module()
+                .expect("funcref impossible in fake module"),
+        )
+        .expect("module not in store");
 
-        let array_call = VmPtr::from(NonNull::from(array_to_wasm).cast());
+        let array_call =
+            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
 
         let wasm_call = Some(VmPtr::from(
-            NonNull::new(wasm.as_ptr().cast::<VMWasmCallFunction>().cast_mut()).unwrap(),
+            NonNull::new(
+                module_with_code
+                    .function(wasm_key)
+                    .as_ptr()
+                    .cast::<VMWasmCallFunction>()
+                    .cast_mut(),
+            )
+            .unwrap(),
         ));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
@@ -1355,15 +1269,6 @@ impl Instance {
         // eagerly construct each element in it whenever asked for a reference
         // to that element. In other words, there is no state needed to track
         // the lazy-init, so we don't need to initialize any state now.
-        //
-        // zundoko-operator patch (vendor/README.md): without the `debug` feature they are all
-        // written here, in one pass from the module's template, and a reference is asked for
-        // without writing anything (`initialize_defined_funcref`).
-        #[cfg(not(feature = "debug"))]
-        // SAFETY: the vmctx is being initialized, and its funcrefs lie within it.
-        unsafe {
-            instance.as_mut().initialize_defined_funcrefs();
-        }
 
         // Initialize the defined tables
         //

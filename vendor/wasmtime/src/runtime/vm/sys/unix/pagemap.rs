@@ -285,10 +285,16 @@ pub unsafe fn reset_with_pagemap(
     // from `walk_end` while the buffer came back full and budget is left; only a spent budget
     // (or the end of the memory) ends it.
     //
-    // And a dirty page must be reset whether or not it is present: a written page the kernel
-    // has swapped out is `WRITTEN | SWAPPED`, not `PRESENT`. Upstream's mask asked for
+    // And a dirty page must be reset whether or not it is present: a page the guest wrote that
+    // the kernel has swapped out is `SWAPPED`, not `PRESENT`. Upstream's mask asked for
     // `PRESENT`, so such a page was neither reset in place nor decommitted (it lies before
     // `walk_end`) and the next instance in the slot read the previous one's data.
+    //
+    // The query is CRIU's (a page that is neither the zero page nor the file's, and is present
+    // or swapped), not `WRITTEN`: outside userfaultfd regions the kernel sets `WRITTEN` on every
+    // present or swapped page, so today both queries match the same pages, but a narrowing of
+    // `WRITTEN` to userfaultfd regions (posted upstream in Linux) would make a query that needs
+    // it match nothing, and every slot would be reused dirty, silently.
     const MAX_REGIONS: usize = 32;
     let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
     let end = ptr.wrapping_add(len.byte_count());
@@ -303,8 +309,8 @@ pub unsafe fn reset_with_pagemap(
             // backed by files. Such pages mean that they haven't changed from their
             // original contents, so they're inverted.
             .category_inverted(Categories::PFNZERO | Categories::FILE)
-            .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
-            // Present or swapped out: either way the guest wrote it.
+            .category_mask(Categories::PFNZERO | Categories::FILE)
+            // Present or swapped out: a page of the slot's own that is not the image's.
             .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
             // Don't return any categories back. This helps group regions together
             // since the reported set of categories is always empty and we otherwise
