@@ -179,6 +179,9 @@ fn exposed_metric_names() -> BTreeSet<String> {
     metrics.rollout_ended("rolled-back");
     metrics.ruleset_rejected("classic", "ModulePinMismatch");
     metrics.shard_handover("lost");
+    metrics.api_request("create", "zundokos", "201", Duration::from_millis(3));
+    metrics.reconcile_took("hikawa", true, Duration::from_millis(5));
+    metrics.instance_reset("pagemap");
     let mut names = BTreeSet::new();
     for line in metrics.encode().lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else { continue };

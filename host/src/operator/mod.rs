@@ -42,9 +42,6 @@ pub async fn start(
     config: OperatorConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Running> {
-    // Every request bounded; the controller's writes are fenced per shard (reconcile_held_shards).
-    let raw = client;
-    let client = fence::guarded(raw.clone(), Fence::open(config.api_timeout));
     let slot = Arc::new(match &config.modules.native {
         Some(rules) => RulesSlot::new(Arc::new(NativeRules::new(rules.clone()))),
         None => RulesSlot::empty(),
@@ -78,6 +75,10 @@ pub async fn start(
     }
     shared.metrics.instance_reset(reset.label());
     shared.health.set_instance_reset(reset.describe());
+    // Every request measured (by verb, resource and code) and bounded; the controller's writes
+    // are fenced per shard (reconcile_held_shards).
+    let raw = crate::process::api_metrics::observed(client, shared.metrics.clone());
+    let client = fence::guarded(raw.clone(), Fence::open(config.api_timeout));
     shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
     // --trusted-keys read again as they change, on every replica: a key removed stops the
     // default module it alone verified too, not only rule sets.

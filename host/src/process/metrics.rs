@@ -67,6 +67,33 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Kubernetes' verb: get, list, watch, create, update, patch, delete, deletecollection.
+    pub verb: String,
+    /// The resource, with its subresource (`hikawas/status`); `other` or `nonresource`.
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestCodeLabels {
+    pub verb: String,
+    pub resource: String,
+    /// The HTTP status, or `error` when no answer came.
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `hikawa` or `zundokorules`.
+    pub controller: String,
+    /// `success` or `error`.
+    pub result: String,
+}
+
+/// A histogram family's constructor (prometheus-client needs one per bucket layout).
+type HistogramOf = fn() -> Histogram;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResetLabels {
     /// `pagemap`, `default` or `broken` (supply/sandbox/reset_check.rs).
     pub path: String,
@@ -105,6 +132,9 @@ pub struct Metrics {
     modules_compiled: Gauge,
     modules_compiled_bytes: Gauge,
     instance_reset: Family<ResetLabels, Gauge>,
+    api_request_seconds: Family<RequestLabels, Histogram, HistogramOf>,
+    api_requests: Family<RequestCodeLabels, Counter>,
+    reconcile_seconds: Family<ReconcileLabels, Histogram, HistogramOf>,
     /// The labels each rule set has in `ruleset_info` (a family cannot list its own).
     ruleset_shown: Mutex<HashMap<String, Vec<RuleSetLabels>>>,
 }
@@ -144,6 +174,13 @@ impl Metrics {
             modules_compiled: Gauge::default(),
             modules_compiled_bytes: Gauge::default(),
             instance_reset: Family::default(),
+            // client-go's buckets for rest_client_request_duration_seconds.
+            api_request_seconds: Family::new_with_constructor(|| {
+                Histogram::new([0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0])
+            }),
+            api_requests: Family::default(),
+            // 1 ms .. 16 s: a reconcile is a guest call and up to three writes.
+            reconcile_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(1e-3, 2.0, 15))),
             ruleset_shown: Mutex::default(),
         };
         metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
@@ -207,6 +244,17 @@ impl Metrics {
             "instance_reset_info",
             "How used instance slots are reset, as the fresh-instance self-check at start settled it (value 1): pagemap (only the pages a call changed; the check passed with the scan), default (the whole used part: the scan is off, missing, or failed the check)",
             metrics.instance_reset.clone(),
+        );
+        metrics.registry.register(
+            "rest_client_request_duration_seconds",
+            "API requests' time from sent to the answer's headers, by verb and resource (as client-go's; a watch's is until its stream opens)",
+            metrics.api_request_seconds.clone(),
+        );
+        metrics.registry.register("rest_client_requests", "API requests sent, by verb, resource and answer code (error: no answer)", metrics.api_requests.clone());
+        metrics.registry.register(
+            "reconcile_duration_seconds",
+            "Time of one reconcile, by controller and result (success or error): the guest call, the plan check and the writes",
+            metrics.reconcile_seconds.clone(),
         );
         metrics
     }
@@ -338,6 +386,18 @@ impl Metrics {
     pub fn modules_compiled(&self, (count, bytes): (usize, usize)) {
         self.modules_compiled.set(count as i64);
         self.modules_compiled_bytes.set(bytes as i64);
+    }
+
+    /// One API request: its verb, resource, answer code and time.
+    pub fn api_request(&self, verb: &str, resource: &str, code: &str, took: std::time::Duration) {
+        self.api_request_seconds.get_or_create(&RequestLabels { verb: verb.into(), resource: resource.into() }).observe(took.as_secs_f64());
+        self.api_requests.get_or_create(&RequestCodeLabels { verb: verb.into(), resource: resource.into(), code: code.into() }).inc();
+    }
+
+    /// One reconcile of `controller`, and whether it succeeded.
+    pub fn reconcile_took(&self, controller: &str, succeeded: bool, took: std::time::Duration) {
+        let result = if succeeded { "success" } else { "error" };
+        self.reconcile_seconds.get_or_create(&ReconcileLabels { controller: controller.into(), result: result.into() }).observe(took.as_secs_f64());
     }
 
     /// How used instance slots are reset (one path, set once at start).

@@ -62,7 +62,11 @@ pub(super) fn now_ms() -> i64 {
 
 pub(super) async fn reconcile(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Action> {
     let span = info_span!("reconcile", hikawa = %key(&hikawa));
-    reconcile_inner(hikawa, ctx).instrument(span).await
+    let started = Instant::now();
+    let metrics = ctx.metrics.clone();
+    let result = reconcile_inner(hikawa, ctx).instrument(span).await;
+    metrics.reconcile_took("hikawa", result.is_ok(), started.elapsed());
+    result
 }
 
 async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Action> {

@@ -222,7 +222,10 @@ impl Context {
 
 async fn reconcile(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
     let span = info_span!("rules", name = %zr.name_any());
-    reconcile_inner(zr, ctx).instrument(span).await
+    let (started, metrics) = (Instant::now(), ctx.metrics.clone());
+    let result = reconcile_inner(zr, ctx).instrument(span).await;
+    metrics.reconcile_took("zundokorules", result.is_ok(), started.elapsed());
+    result
 }
 
 /// One reconcile of a rule set, step by step; each step hands the next what it found.
