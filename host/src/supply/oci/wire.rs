@@ -179,9 +179,11 @@ impl<'a> Session<'a> {
             if status == reqwest::StatusCode::UNAUTHORIZED && !challenged {
                 let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).map(str::to_owned);
                 if let Some(challenge) = challenge
-                    && let Some(authorization) = self.answer(&challenge).await?
+                    && let Some(mut authorization) = self.answer(&challenge).await?
                 {
                     challenged = true;
+                    // Sensitive: kept out of any debug output and HPACK's tables.
+                    authorization.set_sensitive(true);
                     self.authorization = Some(authorization);
                     continue;
                 }
