@@ -271,13 +271,27 @@ impl Registry {
         self.resolve_tries(1, reference, auth).await
     }
 
+    /// The digest a tag points at now as the registry answers it, once: never the record the
+    /// cache kept. For a tag polled while a digest of it serves: the record may be older than
+    /// what serves (or replayed into the cache), and one failed request must not roll the
+    /// module back; only the registry's own answer moves it.
+    pub async fn resolve_anew(&self, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.resolve_with(1, false, reference, auth).await
+    }
+
     async fn resolve_tries(&self, tries: u32, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.resolve_with(tries, true, reference, auth).await
+    }
+
+    /// `from_record`: with the registry unreachable, the digest the cache's record of the tag
+    /// names (only when nothing of it serves yet: a restart with the registry down).
+    async fn resolve_with(&self, tries: u32, from_record: bool, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
         self.allowed(reference)?;
         if let Some(digest) = &reference.digest {
             return Ok(digest.clone());
         }
         // With a digest to fall back on, one try: a restart with the registry down serves at once.
-        let cached = self.cache.as_ref().and_then(|c| c.tag(reference));
+        let cached = if from_record { self.cache.as_ref().and_then(|c| c.tag(reference)) } else { None };
         let tries = if cached.is_some() { 1 } else { tries };
         let resolved = self.tries_up_to(tries, reference, || async {
             // The manifest read under its cap and hashed: the digest of the bytes a pull checks.

@@ -193,12 +193,12 @@ impl Sources {
         ))
     }
 
-    /// The digest a tag points at now (with the registry down, what it pointed at when last
-    /// resolved here, if the cache kept it).
+    /// The digest a followed tag points at now, as the registry answers (never the cache's
+    /// record of the tag: with the registry down, what serves keeps serving).
     pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
         let auth = self.auth(oci).await?;
-        self.registry.resolve_once(reference, &auth).await.map_err(|e| Problem::from(&e))
+        self.registry.resolve_anew(reference, &auth).await.map_err(|e| Problem::from(&e))
     }
 
     /// The credentials of an artifact's pull secret (anonymous without one).
