@@ -1,7 +1,8 @@
 //! What serves from a registry holds while a registry misbehaves, against a real registry
 //! (Debian's docker-registry, as in oci.rs): a polled `--module-oci` tag whose registry fails
 //! does not roll back to an older record of the tag the cache holds (replayed into it, say);
-//! a followed tag in a rule set neither.
+//! a followed tag in a rule set neither; and a registry that accepts and never answers holds
+//! only its own pull permits, so another registry's pull goes on within its deadline.
 
 mod common;
 
@@ -10,14 +11,15 @@ use std::time::Duration;
 
 use common::cluster::{Cluster, quick_settings};
 use common::module_bytes;
-use common::registry::TestRegistry;
+use common::registry::{SilentRegistry, TestRegistry};
 use common::rules::*;
 use common::running::eventually;
+use oci_client::secrets::RegistryAuth;
 use zundoko_operator::crd::{ModuleSource, ZundokoRulesSpec};
 use zundoko_operator::operator::ModuleSources;
 use zundoko_operator::supply::contract::rules::Rules;
 use zundoko_operator::supply::digest;
-use zundoko_operator::supply::oci::RegistrySettings;
+use zundoko_operator::supply::oci::{ModuleRef, Registry, RegistrySettings};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::oci::OciSource;
 
@@ -105,4 +107,30 @@ async fn a_followed_tag_whose_registry_fails_is_not_moved_by_an_older_record() {
     let status = rules_status(&cluster, "followed").await;
     assert!(rolling(&status), "the cache's older record moved the followed tag: {status:?}");
     operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_never_answers_holds_only_its_own_pull_permits() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let manifest = registry.push("rules/classic:v1", &module_bytes("zundoko-classic"), None).await;
+    let tarpit = SilentRegistry::start().await;
+    let mut settings = registry.settings();
+    settings.insecure.push(tarpit.addr.clone());
+    // One pull at a time per registry (one for all, before), and a deadline long enough that
+    // the other pull ends well within it, on any machine.
+    (settings.concurrent_pulls, settings.tries, settings.timeout) = (1, 1, Duration::from_secs(20));
+    let client = Registry::new(settings).unwrap();
+    let stuck = {
+        let (client, reference): (_, ModuleRef) = (client.clone(), format!("{}/rules/stuck:v1", tarpit.addr).parse().unwrap());
+        tokio::spawn(async move { client.resolve(&reference, &RegistryAuth::Anonymous).await })
+    };
+    eventually("the tarpit holds a pull", Duration::from_secs(10), async || !tarpit.requests().is_empty()).await;
+
+    // Another registry's pull goes on meanwhile, and ends before the tarpit's deadline.
+    let fetched = client.fetch(&registry.reference("rules/classic:v1"), &manifest, &RegistryAuth::Anonymous, &[], false).await;
+    assert!(fetched.is_ok(), "{:?}", fetched.err());
+    assert!(!stuck.is_finished(), "the pull waited out the tarpit's deadline for a permit");
+    tarpit.release();
+    let refused = stuck.await.unwrap();
+    assert!(refused.is_err(), "{refused:?}");
 }

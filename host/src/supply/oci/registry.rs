@@ -11,11 +11,11 @@ use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
-use tokio::sync::Semaphore;
 
 use super::artifact;
 use super::cache::BlobCache;
 use super::keys::OperatorKeys;
+use super::permits::Permits;
 use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
@@ -31,7 +31,8 @@ pub struct RegistrySettings {
     pub tries: u32,
     /// The largest module layer accepted (refused from its descriptor, before a byte is read).
     pub max_module_bytes: u64,
-    /// Pulls from registries at once, across every rule set.
+    /// Tries of pulls at once from any one registry, across every rule set (per registry: a
+    /// registry that never answers holds only its own, see `permits.rs`).
     pub concurrent_pulls: usize,
     /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
     pub cache_dir: Option<PathBuf>,
@@ -166,7 +167,7 @@ pub struct Fetched {
 
 pub struct Registry {
     settings: RegistrySettings,
-    permits: Semaphore,
+    permits: Permits,
     cache: Option<BlobCache>,
     /// What pulls speak through (oci-client only pushes).
     wire: Wire,
@@ -217,7 +218,7 @@ impl Registry {
         if let Some(cache) = &cache {
             cache.disk().set_max_bytes(settings.cache_max_bytes);
         }
-        let permits = Semaphore::new(settings.concurrent_pulls.max(1));
+        let permits = Permits::new(settings.concurrent_pulls);
         let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
         let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
         Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
@@ -401,8 +402,8 @@ impl Registry {
         loop {
             tried += 1;
             let one_try = async {
-                // Inside the deadline: a tarpit holding every permit delays others by no more.
-                let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+                // Inside the deadline, and per registry: a tarpit holds its own permits only.
+                let _permit = self.permits.acquire(&reference.registry).await;
                 op().await
             };
             let outcome = match tokio::time::timeout(self.settings.timeout, one_try).await {
