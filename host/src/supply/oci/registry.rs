@@ -4,7 +4,7 @@
 //! what it pulled goes to the blob cache, which serves it again without the registry.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
@@ -104,6 +104,8 @@ pub enum PullError {
     RedirectRefused { reference: String, detail: String },
     #[error("{reference} names registry {registry}, which --allowed-registries does not allow")]
     NotAllowed { reference: String, registry: String },
+    #[error("no registry can be asked: {detail}")]
+    NoCertificateStore { detail: String },
 }
 
 impl PullError {
@@ -121,12 +123,14 @@ impl PullError {
             PullError::Registry { .. } => "RegistryError",
             PullError::RedirectRefused { .. } => "RedirectRefused",
             PullError::NotAllowed { .. } => "RegistryNotAllowed",
+            PullError::NoCertificateStore { .. } => "CertificateStoreUnreadable",
         }
     }
 
-    /// Whether trying again later may succeed without anyone changing anything.
+    /// Whether trying again later may succeed without anyone changing anything (a certificate
+    /// store may yet be mounted: meanwhile what the cache holds serves).
     pub fn transient(&self) -> bool {
-        matches!(self, PullError::Unreachable { .. })
+        matches!(self, PullError::Unreachable { .. } | PullError::NoCertificateStore { .. })
     }
 }
 
@@ -169,8 +173,9 @@ pub struct Registry {
     settings: RegistrySettings,
     permits: Permits,
     cache: Option<BlobCache>,
-    /// What pulls speak through (oci-client only pushes).
-    wire: Wire,
+    /// What pulls speak through (oci-client only pushes): built when a registry is first
+    /// asked, so that an operator no registry serves starts without a certificate store.
+    wire: OnceLock<Wire>,
     /// The operator's trusted keys as they are now.
     keys: Arc<OperatorKeys>,
 }
@@ -218,10 +223,28 @@ impl Registry {
         if let Some(cache) = &cache {
             cache.disk().set_max_bytes(settings.cache_max_bytes);
         }
+        Wire::check_extra_ca(&settings.extra_ca_pem)?;
         let permits = Permits::new(settings.concurrent_pulls);
-        let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
         let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
-        Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
+        Ok(Arc::new(Registry { settings, permits, cache, wire: OnceLock::new(), keys }))
+    }
+
+    /// A registry client with the default settings: no cache, no keys; nothing in it can fail
+    /// (what the environment decides, the certificate store, is read when a registry is asked).
+    pub fn unconfigured() -> Arc<Registry> {
+        let settings = RegistrySettings::default();
+        let (permits, keys) = (Permits::new(settings.concurrent_pulls), Arc::new(OperatorKeys::new(Vec::new(), Vec::new())));
+        Arc::new(Registry { settings, permits, cache: None, wire: OnceLock::new(), keys })
+    }
+
+    /// The HTTP client of pulls, built the first time one is needed (and tried again at the
+    /// next pull if it could not be: the certificate store may be mounted since).
+    fn wire(&self) -> Result<&Wire, PullError> {
+        if let Some(wire) = self.wire.get() {
+            return Ok(wire);
+        }
+        let wire = Wire::new(&self.settings.insecure, self.settings.timeout, &self.settings.extra_ca_pem).map_err(|detail| PullError::NoCertificateStore { detail })?;
+        Ok(self.wire.get_or_init(|| wire))
     }
 
     /// The operator's trusted keys (`--trusted-keys`) as they are now.
@@ -297,7 +320,7 @@ impl Registry {
         let resolved = self.tries_up_to(tries, reference, || async {
             // The manifest read under its cap and hashed: the digest of the bytes a pull checks.
             let tag = reference.tag.as_deref().unwrap_or("latest");
-            let manifest = self.wire.session(reference, auth).manifest(tag, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
+            let manifest = self.wire()?.session(reference, auth).manifest(tag, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
             Ok(sha256(&manifest))
         });
         match resolved.await {
@@ -425,7 +448,7 @@ impl Registry {
     }
 
     async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, verifying: &Verifying<'_>) -> Result<Fetched, PullError> {
-        let mut session = self.wire.session(pinned, auth);
+        let mut session = self.wire()?.session(pinned, auth);
         let manifest = session.manifest(manifest_digest, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
         let actual = sha256(&manifest);
         if actual != manifest_digest {
@@ -473,7 +496,7 @@ impl Registry {
     async fn signatures(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth) -> Result<Vec<Found>, PullError> {
         let tag = signature::signature_tag(manifest_digest);
         let sig_ref = pinned.with_tag(&tag);
-        let mut session = self.wire.session(&sig_ref, auth);
+        let mut session = self.wire()?.session(&sig_ref, auth);
         let manifest = match session.manifest(&tag, &[OCI_IMAGE_MEDIA_TYPE], MAX_MANIFEST_BYTES, "the signature manifest").await {
             Ok(manifest) => manifest,
             Err(PullError::NotFound { .. }) => return Ok(Vec::new()),
