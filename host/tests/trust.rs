@@ -382,3 +382,41 @@ async fn a_signature_written_by_independent_code_verifies_and_tampered_or_copied
     let (ok, stdout, stderr) = cli(&["check", "--module", file, "--require-signatures", "--trusted-keys", public], addr);
     assert!(ok && stdout.contains(&format!("signed by:   {public}")), "{stdout}{stderr}");
 }
+
+/// A rule set accepted with no `publicKeys` (nothing verified its module) does not keep serving
+/// it once keys are added while its registry cannot be asked: adding keys verifies again,
+/// failing closed, as removing them does; the registry back, the signature verifies and it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_added_to_a_rule_set_that_had_none_are_verified_again_failing_closed() {
+    use kube::api::PostParams;
+    let Some(mut registry) = TestRegistry::start(false) else { return };
+    let key = SignKey::generate();
+    registry.push("rules/signed:v1", &module_bytes("zundoko-classic"), Some(&key)).await;
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), registry.settings());
+    create_rules(&cluster, "keyless", oci(&format!("{}/rules/signed:v1", registry.addr))).await;
+    phase_and_reason(&cluster, "keyless", "Active", None, Duration::from_secs(30)).await;
+    sing(&cluster, "before", 0, Some("keyless"), &[]).await;
+    cluster.wait_kiyoshied("default", &["before".into()], Duration::from_secs(30)).await;
+
+    // The registry down, then a key added: nothing verified the module with it, so it stops.
+    registry.stop();
+    let mut zr = rules_api(&cluster).get("keyless").await.unwrap();
+    zr.spec.source.oci.as_mut().unwrap().public_keys = vec![key.public_pem()];
+    rules_api(&cluster).replace("keyless", &PostParams::default(), &zr).await.unwrap();
+    phase_and_reason(&cluster, "keyless", "Pending", Some("RegistryUnreachable"), Duration::from_secs(10)).await;
+    assert!(rules_status(&cluster, "keyless").await.module.is_none(), "nothing serves");
+    sing(&cluster, "after", 0, Some("keyless"), &[]).await;
+    eventually("Ready=False RulesNotActive", Duration::from_secs(10), async || {
+        ready(&cluster, "after").await.is_some_and(|(s, reason, message)| s == "False" && reason == "RulesNotActive" && message.contains("RegistryUnreachable"))
+    })
+    .await;
+    assert_eq!(decided_by(&cluster, "after").await, None, "the unverified module decided after keys were added");
+
+    // The registry back: the signature verifies with the key added, and the waiting Hikawa sings.
+    registry.resume();
+    phase_and_reason(&cluster, "keyless", "Active", None, Duration::from_secs(30)).await;
+    cluster.wait_kiyoshied("default", &["after".into()], Duration::from_secs(30)).await;
+    operator.stop().await;
+}

@@ -107,7 +107,7 @@ pub struct RegistryArgs {
     /// its bytes are read).
     #[arg(long, env = "ZUNDOKO_MAX_MODULE_MIB", default_value_t = crate::supply::oci::RegistrySettings::default().max_module_bytes >> 20)]
     pub max_module_mib: u64,
-    /// Pulls from registries at once.
+    /// Pulls at once from any one registry (per registry: one that never answers holds only its own).
     #[arg(long, env = "ZUNDOKO_CONCURRENT_PULLS", default_value_t = crate::supply::oci::RegistrySettings::default().concurrent_pulls)]
     pub concurrent_pulls: usize,
     /// Certificate authorities (PEM files) trusted for registries beside the system's: a

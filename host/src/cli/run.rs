@@ -147,8 +147,15 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+        // Without a SIGTERM handler (the process may not be allowed one), the operator still
+        // runs: SIGTERM then ends it at once, as it ends any process, and Ctrl-C stops it well.
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} },
+            Err(error) => {
+                tracing::warn!(%error, "cannot handle SIGTERM: it will stop the operator without finishing the reconciles in flight");
+                let _ = ctrl_c.await;
+            }
+        }
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;

@@ -174,6 +174,8 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
         let problems = problems.join("; ");
         if registry_pending {
             warn!(%problems, "no usable rules module yet: the registry of --module-oci may give it later; not ready, trying again with backoff");
+            // /readyz says why (a registry down, a certificate store missing), not only that.
+            shared.health.set_no_module(Some(crate::text::printable(&problems, 1024)));
         } else {
             anyhow::ensure!(sources.wait, "no usable rules module: {problems} (--wait-for-module waits for one instead)");
             warn!(%problems, "no usable rules module yet; waiting for one (--wait-for-module)");

@@ -18,12 +18,23 @@ pub struct Health {
     api_unreachable: Mutex<Option<String>>,
     /// How instances are reset, as the self-check at start found (shown when ready).
     instance_reset: Mutex<Option<String>>,
+    /// Why no module could be had at start (the registry of `--module-oci` cannot be asked, and
+    /// why), said while none is loaded.
+    no_module: Mutex<Option<String>>,
 }
 
 impl Health {
     /// `serving` gives the digest of the module serving, if one is loaded.
     pub fn new(serving: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
-        Health { serving: Box::new(serving), reconciling: AtomicBool::new(false), caches_synced: AtomicBool::new(false), shards: Mutex::new((0, 0)), api_unreachable: Mutex::default(), instance_reset: Mutex::default() }
+        Health {
+            serving: Box::new(serving),
+            reconciling: AtomicBool::new(false),
+            caches_synced: AtomicBool::new(false),
+            shards: Mutex::new((0, 0)),
+            api_unreachable: Mutex::default(),
+            instance_reset: Mutex::default(),
+            no_module: Mutex::default(),
+        }
     }
 
     /// The controller started (true) or stopped (false) on this replica.
@@ -41,6 +52,11 @@ impl Health {
     /// What the fresh-instance self-check settled, as one line (`/readyz` shows it).
     pub fn set_instance_reset(&self, detail: String) {
         *self.instance_reset.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail);
+    }
+
+    /// Why no module is loaded yet, said by `/readyz` until one is.
+    pub fn set_no_module(&self, why: Option<String>) {
+        *self.no_module.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
 
     pub fn set_shards(&self, held: usize, count: u16) {
@@ -65,7 +81,10 @@ impl Health {
             return Err(format!("the API server does not answer yet: {why}"));
         }
         let Some(module) = (self.serving)() else {
-            return Err("no rules module loaded yet".into());
+            return Err(match self.no_module.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                Some(why) => format!("no rules module loaded yet: {why}"),
+                None => "no rules module loaded yet".into(),
+            });
         };
         match (self.reconciling.load(Ordering::SeqCst), self.caches_synced.load(Ordering::SeqCst)) {
             (true, true) => match *self.shards.lock().unwrap_or_else(|e| e.into_inner()) {

@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::supply::contract::rules::smoke_test;
-use crate::supply::sandbox::{GuestError, RulesModule, SandboxEngine};
+use crate::supply::sandbox::{GuestError, RulesModule, SandboxEngine, WhoCompiles};
 use crate::supply::contract::plan_check::PlanLimits;
 
 /// Modules kept compiled after they stop serving.
@@ -54,10 +54,16 @@ impl ModuleLoader {
     /// against the world and smoke-tested, or the one already alive. Blocking (compiling
     /// takes tens of milliseconds): call it off the async runtime.
     pub fn load(&self, bytes: &[u8], digest: &str) -> Result<Arc<RulesModule>, GuestError> {
+        self.load_for(WhoCompiles::Unnamed, bytes, digest)
+    }
+
+    /// [`load`](Self::load) for `who`: its compile, if it needs one, waits its fair turn
+    /// (the default module's first, then rule sets by their last turn: compile_queue.rs).
+    pub fn load_for(&self, who: WhoCompiles, bytes: &[u8], digest: &str) -> Result<Arc<RulesModule>, GuestError> {
         if let Some(module) = self.get(digest) {
             return Ok(module);
         }
-        let module = self.engine.load(bytes)?;
+        let module = who.around(|| self.engine.load(bytes))?;
         smoke_test(&module, &self.plan_limits)?;
         let module = Arc::new(module);
         let mut compiled = self.compiled.lock().unwrap_or_else(|p| p.into_inner());

@@ -36,7 +36,9 @@ impl Shared {
     pub fn new(rules: Arc<RulesSlot>, modules: Arc<ModuleLoader>) -> Self {
         let serving = rules.clone();
         let health = Arc::new(Health::new(move || serving.current().map(|r| r.identity().digest.clone())));
-        let registry = crate::supply::oci::Registry::new(crate::supply::oci::RegistrySettings::default()).expect("no cache directory to create");
+        // Replaced by the configured one at start; neither asks the environment until a
+        // registry is first needed.
+        let registry = crate::supply::oci::Registry::unconfigured();
         Shared { rules, modules, metrics: Arc::new(Metrics::new()), health, registry }
     }
 }

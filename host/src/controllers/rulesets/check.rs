@@ -107,7 +107,7 @@ impl Context {
     async fn check_source(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Result<Checked, Duration>, Error> {
         let (last, read_at) = self.with_memo(uid, |m| (if candidate { m.candidate.clone() } else { m.stable.clone() }, m.read_at[usize::from(candidate)]));
         let wait = read_at.map(|at| READ_EVERY.saturating_sub(at.elapsed())).filter(|d| !d.is_zero());
-        let Some(checked) = self.sources.check(spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
+        let Some(checked) = self.sources.check(uid, spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
             return Ok(Err(wait.unwrap_or(Duration::from_millis(200))));
         };
         let fresh = last.as_ref().is_none_or(|l| l.spec != checked.spec || l.resource_version != checked.resource_version);

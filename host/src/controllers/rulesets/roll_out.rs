@@ -51,16 +51,17 @@ impl RolledOut {
 /// The modules, and the candidate's rollout.
 pub(super) fn roll_out(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources) -> RolledOut {
     // The source's module, or the one it gave last while a newer one is refused: if the pin,
-    // which may have changed since, allows it, and the keys it verified with are still the
-    // ones trusted (a module a removed key verified serves no more); never after a verdict of
-    // trust (fail closed).
+    // which may have changed since, allows it, and it was checked under exactly the keys
+    // trusted now (a module a removed key verified serves no more, and neither does one
+    // accepted with no key at all once keys are added: it was never verified by them);
+    // never after a verdict of trust (fail closed).
     let pinned = |m: &Arc<RulesModule>| sources.spec.pin.as_ref().is_none_or(|pin| *pin == m.identity().digest);
     let stable_module = match &sources.stable.outcome {
         Ok(module) => Some(module.clone()),
         Err(problem) if problem.distrusts() => None,
         Err(_) => ctx
             .with_memo(&at.uid, |m| m.last_stable.clone())
-            .filter(|(module, trust)| pinned(module) && (trust.is_none() || *trust == sources.stable.trust))
+            .filter(|(module, trust)| pinned(module) && *trust == sources.stable.trust)
             .map(|(module, _)| module),
     };
     let candidate_module = sources.candidate.as_ref().and_then(|c| c.outcome.as_ref().ok().cloned());

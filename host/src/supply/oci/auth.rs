@@ -27,7 +27,7 @@ fn host_of(key: &str) -> &str {
 /// The credentials a docker config gives `registry`; anonymous if it names none. An error
 /// names what is malformed (never the secret itself).
 pub fn from_docker_config(json: &[u8], registry: &str) -> Result<RegistryAuth, String> {
-    let config: DockerConfig = serde_json::from_slice(json).map_err(|e| format!("not a docker config.json ({{\"auths\": ...}}): {e}"))?;
+    let config: DockerConfig = serde_json::from_slice(json).map_err(|e| format!("not a docker config.json ({{\"auths\": ...}}): {}", where_it_fails(&e)))?;
     let Some(entry) = config.auths.iter().find(|(key, _)| host_of(key) == registry).map(|(_, e)| e) else {
         return Ok(RegistryAuth::Anonymous);
     };
@@ -39,6 +39,19 @@ pub fn from_docker_config(json: &[u8], registry: &str) -> Result<RegistryAuth, S
     let decoded = String::from_utf8(decoded).map_err(|_| format!("the auth of {registry} is not UTF-8"))?;
     let (user, password) = decoded.split_once(':').ok_or_else(|| format!("the auth of {registry} is not user:password"))?;
     Ok(RegistryAuth::Basic(user.into(), password.into()))
+}
+
+/// What is wrong with a docker config, and where: never serde's own message, which quotes
+/// the value it did not expect (a password, a token) into statuses, Events and logs.
+fn where_it_fails(error: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match error.classify() {
+        Category::Io => "unreadable",
+        Category::Syntax => "not JSON",
+        Category::Data => "JSON of another shape",
+        Category::Eof => "JSON cut short",
+    };
+    format!("{what} at line {} column {}", error.line(), error.column())
 }
 
 #[cfg(test)]
@@ -54,5 +67,23 @@ mod tests {
         let bad = from_docker_config(br#"{"auths":{"r.io":{"auth":"bm9jb2xvbg=="}}}"#, "r.io").unwrap_err();
         assert!(bad.contains("not user:password") && !bad.contains("nocolon"), "{bad}");
         assert!(from_docker_config(b"nope", "r.io").unwrap_err().contains("not a docker config"));
+    }
+
+    #[test]
+    fn a_malformed_config_is_named_by_where_it_fails_never_by_what_it_holds() {
+        let secret = "hunter2-5be0c1d7";
+        // serde's own messages quote the value (`invalid type: string "hunter2..."`).
+        for json in [
+            format!(r#"{{"auths": "{secret}"}}"#),
+            format!(r#"{{"auths": {{"r.io": {{"auth": ["{secret}"]}}}}}}"#),
+            format!(r#"{{"auths": {{"r.io": {{"username": 7, "password": "{secret}"}}}}}}"#),
+            format!(r#"{{"auths": {{"{secret}": 1}}}}"#),
+            format!(r#"{{"auths": {{"r.io": {{"auth": "{secret}"#),
+            secret.to_string(),
+        ] {
+            let why = from_docker_config(json.as_bytes(), "r.io").unwrap_err();
+            assert!(why.contains("not a docker config.json") && why.contains(" at line 1 column "), "{why}");
+            assert!(!why.contains("hunter2"), "the secret's content in the message: {why}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! restart: for rule sets and for the default module alike, on a standby replica too. Unreadable (a key file gone bad, none left):
 //! nothing verifies until they are readable again; removing keys never switches signatures off.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -86,14 +86,25 @@ impl OperatorKeys {
 
     /// Read the paths again; whether what is trusted changed.
     pub fn reload(&self) -> bool {
-        let mut keys = Vec::new();
-        for path in &self.paths {
-            match TrustedKey::load(path) {
-                Ok(found) => keys.extend(found),
-                Err(why) => return self.fail(why),
+        self.reload_with(TrustedKey::load)
+    }
+
+    /// [`reload`](Self::reload), each path read by `load`. A read that fails is tried once more
+    /// before the keys are called unreadable: a mounted Secret read while the kubelet swaps its
+    /// `..data` link (a key listed from the old version, gone in the new) fails once, and
+    /// calling every key unreadable then would flap every rule set and the default module.
+    fn reload_with(&self, mut load: impl FnMut(&Path) -> Result<Vec<TrustedKey>, String>) -> bool {
+        let mut read_all = || -> Result<Vec<TrustedKey>, String> {
+            let mut keys = Vec::new();
+            for path in &self.paths {
+                keys.extend(load(path)?);
             }
+            Ok(keys)
+        };
+        match read_all().or_else(|_| read_all()) {
+            Ok(keys) => self.set(keys),
+            Err(why) => self.fail(why),
         }
-        self.set(keys)
     }
 
     fn fail(&self, why: String) -> bool {
@@ -153,5 +164,25 @@ mod tests {
         assert!(keys.unreadable().is_some_and(|why| why.contains("no trusted key")), "{:?}", keys.unreadable());
         assert!(keys.trust(&[]).is_some_and(|t| t.starts_with("unreadable")), "never `None` (no keys: nothing checked)");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_key_read_that_fails_once_is_tried_again_before_the_keys_are_unreadable() {
+        let key = SignKey::generate();
+        let good = || Ok(vec![key.trusted("a.pub")]);
+        let keys = OperatorKeys::new(Vec::new(), vec![PathBuf::from("/keys/a.pub"), PathBuf::from("/keys/b.pub")]);
+        // The second path fails once, as a key listed before the kubelet's `..data` swap and
+        // read after it does: the next read finds the new version whole.
+        let mut reads = 0;
+        let swapping = |_: &Path| {
+            reads += 1;
+            if reads == 2 { Err("cannot read trusted key /keys/b.pub: No such file or directory".to_string()) } else { good() }
+        };
+        assert!(keys.reload_with(swapping), "the keys read");
+        assert_eq!((keys.unreadable(), keys.current().len()), (None, 2), "one failed read is not an unreadable key");
+        // A key that stays unreadable is: nothing verifies.
+        let gone = |_: &Path| -> Result<Vec<TrustedKey>, String> { Err("cannot read trusted key /keys/a.pub: gone".into()) };
+        assert!(keys.reload_with(gone));
+        assert!(keys.unreadable().is_some_and(|why| why.contains("gone")), "{:?}", keys.unreadable());
     }
 }

@@ -11,6 +11,7 @@ pub mod artifact;
 pub mod cache;
 pub mod reference;
 pub mod keys;
+mod permits;
 pub mod registry;
 pub mod signature;
 mod wire;

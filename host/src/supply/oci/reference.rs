@@ -91,6 +91,34 @@ impl ModuleRef {
     }
 }
 
+/// A repository as containers/image names it whatever the spelling: a `docker-reference` (a
+/// signature's) or a pull reference, its tag and digest dropped, Docker Hub written out
+/// (`x`, `library/x`, `index.docker.io/x` and `docker.io/library/x:tag` are all
+/// `docker.io/library/x`), the host in lowercase. Two references name one repository if they
+/// give the same (cosign writes `index.docker.io/...` for what a user writes `docker.io/...`).
+pub fn canonical_repository(reference: &str) -> String {
+    let reference = reference.trim();
+    let named = reference.split_once('@').map_or(reference, |(name, _)| name);
+    // A tag follows the last `/` (a `:` before it is a host's port).
+    let named = match named.rfind(':') {
+        Some(colon) if !named[colon..].contains('/') => &named[..colon],
+        _ => named,
+    };
+    let (host, path) = match named.split_once('/') {
+        Some((first, rest)) if first.contains('.') || first.contains(':') || first == "localhost" => (first.to_ascii_lowercase(), rest),
+        _ => (DOCKER_HUB.to_string(), named),
+    };
+    let host = if LEGACY_DOCKER_HUB.contains(&host.as_str()) { DOCKER_HUB.to_string() } else { host };
+    if host == DOCKER_HUB && !path.contains('/') {
+        return format!("{host}/library/{path}");
+    }
+    format!("{host}/{path}")
+}
+
+/// Docker Hub, as containers/image writes it; and how else it is written.
+const DOCKER_HUB: &str = "docker.io";
+const LEGACY_DOCKER_HUB: [&str; 2] = ["index.docker.io", "registry-1.docker.io"];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +146,28 @@ mod tests {
         }
         let long = format!("127.0.0.1:5000/{}", "a".repeat(2000));
         assert!(long.parse::<ModuleRef>().unwrap_err().contains("1024"));
+    }
+
+    #[test]
+    fn docker_hub_and_its_spellings_name_one_repository_with_or_without_a_tag_or_digest() {
+        let hub = "docker.io/library/x";
+        let digest = format!("@sha256:{HEX}");
+        for spelling in ["x", "library/x", "docker.io/x", "docker.io/library/x", "index.docker.io/x", "index.docker.io/library/x", "Docker.IO/x", "registry-1.docker.io/library/x"] {
+            for suffix in ["", ":v1", digest.as_str(), &format!(":v1{digest}")] {
+                assert_eq!(canonical_repository(&format!("{spelling}{suffix}")), hub, "{spelling}{suffix}");
+            }
+        }
+        assert_eq!(canonical_repository("team/x:v1"), "docker.io/team/x");
+        assert_eq!(canonical_repository("index.docker.io/team/x"), "docker.io/team/x");
+        // A port is not a tag; other registries are as written (their host in lowercase).
+        assert_eq!(canonical_repository("127.0.0.1:5000/rules/ja:v1"), "127.0.0.1:5000/rules/ja");
+        assert_eq!(canonical_repository("localhost:5000/ja"), "localhost:5000/ja");
+        assert_eq!(canonical_repository("GHCR.io/team/rules@sha256:00"), "ghcr.io/team/rules");
+        for (a, b) in [("docker.io/library/x", "docker.io/team/x"), ("ghcr.io/x", "docker.io/x"), ("quay.io/library/x", "x")] {
+            assert_ne!(canonical_repository(a), canonical_repository(b), "{a} vs {b}");
+        }
+        // What the parser makes of a Docker Hub reference names the same repository.
+        let parsed: ModuleRef = "docker.io/x:v1".parse().unwrap();
+        assert_eq!(canonical_repository(&parsed.repository_name()), hub);
     }
 }

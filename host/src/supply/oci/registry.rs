@@ -4,18 +4,18 @@
 //! what it pulled goes to the blob cache, which serves it again without the registry.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
-use tokio::sync::Semaphore;
 
 use super::artifact;
 use super::cache::BlobCache;
 use super::keys::OperatorKeys;
+use super::permits::Permits;
 use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
@@ -31,7 +31,8 @@ pub struct RegistrySettings {
     pub tries: u32,
     /// The largest module layer accepted (refused from its descriptor, before a byte is read).
     pub max_module_bytes: u64,
-    /// Pulls from registries at once, across every rule set.
+    /// Tries of pulls at once from any one registry, across every rule set (per registry: a
+    /// registry that never answers holds only its own, see `permits.rs`).
     pub concurrent_pulls: usize,
     /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
     pub cache_dir: Option<PathBuf>,
@@ -103,6 +104,8 @@ pub enum PullError {
     RedirectRefused { reference: String, detail: String },
     #[error("{reference} names registry {registry}, which --allowed-registries does not allow")]
     NotAllowed { reference: String, registry: String },
+    #[error("no registry can be asked: {detail}")]
+    NoCertificateStore { detail: String },
 }
 
 impl PullError {
@@ -120,12 +123,14 @@ impl PullError {
             PullError::Registry { .. } => "RegistryError",
             PullError::RedirectRefused { .. } => "RedirectRefused",
             PullError::NotAllowed { .. } => "RegistryNotAllowed",
+            PullError::NoCertificateStore { .. } => "CertificateStoreUnreadable",
         }
     }
 
-    /// Whether trying again later may succeed without anyone changing anything.
+    /// Whether trying again later may succeed without anyone changing anything (a certificate
+    /// store may yet be mounted: meanwhile what the cache holds serves).
     pub fn transient(&self) -> bool {
-        matches!(self, PullError::Unreachable { .. })
+        matches!(self, PullError::Unreachable { .. } | PullError::NoCertificateStore { .. })
     }
 }
 
@@ -166,10 +171,11 @@ pub struct Fetched {
 
 pub struct Registry {
     settings: RegistrySettings,
-    permits: Semaphore,
+    permits: Permits,
     cache: Option<BlobCache>,
-    /// What pulls speak through (oci-client only pushes).
-    wire: Wire,
+    /// What pulls speak through (oci-client only pushes): built when a registry is first
+    /// asked, so that an operator no registry serves starts without a certificate store.
+    wire: OnceLock<Wire>,
     /// The operator's trusted keys as they are now.
     keys: Arc<OperatorKeys>,
 }
@@ -217,10 +223,28 @@ impl Registry {
         if let Some(cache) = &cache {
             cache.disk().set_max_bytes(settings.cache_max_bytes);
         }
-        let permits = Semaphore::new(settings.concurrent_pulls.max(1));
-        let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
+        Wire::check_extra_ca(&settings.extra_ca_pem)?;
+        let permits = Permits::new(settings.concurrent_pulls);
         let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
-        Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
+        Ok(Arc::new(Registry { settings, permits, cache, wire: OnceLock::new(), keys }))
+    }
+
+    /// A registry client with the default settings: no cache, no keys; nothing in it can fail
+    /// (what the environment decides, the certificate store, is read when a registry is asked).
+    pub fn unconfigured() -> Arc<Registry> {
+        let settings = RegistrySettings::default();
+        let (permits, keys) = (Permits::new(settings.concurrent_pulls), Arc::new(OperatorKeys::new(Vec::new(), Vec::new())));
+        Arc::new(Registry { settings, permits, cache: None, wire: OnceLock::new(), keys })
+    }
+
+    /// The HTTP client of pulls, built the first time one is needed (and tried again at the
+    /// next pull if it could not be: the certificate store may be mounted since).
+    fn wire(&self) -> Result<&Wire, PullError> {
+        if let Some(wire) = self.wire.get() {
+            return Ok(wire);
+        }
+        let wire = Wire::new(&self.settings.insecure, self.settings.timeout, &self.settings.extra_ca_pem).map_err(|detail| PullError::NoCertificateStore { detail })?;
+        Ok(self.wire.get_or_init(|| wire))
     }
 
     /// The operator's trusted keys (`--trusted-keys`) as they are now.
@@ -271,18 +295,32 @@ impl Registry {
         self.resolve_tries(1, reference, auth).await
     }
 
+    /// The digest a tag points at now as the registry answers it, once: never the record the
+    /// cache kept. For a tag polled while a digest of it serves: the record may be older than
+    /// what serves (or replayed into the cache), and one failed request must not roll the
+    /// module back; only the registry's own answer moves it.
+    pub async fn resolve_anew(&self, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.resolve_with(1, false, reference, auth).await
+    }
+
     async fn resolve_tries(&self, tries: u32, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
+        self.resolve_with(tries, true, reference, auth).await
+    }
+
+    /// `from_record`: with the registry unreachable, the digest the cache's record of the tag
+    /// names (only when nothing of it serves yet: a restart with the registry down).
+    async fn resolve_with(&self, tries: u32, from_record: bool, reference: &ModuleRef, auth: &RegistryAuth) -> Result<String, PullError> {
         self.allowed(reference)?;
         if let Some(digest) = &reference.digest {
             return Ok(digest.clone());
         }
         // With a digest to fall back on, one try: a restart with the registry down serves at once.
-        let cached = self.cache.as_ref().and_then(|c| c.tag(reference));
+        let cached = if from_record { self.cache.as_ref().and_then(|c| c.tag(reference)) } else { None };
         let tries = if cached.is_some() { 1 } else { tries };
         let resolved = self.tries_up_to(tries, reference, || async {
             // The manifest read under its cap and hashed: the digest of the bytes a pull checks.
             let tag = reference.tag.as_deref().unwrap_or("latest");
-            let manifest = self.wire.session(reference, auth).manifest(tag, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
+            let manifest = self.wire()?.session(reference, auth).manifest(tag, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
             Ok(sha256(&manifest))
         });
         match resolved.await {
@@ -387,8 +425,8 @@ impl Registry {
         loop {
             tried += 1;
             let one_try = async {
-                // Inside the deadline: a tarpit holding every permit delays others by no more.
-                let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+                // Inside the deadline, and per registry: a tarpit holds its own permits only.
+                let _permit = self.permits.acquire(&reference.registry).await;
                 op().await
             };
             let outcome = match tokio::time::timeout(self.settings.timeout, one_try).await {
@@ -410,7 +448,7 @@ impl Registry {
     }
 
     async fn pull(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, verifying: &Verifying<'_>) -> Result<Fetched, PullError> {
-        let mut session = self.wire.session(pinned, auth);
+        let mut session = self.wire()?.session(pinned, auth);
         let manifest = session.manifest(manifest_digest, artifact::ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, "the manifest").await?;
         let actual = sha256(&manifest);
         if actual != manifest_digest {
@@ -458,7 +496,7 @@ impl Registry {
     async fn signatures(&self, pinned: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth) -> Result<Vec<Found>, PullError> {
         let tag = signature::signature_tag(manifest_digest);
         let sig_ref = pinned.with_tag(&tag);
-        let mut session = self.wire.session(&sig_ref, auth);
+        let mut session = self.wire()?.session(&sig_ref, auth);
         let manifest = match session.manifest(&tag, &[OCI_IMAGE_MEDIA_TYPE], MAX_MANIFEST_BYTES, "the signature manifest").await {
             Ok(manifest) => manifest,
             Err(PullError::NotFound { .. }) => return Ok(Vec::new()),

@@ -20,6 +20,8 @@ use p256::ecdsa::{DerSignature, Signature, SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding};
 use serde::{Deserialize, Serialize};
 
+use super::reference::canonical_repository;
+
 /// The media type of a simple-signing payload layer.
 pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The layer annotation holding the base64 DER signature.
@@ -225,7 +227,8 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey], ident
         // artifact verifies, and names that artifact.
         match serde_json::from_slice::<Payload>(&sig.payload) {
             Ok(p) if p.critical.image.docker_manifest_digest == manifest_digest => match identity {
-                Some(wanted) if p.critical.identity.docker_reference != wanted => why.push(format!(
+                // One repository however written (cosign writes Docker Hub's `index.docker.io/`).
+                Some(wanted) if canonical_repository(&p.critical.identity.docker_reference) != canonical_repository(wanted) => why.push(format!(
                     "signature {i}: by {} for this artifact but in repository {}, not {wanted} (requireIdentity)",
                     key.name,
                     crate::text::printable(&p.critical.identity.docker_reference, 200)
@@ -317,6 +320,21 @@ mod tests {
         let elsewhere = verify(DIGEST, &found, &trusted, Some("127.0.0.1:5000/rules/copy")).unwrap_err();
         assert!(elsewhere.contains("in repository 127.0.0.1:5000/rules/ja, not 127.0.0.1:5000/rules/copy"), "{elsewhere}");
         assert!(verify(DIGEST, &found, &trusted, None).is_ok(), "without the requirement the repository is not read");
+    }
+
+    #[test]
+    fn with_identity_required_a_docker_hub_signature_verifies_however_the_repository_is_written() {
+        let key = SignKey::generate();
+        let trusted = [key.trusted("k")];
+        // What cosign writes for `docker.io/x` (go-containerregistry's name of the repository).
+        for signed in ["index.docker.io/library/x", "docker.io/library/x:v1", "x"] {
+            let p = payload(signed, DIGEST);
+            let found = [Found { signature: key.sign(&p), payload: p }];
+            for wanted in ["docker.io/library/x", "index.docker.io/x", "docker.io/x"] {
+                assert!(verify(DIGEST, &found, &trusted, Some(wanted)).is_ok(), "signed as {signed}, required {wanted}");
+            }
+            assert!(verify(DIGEST, &found, &trusted, Some("docker.io/team/x")).is_err(), "another repository: {signed}");
+        }
     }
 
     #[test]

@@ -72,6 +72,15 @@ pub(super) struct Wire {
 }
 
 impl Wire {
+    /// Whether every `--registry-ca` certificate is usable: checked at start, though the
+    /// client is built only when a registry is first asked (a flag's mistake is the operator's).
+    pub fn check_extra_ca(extra_ca_pem: &[Vec<u8>]) -> Result<(), String> {
+        for pem in extra_ca_pem {
+            reqwest::Certificate::from_pem(pem).map_err(|e| format!("a --registry-ca certificate is not usable: {e}"))?;
+        }
+        Ok(())
+    }
+
     pub fn new(insecure: &[String], timeout: Duration, extra_ca_pem: &[Vec<u8>]) -> Result<Wire, String> {
         let named = insecure.to_vec();
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
@@ -101,7 +110,17 @@ impl Wire {
                 .map_err(|e| format!("a --registry-ca certificate is not usable: {e}"))?;
             builder = builder.tls_certs_merge(certs);
         }
-        let client = builder.build().map_err(|e| format!("cannot build the registry client: {e}"))?;
+        // What fails here is the system's certificate store (TLS roots are read as the client
+        // is built): said so, with where it was looked for.
+        let client = builder.build().map_err(|e| {
+            let set = |name: &str| std::env::var_os(name).map_or_else(|| "unset".to_string(), |v| crate::text::printable(&v.to_string_lossy(), 200));
+            format!(
+                "the certificate store cannot be read (SSL_CERT_FILE={}, SSL_CERT_DIR={}): {}; an image without a CA bundle needs one (ca-certificates), or the registry's CA with --registry-ca",
+                set("SSL_CERT_FILE"),
+                set("SSL_CERT_DIR"),
+                crate::text::printable(&with_causes(e.to_string(), &e), 400)
+            )
+        })?;
         Ok(Wire { client, insecure: insecure.to_vec() })
     }
 
@@ -179,9 +198,11 @@ impl<'a> Session<'a> {
             if status == reqwest::StatusCode::UNAUTHORIZED && !challenged {
                 let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).map(str::to_owned);
                 if let Some(challenge) = challenge
-                    && let Some(authorization) = self.answer(&challenge).await?
+                    && let Some(mut authorization) = self.answer(&challenge).await?
                 {
                     challenged = true;
+                    // Sensitive: kept out of any debug output and HPACK's tables.
+                    authorization.set_sensitive(true);
                     self.authorization = Some(authorization);
                     continue;
                 }

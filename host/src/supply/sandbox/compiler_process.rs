@@ -20,7 +20,6 @@
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::error::GuestError;
@@ -43,9 +42,6 @@ fn flag(name: &str) -> String {
     format!("--{name}")
 }
 
-/// One compile at a time: two children at once would need twice the memory the Pod allows.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 /// How to run the compiler process.
 #[derive(Clone, Debug)]
 pub struct CompilerProcess {
@@ -64,7 +60,9 @@ impl CompilerProcess {
     /// component's code is 40 MB, which a buffer made the cold start's peak: 76 MiB against a
     /// warm start's 45). Returns how many bytes `sink` got. Blocking.
     pub fn compile_to(&self, bytes: &[u8], limits: &SandboxLimits, sink: &mut (dyn FnMut(&[u8]) -> std::io::Result<()> + Send)) -> Result<u64, GuestError> {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        // One compile at a time (two children would need twice the memory the Pod allows),
+        // the turns fair among rule sets, the default module's first (compile_queue.rs).
+        let _turn = super::compile_queue::COMPILES.turn();
         let failed = |why: String| GuestError::CompileFailed(why);
         let limits_json = serde_json::to_string(limits).map_err(|e| failed(e.to_string()))?;
         let mut child = Command::new(&self.exe)

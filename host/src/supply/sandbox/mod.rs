@@ -2,6 +2,7 @@
 
 mod bindings;
 pub mod budget;
+mod compile_queue;
 mod compiled_cache;
 pub mod compiler_process;
 mod convert;
@@ -18,6 +19,7 @@ mod turns;
 mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};
+pub use compile_queue::WhoCompiles;
 pub use error::{GuestError, PlanRejection};
 pub use guest_threads::GuestThreads;
 pub use host_state::GuestLog;

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use crate::supply::ModuleLoader;
 use crate::supply::fetch::{Checks, Fetched, Problem, Refusal};
 use crate::supply::contract::rules::RulesSlot;
-use crate::supply::sandbox::{GuestError, RulesModule};
+use crate::supply::sandbox::{GuestError, RulesModule, WhoCompiles};
 use crate::process::metrics::Metrics;
 
 pub use crate::supply::digest::{digest, normalize_pin};
@@ -181,7 +181,7 @@ impl Swapper {
     fn validate(&self, bytes: &[u8], actual: String) -> Result<Arc<RulesModule>, Rejection> {
         // The pin holds whichever source offered the bytes: checked as fetch_module checks it.
         crate::supply::fetch::check(bytes.len() as u64, &actual, &Checks { pin: self.pin.as_deref(), pinned_by: "--module-sha256", max_bytes: None })?;
-        Ok(self.modules.load(bytes, &actual)?)
+        Ok(self.modules.load_for(WhoCompiles::DefaultModule, bytes, &actual)?)
     }
 
     /// Check a candidate and, if it passes, make it the module serving. A withdrawal of the

@@ -41,10 +41,12 @@ impl OciSource {
         auth::from_docker_config(&json, &self.reference.registry).map_err(|e| bad(format!("{}: {e}", path.display())))
     }
 
-    /// The digest the reference names now (with the credentials read for it).
-    async fn resolve(&self, registry: &Registry) -> Result<(RegistryAuth, String), PullError> {
+    /// The digest the reference names now (with the credentials read for it). `serving`: a
+    /// digest of it serves, so only the registry's own answer may move it (never the cache's
+    /// record of the tag, which may be older than what serves).
+    async fn resolve(&self, registry: &Registry, serving: bool) -> Result<(RegistryAuth, String), PullError> {
         let auth = self.auth()?;
-        let digest = registry.resolve(&self.reference, &auth).await?;
+        let digest = if serving { registry.resolve_anew(&self.reference, &auth).await? } else { registry.resolve(&self.reference, &auth).await? };
         Ok((auth, digest))
     }
 
@@ -63,7 +65,7 @@ impl OciSource {
     /// The artifact the reference names now, if its module could be had, and that module as a
     /// candidate.
     pub async fn fetch(&self, registry: &Registry) -> (Option<Served>, Candidate) {
-        match self.resolve(registry).await {
+        match self.resolve(registry, false).await {
             Ok((auth, digest)) => {
                 let candidate = self.candidate(registry, &auth, &digest).await;
                 (Served::of(digest, &candidate), candidate)
@@ -106,7 +108,7 @@ impl OciSource {
                 }
                 continue;
             }
-            match self.resolve(&registry).await {
+            match self.resolve(&registry, served.is_some()).await {
                 Ok((_, digest)) if served.as_ref().is_some_and(|s| s.manifest == digest) => {}
                 Ok((auth, digest)) => {
                     info!(reference = %self.reference, %digest, "the tag points at a new artifact: offering it");
