@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use super::artifact;
 use super::cache::BlobCache;
 use super::keys::OperatorKeys;
+use super::origins::Origins;
 use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
@@ -54,6 +55,9 @@ pub struct RegistrySettings {
     /// reference naming another registry is refused before anything is asked or read. None:
     /// every registry.
     pub allowed: Vec<String>,
+    /// `--trusted-token-realm` `HOST[:PORT]`s: token realms on another host than their
+    /// registry's that may be at an internal address and are given the registry's credentials.
+    pub trusted_realms: Vec<String>,
 }
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
@@ -76,6 +80,7 @@ impl Default for RegistrySettings {
             extra_ca_pem: Vec::new(),
             require_signatures: false,
             allowed: Vec::new(),
+            trusted_realms: Vec::new(),
         }
     }
 }
@@ -101,6 +106,8 @@ pub enum PullError {
     Registry { reference: String, detail: String },
     #[error("{reference}: {detail}")]
     RedirectRefused { reference: String, detail: String },
+    #[error("{reference}: {detail}")]
+    RealmRefused { reference: String, detail: String },
     #[error("{reference} names registry {registry}, which --allowed-registries does not allow")]
     NotAllowed { reference: String, registry: String },
 }
@@ -119,6 +126,7 @@ impl PullError {
             PullError::NotVerified { .. } => "SignatureNotVerified",
             PullError::Registry { .. } => "RegistryError",
             PullError::RedirectRefused { .. } => "RedirectRefused",
+            PullError::RealmRefused { .. } => "TokenRealmRefused",
             PullError::NotAllowed { .. } => "RegistryNotAllowed",
         }
     }
@@ -218,7 +226,8 @@ impl Registry {
             cache.disk().set_max_bytes(settings.cache_max_bytes);
         }
         let permits = Semaphore::new(settings.concurrent_pulls.max(1));
-        let wire = Wire::new(&settings.insecure, settings.timeout, &settings.extra_ca_pem)?;
+        let origins = Origins { insecure: settings.insecure.clone(), allowed: settings.allowed.clone(), trusted_realms: settings.trusted_realms.clone() };
+        let wire = Wire::new(origins, settings.timeout, &settings.extra_ca_pem)?;
         let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
         Ok(Arc::new(Registry { settings, permits, cache, wire, keys }))
     }
