@@ -161,8 +161,8 @@ fn an_endless_manifest_is_refused_at_its_cap() {
     });
     let run = check(&server, "endless/rules", &[]);
     assert_contained("endless manifest", &run, "RegistryAnswerTooLarge", one_try());
-    assert!(run.output.contains("over the 262144-byte limit"), "the refusal names the 256 KiB cap: {}", run.output);
     assert_read_near(&server, "GET /v2/endless/rules/manifests/", 256 << 10, 4 << 20);
+    assert!(run.output.contains("over the 262144-byte limit"), "the refusal names the 256 KiB cap: {}", run.output);
 }
 
 #[test]
@@ -185,8 +185,8 @@ fn an_endless_token_answer_is_refused_at_its_cap() {
     let server = Server::start(move |_, _| fixed(401, &[("WWW-Authenticate", challenge.as_str())], b"{}"));
     let run = check(&server, "endless/token", &["--insecure-registry", &realm.addr]);
     assert_contained("endless token answer", &run, "RegistryAnswerTooLarge", one_try());
-    assert!(run.output.contains("over the 65536-byte limit"), "the refusal names the 64 KiB cap: {}", run.output);
     assert_read_near(&realm, "GET /token", 64 << 10, 2 << 20);
+    assert!(run.output.contains("over the 65536-byte limit"), "the refusal names the 64 KiB cap: {}", run.output);
 }
 
 #[test]
@@ -320,7 +320,7 @@ fn a_token_realm_s_redirect_is_not_followed() {
 /// A redirect target on another origin is told apart from the registry (the CVE-2020-15157
 /// class): its 401 is not answered with the registry's credentials (the realm it names, on the
 /// registry's own host, is never contacted), nothing it says is printed, and it is sent neither
-/// the registry's `Authorization` nor a `Referer`.
+/// the registry's `Authorization` (once the registry had it) nor a `Referer`.
 #[test]
 fn a_redirect_target_s_challenge_is_not_answered() {
     let realm = Server::start(|_, _| fixed(200, &[("Content-Type", "application/json")], br#"{"token":"stolen"}"#));
@@ -329,20 +329,24 @@ fn a_redirect_target_s_challenge_is_not_answered() {
     let moved = target.addr.clone();
     let server = Server::start_seeing(move |_, path, authorization| match (path, authorization) {
         ("/v2/", _) => fixed(200, &[], b"{}"),
-        // The registry's credentials are asked for first, then the request is sent on.
-        (_, None) => fixed(401, &[("WWW-Authenticate", "Basic realm=\"hostile\"")], b"{}"),
-        (_, Some(_)) => fixed(307, &[("Location", &format!("http://{moved}{path}"))], b""),
+        // `private/`: the registry's credentials are asked for first, then the request is sent on.
+        (p, None) if p.starts_with("/v2/private/") => fixed(401, &[("WWW-Authenticate", "Basic realm=\"hostile\"")], b"{}"),
+        _ => fixed(307, &[("Location", &format!("http://{moved}{path}"))], b""),
     });
     let dir = std::env::temp_dir().join(format!("zundoko-redirect-realm-{}", std::process::id()));
     let auth = credentials_for(&server.addr, &dir);
-    let run = check(&server, "moved/rules", &["--registry-auth", &auth, "--insecure-registry", &target.addr, "--insecure-registry", &realm.addr]);
+    let flags = ["--registry-auth", &auth, "--insecure-registry", &target.addr, "--insecure-registry", &realm.addr];
+    let runs = ["moved/rules", "private/rules"].map(|repository| (repository, check(&server, repository, &flags)));
     let _ = std::fs::remove_dir_all(&dir);
-    assert_contained("a redirect target's challenge", &run, "RegistryUnauthorized", one_try());
-    assert!(run.output.contains(&format!("HTTP 401 from http://{}, the target of a redirect", target.addr)), "{}", run.output);
     assert_eq!(realm.connections(), 0, "the realm a redirect target names is never contacted");
+    for (repository, run) in runs {
+        assert_contained(&format!("a redirect target's challenge ({repository})"), &run, "RegistryUnauthorized", one_try());
+        assert!(run.output.contains(&format!("HTTP 401 from http://{}, the target of a redirect", target.addr)), "{}", run.output);
+    }
     let (asked, sent_on) = (server.hits(), target.hits());
-    assert!(asked.iter().any(|h| h.ends_with("/manifests/v1 +authorization")), "the registry got its credentials: {asked:?}");
-    assert!(!sent_on.is_empty() && sent_on.iter().all(|h| !h.contains("+authorization")), "the target gets no credentials: {sent_on:?}");
+    assert!(asked.iter().any(|h| h.starts_with("GET /v2/private/rules/manifests/v1 +authorization")), "the registry got its credentials: {asked:?}");
+    assert!(sent_on.iter().any(|h| h.starts_with("GET /v2/private/")), "the registry's credentials were sent on: {sent_on:?}");
+    assert!(sent_on.iter().all(|h| !h.contains("+authorization")), "the target gets no credentials: {sent_on:?}");
     assert!(sent_on.iter().all(|h| !h.contains("+referer")), "the target gets no Referer: {sent_on:?}");
 }
 
