@@ -434,7 +434,15 @@ impl Registry {
         let bytes = match self.cache.as_ref().and_then(|c| c.get(&layer_digest)) {
             Some(bytes) => bytes,
             None => {
-                let bytes = session.blob(&layer_digest, limit, "the module layer").await?;
+                // Read to the size its descriptor names and no further: a longer stream is
+                // refused as it passes it, whatever --max-module-mib would allow.
+                let bytes = session.blob(&layer_digest, size, "the module layer").await.map_err(|error| match error {
+                    PullError::TooLarge { size: read, .. } => PullError::Registry {
+                        reference: pinned.to_string(),
+                        detail: format!("the module layer is longer than the {size} bytes its descriptor names (refused at {read})"),
+                    },
+                    other => other,
+                })?;
                 let actual = sha256(&bytes);
                 if actual != layer_digest {
                     return Err(PullError::DigestMismatch { what: "the module layer", reference: pinned.to_string(), expected: layer_digest, actual });
