@@ -33,13 +33,15 @@ pub fn endless(status: u16, headers: &[(&str, &str)]) -> Answer {
     Answer::Endless { status, headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
 }
 
+/// Each connection's request line and the bytes of body written to it so far.
+type Written = Arc<Mutex<Vec<(String, Arc<AtomicU64>)>>>;
+
 /// An HTTP/1.1 server on 127.0.0.1 answering each request (one per connection) as `route`
 /// says from its method and path, recording every request it gets.
 pub struct Server {
     pub addr: String,
     hits: Arc<Mutex<Vec<String>>>,
-    /// Each connection's request line and the bytes of body written to it so far.
-    written: Arc<Mutex<Vec<(String, Arc<AtomicU64>)>>>,
+    written: Written,
     /// Connections accepted, a request sent on them or not.
     connections: Arc<AtomicU64>,
 }
@@ -61,7 +63,7 @@ impl Server {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let hits = Arc::new(Mutex::new(Vec::new()));
-        let written = Arc::new(Mutex::new(Vec::new()));
+        let written: Written = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicU64::new(0));
         let (route, recorded, counted, accepted) = (Arc::new(route), hits.clone(), written.clone(), connections.clone());
         std::thread::spawn(move || {
