@@ -121,7 +121,9 @@ pub struct RegistryArgs {
     /// Registries modules may come from, as HOST[:PORT] (comma-separated or repeated; `*` in
     /// the host matches any run of characters, `HOST:*` any port, a HOST without a port only
     /// the default one): a reference naming any other is refused (RegistryNotAllowed) before
-    /// anything is asked of it. None given: any registry a ZundokoRules names.
+    /// anything is asked of it, and so is a redirect target or token realm on another host
+    /// than the registry's that none allows (a registry's CDN must be named too). None given:
+    /// any registry a ZundokoRules names.
     #[arg(long = "allowed-registries", env = "ZUNDOKO_ALLOWED_REGISTRIES", value_delimiter = ',', value_name = "HOST[:PORT]")]
     pub allowed_registries: Vec<String>,
     /// Token realms on another host than their registry's that may be at an internal address

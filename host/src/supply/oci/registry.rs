@@ -52,8 +52,9 @@ pub struct RegistrySettings {
     pub require_signatures: bool,
     /// `HOST[:PORT]` patterns (`*` matches any run of characters in the host; a pattern
     /// without a port matches only a reference without one, `HOST:*` any port): with any, a
-    /// reference naming another registry is refused before anything is asked or read. None:
-    /// every registry.
+    /// reference naming another registry is refused before anything is asked or read, and so is
+    /// a redirect target or a token realm on a host they do not allow (other than the
+    /// registry's own). None: every registry.
     pub allowed: Vec<String>,
     /// `--trusted-token-realm` `HOST[:PORT]`s: token realms on another host than their
     /// registry's that may be at an internal address and are given the registry's credentials.
