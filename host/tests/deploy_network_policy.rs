@@ -83,7 +83,7 @@ fn the_network_policy_component_allows_egress_to_dns_the_api_server_and_the_regi
 
     // The operator is told the same registries by name.
     let container: Container = serde_json::from_value(deployment["spec"]["template"]["spec"]["containers"][0].clone()).unwrap();
-    assert_eq!(env(&container, "ZUNDOKO_ALLOWED_REGISTRIES").as_deref(), Some("ghcr.io"));
+    assert_eq!(env(&container, "ZUNDOKO_ALLOWED_REGISTRIES").as_deref(), Some("ghcr.io,pkg-containers.githubusercontent.com"));
 }
 
 #[test]

@@ -7,10 +7,13 @@
 //! command against a registry answering a plain 404 (the control): for each case the pull
 //! fails with a named reason within its deadline, the peak stays within 64 MiB of the
 //! control's, nothing reaches the origin it must not reach, and no body text is printed.
-//! Plus `--allowed-registries` refusing a reference before anything is asked, two tarpitted
-//! pulls with one pull permit each ending at their own deadline, a redirect to https followed
-//! (to a TLS registry), and a plain-http token realm getting credentials only when named. The
-//! server is common/hostile.rs.
+//! For each capped body, the bytes the server wrote on its connection stay within a receive
+//! window of the cap, and the refusal names the limit. Plus `--allowed-registries` refusing a
+//! reference, and a redirect target, before anything is asked of it, two tarpitted pulls with
+//! one pull permit each ending at their own deadline, a redirect to https followed (to a TLS
+//! registry), a token realm contacted only when every rule allows it (none of the refused is
+//! connected to), and a redirect target's 401 not answered with the registry's credentials.
+//! The server is common/hostile.rs.
 
 mod common;
 
@@ -126,6 +129,20 @@ fn assert_contained(case: &str, run: &Run, reason: &str, within: Duration) {
     assert!(!run.output.contains("HOSTILE") && !run.output.contains(SECRET), "{case}: no body text printed: {}", run.output);
 }
 
+/// What the hostile server wrote on the connection of `request` (the largest, if several) is
+/// within `window` of `cap`: the body was read to its cap and no further. A client takes in
+/// more than it reads, up to its receive window, which Linux grows as the client reads fast
+/// (measured with the caps as they are: up to 1.1 MiB past 256 KiB, 120 KiB past 64 KiB,
+/// 110 KiB past 4 KiB, the server's send buffer at 4 KiB). Each `window` is under 99 times its
+/// cap: a cap raised 100x fails here; the readers' own bound, one chunk past the cap, is
+/// wire.rs's unit tests'.
+fn assert_read_near(server: &Server, request: &str, cap: u64, window: u64) {
+    let written = server.most_written(request);
+    eprintln!("{request}: {written} bytes of body written (cap {cap})");
+    assert!(written > cap, "{request}: the body was read to its cap ({written} bytes written)");
+    assert!(written <= cap + window, "{request}: {written} bytes written, over its cap {cap} by more than a receive window ({window})");
+}
+
 /// One try: the deadline, the process's start and the check's own work.
 fn one_try() -> Duration {
     Duration::from_secs(TIMEOUT_SECS + 3)
@@ -144,6 +161,8 @@ fn an_endless_manifest_is_refused_at_its_cap() {
     });
     let run = check(&server, "endless/rules", &[]);
     assert_contained("endless manifest", &run, "RegistryAnswerTooLarge", one_try());
+    assert_read_near(&server, "GET /v2/endless/rules/manifests/", 256 << 10, 4 << 20);
+    assert!(run.output.contains("over the 262144-byte limit"), "the refusal names the 256 KiB cap: {}", run.output);
 }
 
 #[test]
@@ -154,17 +173,20 @@ fn an_endless_404_body_is_cut_after_a_few_kib() {
     });
     let run = check(&server, "endless/notfound", &[]);
     assert_contained("endless 404 body", &run, "ModuleNotFound", one_try());
+    assert_read_near(&server, "GET /v2/endless/notfound/manifests/", 4 << 10, 368 << 10);
 }
 
 #[test]
 fn an_endless_token_answer_is_refused_at_its_cap() {
-    // The token realm: another origin, named by --insecure-registry (so it is spoken to).
+    // The token realm: another origin on the registry's host, named by --insecure-registry (so
+    // it is spoken to).
     let realm = Server::start(|_, _| endless(200, &[("Content-Type", "application/json")]));
     let challenge = format!("Bearer realm=\"http://{}/token\",service=\"hostile\"", realm.addr);
     let server = Server::start(move |_, _| fixed(401, &[("WWW-Authenticate", challenge.as_str())], b"{}"));
     let run = check(&server, "endless/token", &["--insecure-registry", &realm.addr]);
     assert_contained("endless token answer", &run, "RegistryAnswerTooLarge", one_try());
-    assert!(realm.hits().iter().any(|h| h.contains("/token")), "the token realm was asked: {:?}", realm.hits());
+    assert_read_near(&realm, "GET /token", 64 << 10, 2 << 20);
+    assert!(run.output.contains("over the 65536-byte limit"), "the refusal names the 64 KiB cap: {}", run.output);
 }
 
 #[test]
@@ -217,36 +239,136 @@ fn a_redirect_to_an_https_origin_is_followed() {
     }
 }
 
-/// A bearer challenge's realm on plain http gets the registry's credentials only if
-/// --insecure-registry names its origin; either way the token it gives is used.
-#[test]
-fn a_plain_http_token_realm_gets_credentials_only_when_named() {
-    const TOKEN: &str = "t0ken-from-the-realm";
-    let realm = Server::start(|_, _| fixed(200, &[("Content-Type", "application/json")], format!(r#"{{"token":"{TOKEN}"}}"#).as_bytes()));
-    let challenge = format!("Bearer realm=\"http://{}/token\",service=\"hostile\"", realm.addr);
-    let server = Server::start_seeing(move |_, _, authorization| match authorization {
-        Some(a) if a == format!("Bearer {TOKEN}") => fixed(404, &[("Content-Type", "application/json")], br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#),
-        _ => fixed(401, &[("WWW-Authenticate", challenge.as_str())], b"{}"),
-    });
-    let dir = std::env::temp_dir().join(format!("zundoko-realm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// A docker config.json giving `registry` the credentials `zundoko:s3cret-pass`, in `dir`.
+fn credentials_for(registry: &str, dir: &std::path::Path) -> String {
+    std::fs::create_dir_all(dir).unwrap();
     let auth = dir.join("config.json");
     let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "zundoko:s3cret-pass");
-    std::fs::write(&auth, format!(r#"{{"auths":{{"{}":{{"auth":"{encoded}"}}}}}}"#, server.addr)).unwrap();
-    let auth = auth.to_str().unwrap();
+    std::fs::write(&auth, format!(r#"{{"auths":{{"{registry}":{{"auth":"{encoded}"}}}}}}"#)).unwrap();
+    auth.to_str().unwrap().to_string()
+}
 
+/// A token realm is an origin the registry chose, held to the rules of a registry before it is
+/// contacted: plain http only to an origin --insecure-registry names; on another host than the
+/// registry's (`localhost` for `127.0.0.1`, resolving to loopback) only if
+/// --trusted-token-realm names it, and within --allowed-registries. Each refusal names the
+/// realm, and its listener sees no connection; each control is the same realm allowed, asked
+/// with the registry's credentials, its token used.
+#[test]
+fn a_token_realm_is_contacted_only_when_every_rule_allows_it() {
+    const TOKEN: &str = "t0ken-from-the-realm";
+    let realm = Server::start(|_, _| fixed(200, &[("Content-Type", "application/json")], format!(r#"{{"token":"{TOKEN}"}}"#).as_bytes()));
+    let realm_named = realm.localhost();
+    // The registry asks for a token from the realm its repository's name says.
+    let (by_address, by_name) = (format!("http://{}/token", realm.addr), format!("http://{realm_named}/token"));
+    let server = Server::start_seeing(move |_, path, authorization| match authorization {
+        Some(a) if a == format!("Bearer {TOKEN}") => fixed(404, &[("Content-Type", "application/json")], br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#),
+        _ => {
+            let realm = if path.contains("/named/") { &by_name } else { &by_address };
+            fixed(401, &[("WWW-Authenticate", &format!("Bearer realm=\"{realm}\",service=\"hostile\""))], b"{}")
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("zundoko-realm-{}", std::process::id()));
+    let auth = credentials_for(&server.addr, &dir);
     let tokens = |realm: &Server| realm.hits().into_iter().filter(|h| h.starts_with("GET /token")).collect::<Vec<_>>();
-    let run = check(&server, "private/rules", &["--registry-auth", auth]);
+    let refused = |case: &str, run: &Run, realm_url: &str, why: &str| {
+        assert!(!run.success && run.output.contains("(TokenRealmRefused)"), "{case}: refused as TokenRealmRefused: {}", run.output);
+        assert!(run.output.contains(&format!("the token realm {realm_url} refused")) && run.output.contains(why), "{case}: names the realm and why ({why}): {}", run.output);
+        assert_eq!(realm.connections(), 0, "{case}: the realm is never contacted");
+    };
+
+    // Plain http to an origin --insecure-registry does not name.
+    let run = check(&server, "private/rules", &["--registry-auth", &auth]);
+    refused("plain http, not named", &run, &format!("http://{}", realm.addr), "--insecure-registry does not name");
+    // Another host than the registry's, at a loopback address, not trusted (named insecure).
+    let run = check(&server, "named/rules", &["--registry-auth", &auth, "--insecure-registry", &realm_named]);
+    refused("another host, internal", &run, &format!("http://{realm_named}"), "--trusted-token-realm does not name");
+    // Trusted, but not within --allowed-registries (the registry's own host is).
+    let trusted = ["--registry-auth", &auth, "--insecure-registry", &realm_named, "--trusted-token-realm", &realm_named];
+    let run = check(&server, "named/rules", &[&trusted[..], &["--allowed-registries", "127.0.0.1:*"]].concat());
+    refused("another host, not allowed", &run, &format!("http://{realm_named}"), "--allowed-registries does not allow it");
+
+    // The controls: named, on the registry's own host; trusted and allowed, on another host.
+    let run = check(&server, "private/rules", &["--registry-auth", &auth, "--insecure-registry", &realm.addr]);
     assert!(!run.success && run.output.contains("(ModuleNotFound)"), "the token was used, the manifest not found: {}", run.output);
     let asked = tokens(&realm);
-    assert!(!asked.is_empty() && asked.iter().all(|h| !h.ends_with("+authorization")), "an unnamed plain-http realm gets no credentials: {asked:?}");
-    assert!(server.hits().iter().any(|h| h.ends_with("+authorization")), "the registry got the token: {:?}", server.hits());
-
-    let run = check(&server, "private/rules", &["--registry-auth", auth, "--insecure-registry", &realm.addr]);
+    assert!(!asked.is_empty() && asked.iter().all(|h| h.ends_with("+authorization")), "a realm on the registry's host gets the credentials: {asked:?}");
+    let run = check(&server, "named/rules", &[&trusted[..], &["--allowed-registries", "127.0.0.1:*,localhost:*"]].concat());
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!run.success && run.output.contains("(ModuleNotFound)"), "{}", run.output);
-    let named = tokens(&realm).split_off(asked.len());
-    assert!(!named.is_empty() && named.iter().all(|h| h.ends_with("+authorization")), "a realm --insecure-registry names gets them: {named:?}");
+    let trusted_asked = tokens(&realm).split_off(asked.len());
+    assert!(!trusted_asked.is_empty() && trusted_asked.iter().all(|h| h.ends_with("+authorization")), "a trusted realm gets them: {trusted_asked:?}");
+    assert!(server.hits().iter().any(|h| h.ends_with("+authorization")), "the registry got the token: {:?}", server.hits());
+}
+
+/// A token request follows no redirect: a realm answering 307 is refused, and where it points
+/// is never contacted.
+#[test]
+fn a_token_realm_s_redirect_is_not_followed() {
+    let elsewhere = Server::start(|_, _| fixed(200, &[("Content-Type", "application/json")], br#"{"token":"from-elsewhere"}"#));
+    let location = format!("http://{}/token", elsewhere.addr);
+    let realm = Server::start(move |_, _| fixed(307, &[("Location", location.as_str())], b""));
+    let challenge = format!("Bearer realm=\"http://{}/token\",service=\"hostile\"", realm.addr);
+    let server = Server::start(move |_, _| fixed(401, &[("WWW-Authenticate", challenge.as_str())], b"{}"));
+    let run = check(&server, "realm/rules", &["--insecure-registry", &realm.addr, "--insecure-registry", &elsewhere.addr]);
+    assert_contained("a token realm's redirect", &run, "RegistryUnauthorized", one_try());
+    assert!(run.output.contains(&format!("the token realm http://{} answered HTTP 307: its redirect is not followed", realm.addr)), "{}", run.output);
+    assert!(realm.connections() > 0, "the realm was asked");
+    assert_eq!(elsewhere.connections(), 0, "where the realm points is never contacted");
+}
+
+/// A redirect target on another origin is told apart from the registry (the CVE-2020-15157
+/// class): its 401 is not answered with the registry's credentials (the realm it names, on the
+/// registry's own host, is never contacted), nothing it says is printed, and it is sent neither
+/// the registry's `Authorization` (once the registry had it) nor a `Referer`.
+#[test]
+fn a_redirect_target_s_challenge_is_not_answered() {
+    let realm = Server::start(|_, _| fixed(200, &[("Content-Type", "application/json")], br#"{"token":"stolen"}"#));
+    let challenge = format!("Bearer realm=\"http://{}/token\",service=\"hostile\"", realm.addr);
+    let target = Server::start(move |_, _| fixed(401, &[("WWW-Authenticate", challenge.as_str()), ("Content-Type", "application/json")], format!(r#"{{"errors":[{{"code":"UNAUTHORIZED","message":"{SECRET}"}}]}}"#).as_bytes()));
+    let moved = target.addr.clone();
+    let server = Server::start_seeing(move |_, path, authorization| match (path, authorization) {
+        ("/v2/", _) => fixed(200, &[], b"{}"),
+        // `private/`: the registry's credentials are asked for first, then the request is sent on.
+        (p, None) if p.starts_with("/v2/private/") => fixed(401, &[("WWW-Authenticate", "Basic realm=\"hostile\"")], b"{}"),
+        _ => fixed(307, &[("Location", &format!("http://{moved}{path}"))], b""),
+    });
+    let dir = std::env::temp_dir().join(format!("zundoko-redirect-realm-{}", std::process::id()));
+    let auth = credentials_for(&server.addr, &dir);
+    let flags = ["--registry-auth", &auth, "--insecure-registry", &target.addr, "--insecure-registry", &realm.addr];
+    let runs = ["moved/rules", "private/rules"].map(|repository| (repository, check(&server, repository, &flags)));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(realm.connections(), 0, "the realm a redirect target names is never contacted");
+    for (repository, run) in runs {
+        assert_contained(&format!("a redirect target's challenge ({repository})"), &run, "RegistryUnauthorized", one_try());
+        assert!(run.output.contains(&format!("HTTP 401 from http://{}, the target of a redirect", target.addr)), "{}", run.output);
+    }
+    let (asked, sent_on) = (server.hits(), target.hits());
+    assert!(asked.iter().any(|h| h.starts_with("GET /v2/private/rules/manifests/v1 +authorization")), "the registry got its credentials: {asked:?}");
+    assert!(sent_on.iter().any(|h| h.starts_with("GET /v2/private/")), "the registry's credentials were sent on: {sent_on:?}");
+    assert!(sent_on.iter().all(|h| !h.contains("+authorization")), "the target gets no credentials: {sent_on:?}");
+    assert!(sent_on.iter().all(|h| !h.contains("+referer")), "the target gets no Referer: {sent_on:?}");
+}
+
+/// --allowed-registries bounds redirect targets too: one on a host it does not allow is
+/// refused without contact (a target on the registry's own host, or allowed, is followed).
+#[test]
+fn a_redirect_to_a_host_not_allowed_is_not_followed() {
+    let target = Server::start(|_, _| fixed(404, &[("Content-Type", "application/json")], br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#));
+    let moved = target.localhost();
+    let server = Server::start(move |_, path| match path {
+        "/v2/" => fixed(200, &[], b"{}"),
+        _ => fixed(302, &[("Location", &format!("http://{moved}{path}"))], b""),
+    });
+    let insecure = target.localhost();
+    let run = check(&server, "redirect/rules", &["--insecure-registry", &insecure, "--allowed-registries", "127.0.0.1:*"]);
+    assert_contained("a redirect to a host not allowed", &run, "RedirectRefused", one_try());
+    assert!(run.output.contains(&format!("a redirect to http://{insecure} refused: --allowed-registries does not allow its host")), "{}", run.output);
+    assert_eq!(target.connections(), 0, "the target is never contacted");
+    // The control: the same target allowed is followed (and says the module is not there).
+    let run = check(&server, "redirect/rules", &["--insecure-registry", &insecure, "--allowed-registries", "127.0.0.1:*,localhost:*"]);
+    assert!(!run.success && run.output.contains("(ModuleNotFound)"), "{}", run.output);
+    assert!(target.connections() > 0);
 }
 
 #[test]

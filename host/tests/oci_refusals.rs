@@ -1,6 +1,7 @@
 //! What a rule set's status says when its artifact is there but refused, read as a user reads
 //! it (`kubectl get zr`), not below the operator: `ModuleTooLarge` (from the manifest's
-//! descriptor, before the layer is read), `DigestMismatch` for a layer whose bytes the
+//! descriptor: the layer is never asked for), a layer streamed longer than its descriptor
+//! (refused as it passes it), `DigestMismatch` for a layer whose bytes the
 //! registry's storage corrupted and for a manifest other than the digest asked for (a registry
 //! of the test's own that ignores the digest), `InvalidPublicKey` (a rule set's key that is no
 //! key). Each is final: `Rejected`, the message naming what was found.
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use common::cluster::{Cluster, Operator, quick_settings};
 use common::module_bytes;
-use common::registry::TestRegistry;
+use common::hostile::{MANIFEST, Server, endless, fixed};
+use common::registry::{RecordingProxy, TestRegistry};
 use common::rules::*;
 use common::running::eventually;
 use zundoko_operator::crd::{ModuleSource, ZundokoRulesSpec, ZundokoRulesStatus};
@@ -61,10 +63,14 @@ async fn a_module_too_large_a_corrupted_layer_and_a_key_that_is_no_key_are_refus
     let mut corrupted = std::fs::read(&layer).unwrap();
     corrupted[100] ^= 0xff;
     std::fs::write(&layer, &corrupted).unwrap();
-    let (cluster, operator) = start(RegistrySettings { max_module_bytes: MAX_MODULE_BYTES, ..registry.settings() }).await;
+    // The too-large module is asked for through a proxy that records every request.
+    let proxy = RecordingProxy::start(&registry.addr).await;
+    let mut settings = RegistrySettings { max_module_bytes: MAX_MODULE_BYTES, ..registry.settings() };
+    settings.insecure.push(proxy.addr.clone());
+    let (cluster, operator) = start(settings).await;
     let r = |repo: &str| format!("{}/rules/{repo}:v1", registry.addr);
     create_rules(&cluster, "fits", oci(&r("classic"), &[])).await;
-    create_rules(&cluster, "too-large", oci(&r("big"), &[])).await;
+    create_rules(&cluster, "too-large", oci(&format!("{}/rules/big:v1", proxy.addr), &[])).await;
     create_rules(&cluster, "corrupted", oci(&r("ja"), &[])).await;
     create_rules(&cluster, "no-key", oci(&r("classic"), &["-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5\n-----END PUBLIC KEY-----\n"])).await;
 
@@ -72,6 +78,9 @@ async fn a_module_too_large_a_corrupted_layer_and_a_key_that_is_no_key_are_refus
     wait_rules(&cluster, "fits", "rule set fits Active", |s| s.phase.as_deref() == Some("Active")).await;
     let message = refused(&cluster, "too-large", "ModuleTooLarge").await;
     assert!(message.contains(&format!("{} bytes, over the {MAX_MODULE_BYTES}-byte limit", big.len())), "{message}");
+    // Refused from the descriptor: its manifest was asked for, its layer never.
+    assert!(proxy.sent("GET /v2/rules/big/manifests/"), "the manifest was asked for through the proxy");
+    assert!(!proxy.sent("/blobs/"), "the layer of a module too large is never asked for");
     // The operator's own check, which hashes what it read: both digests named.
     let message = refused(&cluster, "corrupted", "DigestMismatch").await;
     let (expected, got) = (digest(&japanese), digest(&corrupted));
@@ -155,5 +164,30 @@ async fn a_manifest_other_than_the_digest_asked_for_is_refused_in_the_status() {
     assert!(message.contains("the manifest") && message.contains(&format!("expected {asked}, got {}", digest(&served))), "{message}");
     // Refused at the manifest: no layer was asked for.
     assert!(!requests.iter().any(|r| r.contains("/blobs/")), "{requests:?}");
+    operator.stop().await;
+}
+
+/// A registry that streams a layer longer than its descriptor names: the pull stops as the
+/// stream passes the descriptor's size (not at `--max-module-mib`), and the rule set says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_longer_than_its_descriptor_is_refused_in_the_status() {
+    const DESCRIBED: usize = 1 << 10;
+    let manifest = manifest("longer", DESCRIBED);
+    let served = digest(&manifest);
+    let registry = Server::start(move |_, path| match path {
+        "/v2/" => fixed(200, &[], b"{}"),
+        p if p.contains("/manifests/") => fixed(200, &[("Content-Type", MANIFEST)], &manifest),
+        // The layer: no length, and no end.
+        _ => endless(200, &[("Content-Type", "application/octet-stream")]),
+    });
+    let settings = RegistrySettings { insecure: vec![registry.addr.clone()], timeout: Duration::from_secs(3), tries: 1, max_module_bytes: 64 << 20, ..RegistrySettings::default() };
+    let (cluster, operator) = start(settings).await;
+    create_rules(&cluster, "longer", oci(&format!("{}/rules/longer@{served}", registry.addr), &[])).await;
+    let message = refused(&cluster, "longer", "RegistryError").await;
+    assert!(message.contains(&format!("the module layer is longer than the {DESCRIBED} bytes its descriptor names")), "{message}");
+    // Read to about the descriptor's size: what the server wrote is that and the client's
+    // receive window (hostile_registry.rs measures it), far under --max-module-mib.
+    let written = registry.most_written("GET /v2/rules/longer/blobs/");
+    assert!(written > DESCRIBED as u64 && written <= 2 << 20, "{written} bytes of the layer written");
     operator.stop().await;
 }

@@ -78,7 +78,11 @@ async fn a_key_removed_from_trusted_keys_stops_what_only_it_verified_and_no_keys
 
     // No key left: nothing verifies (not: nothing is checked). The unsigned one stays refused.
     std::fs::remove_file(keys.join("b.pub")).unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The keys read again (every second) and found unreadable: what the statuses say then.
+    eventually("the unsigned rule set told the keys cannot be read", Duration::from_secs(6), async || {
+        rules_status(&cluster, "unsigned").await.message.is_some_and(|m| m.contains("cannot be read"))
+    })
+    .await;
     let status = rules_status(&cluster, "unsigned").await;
     assert_eq!((status.phase.as_deref(), status.reason.as_deref()), (Some("Rejected"), Some("SignatureNotVerified")), "{status:?}");
     assert!(status.message.unwrap_or_default().contains("cannot be read"), "removing every key must not switch signatures off");
@@ -122,7 +126,11 @@ async fn the_default_module_from_a_registry_stops_when_its_key_is_removed_withou
     std::fs::remove_file(keys.join("a.pub")).unwrap();
     eventually("the default module withdrawn", Duration::from_secs(8), async || operator.serving().is_none()).await;
     sing(&cluster, "after", 0, None, &[]).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Reconciled, and found nothing to decide with: it says so.
+    eventually("Ready=False NoModuleServing", Duration::from_secs(10), async || {
+        ready(&cluster, "after").await.is_some_and(|(s, reason, _)| s == "False" && reason == "NoModuleServing")
+    })
+    .await;
     assert_eq!(decided_by(&cluster, "after").await, None, "the module decided after its key was removed");
     // Said where swaps are (the operator's namespace, as it knows no Pod here).
     let said = cluster.events_regarding("default", "Namespace", "default").await;

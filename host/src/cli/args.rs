@@ -121,9 +121,20 @@ pub struct RegistryArgs {
     /// Registries modules may come from, as HOST[:PORT] (comma-separated or repeated; `*` in
     /// the host matches any run of characters, `HOST:*` any port, a HOST without a port only
     /// the default one): a reference naming any other is refused (RegistryNotAllowed) before
-    /// anything is asked of it. None given: any registry a ZundokoRules names.
+    /// anything is asked of it, and so is a redirect target or token realm on another host
+    /// than the registry's that none allows (a registry's CDN must be named too). None given:
+    /// any registry a ZundokoRules names.
     #[arg(long = "allowed-registries", env = "ZUNDOKO_ALLOWED_REGISTRIES", value_delimiter = ',', value_name = "HOST[:PORT]")]
     pub allowed_registries: Vec<String>,
+    /// Token realms on another host than their registry's that may be at an internal address
+    /// (loopback, link-local, private), as HOST[:PORT] (comma-separated or repeated): a
+    /// self-hosted registry whose token service is another internal host, as GitLab's
+    /// (registry.gitlab.example.com hands out tokens from gitlab.example.com:
+    /// --trusted-token-realm gitlab.example.com). They also get the registry's credentials.
+    /// Any other realm on another host is asked without credentials, and never at an internal
+    /// address (TokenRealmRefused).
+    #[arg(long = "trusted-token-realm", env = "ZUNDOKO_TRUSTED_TOKEN_REALMS", value_delimiter = ',', value_name = "HOST[:PORT]")]
+    pub trusted_token_realms: Vec<String>,
 }
 
 impl RegistryArgs {
@@ -156,6 +167,7 @@ impl RegistryArgs {
             extra_ca_pem,
             require_signatures: self.require_signatures,
             allowed: self.allowed_registries.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
+            trusted_realms: self.trusted_token_realms.iter().map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
             ..crate::supply::oci::RegistrySettings::default()
         })
     }

@@ -194,8 +194,14 @@ fn choose(ctx: &Context, hikawa: &Hikawa, uid: &str) -> Step<Chosen> {
     match hikawa.spec.rules.as_deref() {
         None => match ctx.rules.current() {
             Some(rules) => Continue(Ok((rules, None))),
-            // Only reachable if the controller is started before a module: nothing to decide with.
-            None => Break(Action::requeue(Duration::from_secs(1))),
+            // No default module serves (none yet, or withdrawn when no trusted key verifies it
+            // any more): said on the Hikawa as a rule set serving nothing is, and woken when one
+            // serves (`swapped` in `controller.rs`).
+            None => Continue(Err(Error::RulesUnavailable {
+                rules: String::new(),
+                reason: "NoModuleServing",
+                message: "no default module serves now (none has yet, or it was withdrawn: the operator's Events say why)".into(),
+            })),
         },
         Some(name) => match ctx.rulesets.choose(name, uid) {
             Choice::Decide { rules, candidate } => Continue(Ok((rules, candidate))),

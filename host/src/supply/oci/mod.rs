@@ -2,7 +2,9 @@
 //! (`artifact`), pulls and pushes bounded in size, time and concurrency (`registry`), blobs kept
 //! by digest (`cache`), cosign-compatible signatures (`signature`), the operator's trusted keys as
 //! they are now (`keys`), pull secrets (`auth`) and
-//! the requests of a pull, every body capped and every redirect checked (`wire`).
+//! the requests of a pull, every body capped and every redirect checked (`wire`), and the
+//! origins they may speak to: redirect targets and token realms held to a registry's rules
+//! (`origins`).
 //! A source like the file and the ConfigMap: it yields bytes, checked against their digest and
 //! signature, that the loader then compiles and checks as any module.
 
@@ -11,6 +13,7 @@ pub mod artifact;
 pub mod cache;
 pub mod reference;
 pub mod keys;
+mod origins;
 mod permits;
 pub mod registry;
 pub mod signature;

@@ -15,6 +15,7 @@ use oci_client::secrets::RegistryAuth;
 use super::artifact;
 use super::cache::BlobCache;
 use super::keys::OperatorKeys;
+use super::origins::Origins;
 use super::permits::Permits;
 use super::wire::Wire;
 use super::reference::ModuleRef;
@@ -52,9 +53,13 @@ pub struct RegistrySettings {
     pub require_signatures: bool,
     /// `HOST[:PORT]` patterns (`*` matches any run of characters in the host; a pattern
     /// without a port matches only a reference without one, `HOST:*` any port): with any, a
-    /// reference naming another registry is refused before anything is asked or read. None:
-    /// every registry.
+    /// reference naming another registry is refused before anything is asked or read, and so is
+    /// a redirect target or a token realm on a host they do not allow (other than the
+    /// registry's own). None: every registry.
     pub allowed: Vec<String>,
+    /// `--trusted-token-realm` `HOST[:PORT]`s: token realms on another host than their
+    /// registry's that may be at an internal address and are given the registry's credentials.
+    pub trusted_realms: Vec<String>,
 }
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
@@ -77,6 +82,7 @@ impl Default for RegistrySettings {
             extra_ca_pem: Vec::new(),
             require_signatures: false,
             allowed: Vec::new(),
+            trusted_realms: Vec::new(),
         }
     }
 }
@@ -102,6 +108,8 @@ pub enum PullError {
     Registry { reference: String, detail: String },
     #[error("{reference}: {detail}")]
     RedirectRefused { reference: String, detail: String },
+    #[error("{reference}: {detail}")]
+    RealmRefused { reference: String, detail: String },
     #[error("{reference} names registry {registry}, which --allowed-registries does not allow")]
     NotAllowed { reference: String, registry: String },
     #[error("no registry can be asked: {detail}")]
@@ -122,6 +130,7 @@ impl PullError {
             PullError::NotVerified { .. } => "SignatureNotVerified",
             PullError::Registry { .. } => "RegistryError",
             PullError::RedirectRefused { .. } => "RedirectRefused",
+            PullError::RealmRefused { .. } => "TokenRealmRefused",
             PullError::NotAllowed { .. } => "RegistryNotAllowed",
             PullError::NoCertificateStore { .. } => "CertificateStoreUnreadable",
         }
@@ -243,7 +252,9 @@ impl Registry {
         if let Some(wire) = self.wire.get() {
             return Ok(wire);
         }
-        let wire = Wire::new(&self.settings.insecure, self.settings.timeout, &self.settings.extra_ca_pem).map_err(|detail| PullError::NoCertificateStore { detail })?;
+        let settings = &self.settings;
+        let origins = Origins { insecure: settings.insecure.clone(), allowed: settings.allowed.clone(), trusted_realms: settings.trusted_realms.clone() };
+        let wire = Wire::new(origins, settings.timeout, &settings.extra_ca_pem).map_err(|detail| PullError::NoCertificateStore { detail })?;
         Ok(self.wire.get_or_init(|| wire))
     }
 
@@ -463,7 +474,15 @@ impl Registry {
         let bytes = match self.cache.as_ref().and_then(|c| c.get(&layer_digest)) {
             Some(bytes) => bytes,
             None => {
-                let bytes = session.blob(&layer_digest, limit, "the module layer").await?;
+                // Read to the size its descriptor names and no further: a longer stream is
+                // refused as it passes it, whatever --max-module-mib would allow.
+                let bytes = session.blob(&layer_digest, size, "the module layer").await.map_err(|error| match error {
+                    PullError::TooLarge { size: read, .. } => PullError::Registry {
+                        reference: pinned.to_string(),
+                        detail: format!("the module layer is longer than the {size} bytes its descriptor names (refused at {read})"),
+                    },
+                    other => other,
+                })?;
                 let actual = sha256(&bytes);
                 if actual != layer_digest {
                     return Err(PullError::DigestMismatch { what: "the module layer", reference: pinned.to_string(), expected: layer_digest, actual });

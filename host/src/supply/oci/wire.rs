@@ -5,16 +5,22 @@
 //!   (`--max-module-mib`), token answers (64 KiB), error bodies (the first 4 KiB, parsed as the
 //!   OCI error JSON where they are one);
 //! - a redirect is followed only to https, or to an origin `--insecure-registry` names (never to
-//!   another plain-http origin), at most five times; credentials never follow one to another
-//!   origin (reqwest drops `Authorization` when the host or port changes);
+//!   another plain-http origin), and with `--allowed-registries` only to a host it allows or the
+//!   registry's own, at most five times; credentials never follow one to another origin (reqwest
+//!   drops `Authorization` when the scheme, host or port changes), `Referer` is never sent, and of
+//!   an answer from another origin that is no success only the status is read: its challenge is
+//!   not answered, its body not read;
 //! - descriptors' `urls` are never fetched: a blob comes from the registry named, by digest;
-//! - a bearer realm on plain http gets the credentials only if `--insecure-registry` names it;
+//! - a bearer challenge's token realm is held to the same rules before it is contacted, follows
+//!   no redirect, and gets the credentials only on the registry's own host or if
+//!   `--trusted-token-realm` names it (`origins`);
 //! - nothing a registry says reaches an error beyond its status, the OCI error code and a short
 //!   escaped message.
 //!
 //! The time of a try (every request and body in it) is bounded by the caller
 //! (`Registry::tries_up_to`, `--registry-timeout-secs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -22,6 +28,7 @@ use futures::StreamExt;
 use oci_client::secrets::RegistryAuth;
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 
+use super::origins::{Origins, PublicOnly, RealmRefused, same_origin, shown};
 use super::reference::ModuleRef;
 use super::registry::PullError;
 
@@ -47,28 +54,15 @@ impl std::fmt::Display for RedirectRefused {
 
 impl std::error::Error for RedirectRefused {}
 
-/// `HOST[:PORT]` of a URL (the port only when it is not the scheme's default).
-fn origin(url: &reqwest::Url) -> String {
-    let host = url.host_str().unwrap_or("");
-    match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_string(),
-    }
-}
-
-/// Whether `url` may be spoken to: https, or plain http to an origin `insecure` names.
-fn secure_or_named(url: &reqwest::Url, insecure: &[String]) -> bool {
-    match url.scheme() {
-        "https" => true,
-        "http" => insecure.iter().any(|o| o.eq_ignore_ascii_case(&origin(url))),
-        _ => false,
-    }
-}
-
-/// The HTTP client of every pull: one per `Registry`, its connections reused.
+/// The HTTP clients of every pull: one set per `Registry`, their connections reused.
 pub(super) struct Wire {
+    /// The registry's requests, following redirects `origins` allows.
     client: reqwest::Client,
-    insecure: Vec<String>,
+    /// A token realm on the registry's host or one trusted: no redirect followed.
+    realm: reqwest::Client,
+    /// Any other token realm: no redirect followed, connected only to public addresses.
+    realm_public_only: reqwest::Client,
+    origins: Origins,
 }
 
 impl Wire {
@@ -81,47 +75,49 @@ impl Wire {
         Ok(())
     }
 
-    pub fn new(insecure: &[String], timeout: Duration, extra_ca_pem: &[Vec<u8>]) -> Result<Wire, String> {
-        let named = insecure.to_vec();
+    pub fn new(origins: Origins, timeout: Duration, extra_ca_pem: &[Vec<u8>]) -> Result<Wire, String> {
+        let builder = || -> Result<reqwest::ClientBuilder, String> {
+            // Where a request came from is nobody else's business (a registry's path names
+            // its repository).
+            let mut builder = reqwest::Client::builder().referer(false).connect_timeout(timeout.min(Duration::from_secs(10))).read_timeout(timeout);
+            if !extra_ca_pem.is_empty() {
+                let certs = extra_ca_pem
+                    .iter()
+                    .map(|pem| reqwest::Certificate::from_pem(pem))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("a --registry-ca certificate is not usable: {e}"))?;
+                builder = builder.tls_certs_merge(certs);
+            }
+            Ok(builder)
+        };
+        let judge = origins.clone();
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() > MAX_REDIRECTS {
                 return attempt.error(RedirectRefused(format!("more than {MAX_REDIRECTS} redirects")));
             }
-            if secure_or_named(attempt.url(), &named) {
-                return attempt.follow();
+            let refusal = attempt.previous().first().and_then(|registry| judge.redirect_refusal(attempt.url(), registry));
+            match refusal {
+                None => attempt.follow(),
+                Some(why) => attempt.error(RedirectRefused(why)),
             }
-            let url = attempt.url();
-            let why = format!(
-                "a redirect to {}://{} refused: plain http to an origin --insecure-registry does not name",
-                crate::text::printable(url.scheme(), 16),
-                crate::text::printable(&origin(url), 100)
-            );
-            attempt.error(RedirectRefused(why))
         });
-        let mut builder = reqwest::Client::builder()
-            .redirect(policy)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .read_timeout(timeout);
-        if !extra_ca_pem.is_empty() {
-            let certs = extra_ca_pem
-                .iter()
-                .map(|pem| reqwest::Certificate::from_pem(pem))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("a --registry-ca certificate is not usable: {e}"))?;
-            builder = builder.tls_certs_merge(certs);
-        }
         // What fails here is the system's certificate store (TLS roots are read as the client
         // is built): said so, with where it was looked for.
-        let client = builder.build().map_err(|e| {
-            let set = |name: &str| std::env::var_os(name).map_or_else(|| "unset".to_string(), |v| crate::text::printable(&v.to_string_lossy(), 200));
-            format!(
-                "the certificate store cannot be read (SSL_CERT_FILE={}, SSL_CERT_DIR={}): {}; an image without a CA bundle needs one (ca-certificates), or the registry's CA with --registry-ca",
-                set("SSL_CERT_FILE"),
-                set("SSL_CERT_DIR"),
-                crate::text::printable(&with_causes(e.to_string(), &e), 400)
-            )
-        })?;
-        Ok(Wire { client, insecure: insecure.to_vec() })
+        let built = |builder: reqwest::ClientBuilder| {
+            builder.build().map_err(|e| {
+                let set = |name: &str| std::env::var_os(name).map_or_else(|| "unset".to_string(), |v| crate::text::printable(&v.to_string_lossy(), 200));
+                format!(
+                    "the certificate store cannot be read (SSL_CERT_FILE={}, SSL_CERT_DIR={}): {}; an image without a CA bundle needs one (ca-certificates), or the registry's CA with --registry-ca",
+                    set("SSL_CERT_FILE"),
+                    set("SSL_CERT_DIR"),
+                    crate::text::printable(&with_causes(e.to_string(), &e), 400)
+                )
+            })
+        };
+        let client = built(builder()?.redirect(policy))?;
+        let realm = built(builder()?.redirect(reqwest::redirect::Policy::none()))?;
+        let realm_public_only = built(builder()?.redirect(reqwest::redirect::Policy::none()).dns_resolver(Arc::new(PublicOnly)))?;
+        Ok(Wire { client, realm, realm_public_only, origins })
     }
 
     /// A session with `reference`'s repository: its credentials, and the token a challenge
@@ -152,8 +148,13 @@ impl<'a> Session<'a> {
             "docker.io" | "index.docker.io" => "registry-1.docker.io",
             other => other,
         };
-        let scheme = if self.wire.insecure.iter().any(|o| o == registry) { "http" } else { "https" };
+        let scheme = if self.wire.origins.insecure.iter().any(|o| o == registry) { "http" } else { "https" };
         format!("{scheme}://{host}")
+    }
+
+    /// The registry's host as its requests are sent (Docker Hub's `registry-1.docker.io`).
+    fn registry_host(&self) -> String {
+        reqwest::Url::parse(&self.base()).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default()
     }
 
     /// A manifest (or index) by tag or digest, read under `limit`.
@@ -181,9 +182,11 @@ impl<'a> Session<'a> {
     /// challenge is answered once (a bearer token, or basic credentials).
     async fn get(&mut self, path: &str, accept: &[&str]) -> Result<reqwest::Response, PullError> {
         let url = format!("{}/v2/{}/{path}", self.base(), self.reference.repository);
+        let asked = reqwest::Url::parse(&url)
+            .map_err(|e| PullError::Registry { reference: self.reference.to_string(), detail: format!("the registry's URL cannot be made: {e}") })?;
         let mut challenged = false;
         loop {
-            let mut request = self.wire.client.get(&url);
+            let mut request = self.wire.client.get(asked.clone());
             if !accept.is_empty() {
                 request = request.header(ACCEPT, accept.join(", "));
             }
@@ -194,6 +197,11 @@ impl<'a> Session<'a> {
             let status = response.status();
             if status.is_success() {
                 return Ok(response);
+            }
+            if !same_origin(response.url(), &asked) {
+                // A redirect target on another origin: its challenge is not answered with the
+                // registry's credentials, and nothing it says is read.
+                return Err(self.elsewhere(&response));
             }
             if status == reqwest::StatusCode::UNAUTHORIZED && !challenged {
                 let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -242,13 +250,17 @@ impl<'a> Session<'a> {
                     }
                     query.append_pair("scope", &scope);
                 }
-                let mut request = self.wire.client.get(url.clone());
-                // Credentials go to a realm over TLS, or over plain http only to an origin
-                // --insecure-registry names.
-                if let (RegistryAuth::Basic(user, password), true) = (self.auth, secure_or_named(&url, &self.wire.insecure)) {
+                // Before a byte is sent: the realm is an origin the registry chose.
+                let realm = self.wire.origins.realm(&url, &self.registry_host()).map_err(|detail| PullError::RealmRefused { reference: self.reference.to_string(), detail })?;
+                let client = if realm.public_only { &self.wire.realm_public_only } else { &self.wire.realm };
+                let mut request = client.get(url.clone());
+                if let (RegistryAuth::Basic(user, password), true) = (self.auth, realm.credentials) {
                     request = request.basic_auth(user, Some(password));
                 }
-                let response = request.send().await.map_err(|e| self.transport("asking the token realm", e))?;
+                let response = request.send().await.map_err(|e| self.realm_transport(&url, e))?;
+                if response.status().is_redirection() {
+                    return Err(unauthorized(format!("the token realm {} answered HTTP {}: its redirect is not followed", shown(&url), response.status().as_u16())));
+                }
                 if !response.status().is_success() {
                     return Err(match self.refusal(response).await {
                         PullError::Unreachable { registry, detail } => PullError::Unreachable { registry, detail: format!("the token realm: {detail}") },
@@ -277,6 +289,18 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// A token realm's transport error: its name refused by `PublicOnly`, or as any other.
+    fn realm_transport(&self, url: &reqwest::Url, error: reqwest::Error) -> PullError {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(c) = cause {
+            if let Some(refused) = c.downcast_ref::<RealmRefused>() {
+                return PullError::RealmRefused { reference: self.reference.to_string(), detail: format!("the token realm {} refused: {}", shown(url), refused.0) };
+            }
+            cause = c.source();
+        }
+        self.transport("asking the token realm", error)
+    }
+
     /// A transport error (or a refused redirect) as the operator tells it: reqwest's causes
     /// (they tell a refused connection or an unknown certificate issuer), without any URL.
     fn transport(&self, doing: &str, error: reqwest::Error) -> PullError {
@@ -285,6 +309,7 @@ impl<'a> Session<'a> {
             if let Some(refused) = c.downcast_ref::<RedirectRefused>() {
                 return PullError::RedirectRefused { reference: self.reference.to_string(), detail: refused.0.clone() };
             }
+
             cause = c.source();
         }
         let error = error.without_url();
@@ -298,6 +323,18 @@ impl<'a> Session<'a> {
         let status = response.status();
         let prefix = read_prefix(response, MAX_ERROR_BYTES).await;
         let (code, detail) = oci_error(status, &prefix);
+        self.refusal_of(status, code, detail)
+    }
+
+    /// An answer that is no success from a redirect target on another origin, told by its
+    /// status alone.
+    fn elsewhere(&self, response: &reqwest::Response) -> PullError {
+        let status = response.status();
+        let detail = format!("HTTP {} from {}, the target of a redirect (its answer is not read, its challenge not answered)", status.as_u16(), shown(response.url()));
+        self.refusal_of(status, None, detail)
+    }
+
+    fn refusal_of(&self, status: reqwest::StatusCode, code: Option<String>, detail: String) -> PullError {
         let (registry, reference) = (self.reference.registry.clone(), self.reference.to_string());
         let code = code.as_deref().unwrap_or("");
         match (status.as_u16(), code) {
@@ -445,11 +482,53 @@ mod tests {
         assert_eq!((code, detail.as_str()), (None, "HTTP 500"));
     }
 
+    /// A streamed body of 1 KiB chunks, `total` of them at most (none: forever), with a count of
+    /// the chunks taken from it.
+    fn counted_body(total: Option<usize>) -> (reqwest::Response, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let taken = Arc::new(AtomicUsize::new(0));
+        let counter = taken.clone();
+        let chunks = futures::stream::repeat_with(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(vec![b'x'; 1 << 10])
+        });
+        let body = match total {
+            Some(total) => reqwest::Body::wrap_stream(chunks.take(total)),
+            None => reqwest::Body::wrap_stream(chunks),
+        };
+        (reqwest::Response::from(http::Response::new(body)), taken)
+    }
+
+    fn taken(count: &std::sync::atomic::AtomicUsize) -> usize {
+        count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn an_endless_body_is_refused_one_chunk_past_its_cap() {
+        // The token answer's cap, as the docs give it: 64 KiB.
+        let (response, count) = counted_body(None);
+        let Ok(Capped::Over(size)) = read_capped(response, MAX_TOKEN_BYTES as u64).await else { panic!("an endless body is refused") };
+        assert_eq!((size, taken(&count)), ((64 << 10) + 1024, 65), "read one chunk past 64 KiB, and no more");
+        // A body whose length is known to be over (hyper knows it from `Content-Length`):
+        // refused by that length.
+        let response = reqwest::Response::from(http::Response::new(reqwest::Body::from(vec![b'x'; (64 << 10) + 1])));
+        assert!(matches!(read_capped(response, MAX_TOKEN_BYTES as u64).await, Ok(Capped::Over(65537))));
+        // At the cap: whole.
+        let (response, _) = counted_body(Some(64));
+        assert!(matches!(read_capped(response, MAX_TOKEN_BYTES as u64).await, Ok(Capped::Whole(b)) if b.len() == 64 << 10));
+    }
+
+    #[tokio::test]
+    async fn an_error_body_is_read_to_4_kib_and_no_further() {
+        let (response, count) = counted_body(None);
+        assert_eq!(read_prefix(response, MAX_ERROR_BYTES).await.len(), 4 << 10);
+        assert_eq!(taken(&count), 4, "four chunks of 1 KiB taken, the rest never read");
+    }
+
     #[test]
-    fn only_https_or_named_origins_are_spoken_to() {
-        let named = vec!["127.0.0.1:5000".to_string()];
-        let ok = |u: &str| secure_or_named(&reqwest::Url::parse(u).unwrap(), &named);
-        assert!(ok("https://elsewhere.io/x") && ok("http://127.0.0.1:5000/v2/"));
-        assert!(!ok("http://127.0.0.1:5001/internal") && !ok("http://169.254.169.254/") && !ok("ftp://127.0.0.1:5000/"));
+    fn too_large_names_the_limit() {
+        let error = PullError::TooLarge { what: "the token answer", reference: "r.io/a:v1".into(), size: 65537, limit: 65536 };
+        assert_eq!(error.to_string(), "the token answer of r.io/a:v1 is 65537 bytes, over the 65536-byte limit");
+        assert_eq!(error.reason(), "RegistryAnswerTooLarge");
     }
 }
