@@ -16,6 +16,7 @@ pub mod keys;
 mod origins;
 mod permits;
 pub mod registry;
+mod settings;
 pub mod signature;
 mod wire;
 

@@ -3,7 +3,6 @@
 //! handed on to be compiled, and the signature (if keys are trusted) against the trusted keys;
 //! what it pulled goes to the blob cache, which serves it again without the registry.
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -20,72 +19,13 @@ use super::permits::Permits;
 use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
-
-/// How the operator talks to registries.
-#[derive(Clone, Debug)]
-pub struct RegistrySettings {
-    /// `HOST:PORT`s spoken to over plain HTTP (tests, a registry on loopback); TLS elsewhere.
-    pub insecure: Vec<String>,
-    /// The longest one try of a pull or resolve may take, every request in it included.
-    pub timeout: Duration,
-    /// Tries of a pull that failed for a reason that may pass (unreachable, 429, 5xx).
-    pub tries: u32,
-    /// The largest module layer accepted (refused from its descriptor, before a byte is read).
-    pub max_module_bytes: u64,
-    /// Tries of pulls at once from any one registry, across every rule set (per registry: a
-    /// registry that never answers holds only its own, see `permits.rs`).
-    pub concurrent_pulls: usize,
-    /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
-    pub cache_dir: Option<PathBuf>,
-    /// The most the cache may hold (blobs and compiled code), `--cache-max-mib`: the least
-    /// recently used is collected, never what serves.
-    pub cache_max_bytes: u64,
-    /// With any, a module serves only if a signature by one of them verifies.
-    pub trusted_keys: Vec<TrustedKey>,
-    /// Where `trusted_keys` were read from (`--trusted-keys`), read again as they change
-    /// (by the rule set controller, every [`KEYS_POLL`](super::keys::KEYS_POLL)); none: fixed.
-    pub trusted_key_paths: Vec<PathBuf>,
-    /// PEM certificates of certificate authorities trusted beside the system's (a registry
-    /// with a certificate from an internal CA).
-    pub extra_ca_pem: Vec<Vec<u8>>,
-    /// `--require-signatures`: a module from a file or a ConfigMap serves only if a signature
-    /// by a trusted key is carried beside it (needs trusted keys).
-    pub require_signatures: bool,
-    /// `HOST[:PORT]` patterns (`*` matches any run of characters in the host; a pattern
-    /// without a port matches only a reference without one, `HOST:*` any port): with any, a
-    /// reference naming another registry is refused before anything is asked or read, and so is
-    /// a redirect target or a token realm on a host they do not allow (other than the
-    /// registry's own). None: every registry.
-    pub allowed: Vec<String>,
-    /// `--trusted-token-realm` `HOST[:PORT]`s: token realms on another host than their
-    /// registry's that may be at an internal address and are given the registry's credentials.
-    pub trusted_realms: Vec<String>,
-}
+pub use super::settings::{RegistrySettings, registry_allowed};
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
 const MAX_MANIFEST_BYTES: usize = 256 << 10;
 const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
 const MAX_SIGNATURES: usize = 16;
 
-impl Default for RegistrySettings {
-    fn default() -> Self {
-        RegistrySettings {
-            insecure: Vec::new(),
-            timeout: Duration::from_secs(30),
-            tries: 3,
-            max_module_bytes: 64 << 20,
-            concurrent_pulls: 2,
-            cache_dir: None,
-            cache_max_bytes: crate::supply::disk_cache::DEFAULT_MAX_MIB << 20,
-            trusted_keys: Vec::new(),
-            trusted_key_paths: Vec::new(),
-            extra_ca_pem: Vec::new(),
-            require_signatures: false,
-            allowed: Vec::new(),
-            trusted_realms: Vec::new(),
-        }
-    }
-}
 
 /// Why a module could not be had from a registry.
 #[derive(Debug, thiserror::Error)]
@@ -189,30 +129,6 @@ pub struct Registry {
     keys: Arc<OperatorKeys>,
 }
 
-/// Whether `registry` (`HOST[:PORT]`) is one `pattern` allows (see `RegistrySettings::allowed`).
-pub fn registry_allowed(pattern: &str, registry: &str) -> bool {
-    fn split(s: &str) -> (&str, Option<&str>) {
-        // An IPv6 literal keeps its colons inside brackets.
-        match s.rfind(':') {
-            Some(i) if !s[i..].contains(']') => (&s[..i], Some(&s[i + 1..])),
-            _ => (s, None),
-        }
-    }
-    fn glob(pattern: &[u8], text: &[u8]) -> bool {
-        match pattern.split_first() {
-            None => text.is_empty(),
-            Some((b'*', rest)) => (0..=text.len()).any(|i| glob(rest, &text[i..])),
-            Some((c, rest)) => text.first().is_some_and(|t| t.eq_ignore_ascii_case(c)) && glob(rest, &text[1..]),
-        }
-    }
-    let (pattern, registry) = (pattern.trim(), registry.trim());
-    let ((p_host, p_port), (host, port)) = (split(pattern), split(registry));
-    let port_ok = match (p_port, port) {
-        (Some("*"), _) => true,
-        (p, r) => p == r,
-    };
-    port_ok && glob(p_host.as_bytes(), host.as_bytes())
-}
 
 use crate::supply::digest::digest as sha256;
 
