@@ -141,6 +141,13 @@ impl Verifying<'_> {
     fn verify(&self, manifest_digest: &str, found: &[Found]) -> Result<Vec<String>, String> {
         self.keysets.iter().map(|keys| signature::verify(manifest_digest, found, keys, self.identity)).collect()
     }
+
+    /// The first few of `found` that verify on their own with one of the key sets: what the
+    /// cache keeps (a payload beside them that verified nothing is not kept, whatever its size).
+    fn verified(&self, manifest_digest: &str, found: Vec<Found>) -> Vec<Found> {
+        let verifies = |f: &Found| self.keysets.iter().any(|keys| signature::verify(manifest_digest, std::slice::from_ref(f), keys, self.identity).is_ok());
+        found.into_iter().filter(verifies).take(super::cache::MAX_KEPT_SIGNATURES).collect()
+    }
 }
 
 /// What the cache holds of an artifact.
@@ -443,9 +450,11 @@ impl Registry {
         if let Some(cache) = &self.cache {
             cache.put(&layer_digest, &bytes);
             cache.put(manifest_digest, &manifest);
-            // The signatures, not the verdict: verified again whenever the cache serves them.
-            if !found.is_empty() {
-                cache.put_signatures(manifest_digest, &found);
+            // The signatures that verified, not the verdict: verified again whenever the cache
+            // serves them.
+            let verified = verifying.verified(manifest_digest, found);
+            if !verified.is_empty() {
+                cache.put_signatures(manifest_digest, &verified);
             }
         }
         let signed_by = (!signers.is_empty()).then(|| signers.join(" and "));

@@ -73,6 +73,11 @@ impl CompilerProcess {
             .arg((self.max_memory_bytes >> 20).to_string())
             .arg(flag(LIMITS_JSON))
             .arg(limits_json)
+            // Nothing of the operator's environment (the cache's directory, a registry's
+            // settings, whatever the Pod was given) and not its working directory: the child
+            // compiles untrusted bytes and is told only what it needs.
+            .env_clear()
+            .current_dir("/")
             // The operator's allocator (mimalloc) reserves 1 GiB at a time, writable where the
             // kernel overcommits, and RLIMIT_DATA counts a writable mapping in full: in 16 MiB
             // steps instead, the limit counts about what the compile uses, and one step too many
