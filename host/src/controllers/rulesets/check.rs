@@ -86,7 +86,7 @@ async fn follow_tag(
     let mut followed = None;
     let oci = zr.spec.source.oci.as_ref();
     if let (Some(o), Some(written)) = (oci.filter(|o| o.follow && zr.spec.candidate.is_none()), &at.tag) {
-        let (digest, problem) = ctx.follow(&at.uid, spec, written, follow_every(o.poll_seconds)).await;
+        let (digest, problem) = ctx.follow(&at.uid, spec, written, follow_every(o.poll_seconds, ctx.sources.min_poll())).await;
         follow_problem = problem;
         if let Some(digest) = digest.filter(|d| Some(d) != stable_digest) {
             if stable.outcome.is_err() && ctx.with_memo(&at.uid, |m| m.last_stable.is_none()) {

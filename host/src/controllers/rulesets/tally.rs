@@ -178,9 +178,10 @@ pub fn requeue(p: &Pacing, now: TimestampMs) -> Duration {
     p.follow_every.map_or(delay, |every| delay.min(every))
 }
 
-/// A followed tag's interval: as the rule set says, or [`FOLLOW_EVERY`].
-pub fn follow_every(poll_seconds: Option<u64>) -> Duration {
-    poll_seconds.map_or(FOLLOW_EVERY, Duration::from_secs)
+/// A followed tag's interval: as the rule set says, or [`FOLLOW_EVERY`]; never under `floor`
+/// (`--min-poll-secs`: each new artifact a poll finds is pulled, compiled and kept).
+pub fn follow_every(poll_seconds: Option<u64>, floor: Duration) -> Duration {
+    poll_seconds.map_or(FOLLOW_EVERY, Duration::from_secs).max(floor)
 }
 
 /// How long a changed status waits, its last write `since_last_write` ago: `None` if it may be
@@ -384,9 +385,12 @@ mod tests {
         // A registry to try again, a followed tag to resolve again: whichever comes first.
         assert_eq!(at(T0, Pacing { registry_retry: true, ..Pacing::default() }), OCI_RETRY);
         assert_eq!(at(T0 + 10 * SECOND, Pacing { registry_retry: true, ..rolling }), STATUS_EVERY);
-        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(Some(3))), ..Pacing::default() }), Duration::from_secs(3));
-        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(None)), ..Pacing::default() }), REFRESH_EVERY);
-        assert_eq!(follow_every(None), FOLLOW_EVERY);
+        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(Some(3), Duration::from_secs(1))), ..Pacing::default() }), Duration::from_secs(3));
+        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(None, Duration::from_secs(1))), ..Pacing::default() }), REFRESH_EVERY);
+        assert_eq!(follow_every(None, Duration::from_secs(30)), FOLLOW_EVERY);
+        // pollSeconds under the floor (--min-poll-secs) is read as the floor.
+        assert_eq!(follow_every(Some(1), Duration::from_secs(30)), Duration::from_secs(30));
+        assert_eq!(follow_every(Some(45), Duration::from_secs(30)), Duration::from_secs(45));
     }
 
     #[test]

@@ -54,12 +54,18 @@ pub struct RegistrySettings {
     /// reference naming another registry is refused before anything is asked or read. None:
     /// every registry.
     pub allowed: Vec<String>,
+    /// `--min-poll-secs`: a rule set's followed tag is resolved again no more often than this,
+    /// whatever its `pollSeconds` says (each new artifact is pulled and kept).
+    pub min_poll: Duration,
 }
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
 const MAX_MANIFEST_BYTES: usize = 256 << 10;
 const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
 const MAX_SIGNATURES: usize = 16;
+/// `--min-poll-secs`' default: a tag that mints an artifact at every poll costs a pull, a
+/// compile and a kept copy at most this often per rule set.
+pub const DEFAULT_MIN_POLL: Duration = Duration::from_secs(30);
 
 impl Default for RegistrySettings {
     fn default() -> Self {
@@ -76,6 +82,7 @@ impl Default for RegistrySettings {
             extra_ca_pem: Vec::new(),
             require_signatures: false,
             allowed: Vec::new(),
+            min_poll: DEFAULT_MIN_POLL,
         }
     }
 }
