@@ -218,6 +218,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_compiler_process_gets_a_cleared_environment_and_not_the_operators_directory() {
+        // A stand-in compiler that hands back, as its code, its environment and working
+        // directory. This test's environment (PATH, HOME, CARGO_*: as the operator's has
+        // ZUNDOKO_CACHE_DIR) must not reach it: only the three variables set for it do.
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-child-env-").unwrap();
+        let script = dir.join("compiler.sh");
+        std::fs::write(&script, "#!/bin/sh\ncat >/dev/null\nenv\necho \"cwd=$(pwd)\"\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        assert!(std::env::vars().count() > 0, "the parent has an environment to leak");
+        let process = CompilerProcess { exe: script, max_memory_bytes: 64 << 20, timeout: Duration::from_secs(30) };
+        let mut said = Vec::new();
+        process.compile_to(b"module", &SandboxLimits::default(), &mut |piece: &[u8]| Ok(said.extend_from_slice(piece))).unwrap();
+        let said = String::from_utf8(said).unwrap();
+        let names: Vec<&str> = said.lines().filter_map(|l| l.split_once('=').map(|(name, _)| name)).filter(|n| *n != "cwd" && *n != "PWD" && *n != "SHLVL" && *n != "_").collect();
+        assert_eq!(names.iter().copied().collect::<std::collections::BTreeSet<_>>(), ["MIMALLOC_ARENA_RESERVE", "RUST_BACKTRACE", "RUST_LIB_BACKTRACE"].into(), "{said}");
+        assert!(!said.contains("ZUNDOKO_CACHE_DIR") && said.contains("cwd=/\n"), "{said}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn the_code_is_passed_on_a_piece_at_a_time_and_no_more_than_the_bound() {
         let code: Vec<u8> = (0..3 * PIECE_BYTES + 5).map(|i| (i % 253) as u8).collect();
         let (mut got, mut largest) = (Vec::new(), 0);
