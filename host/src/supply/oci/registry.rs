@@ -149,11 +149,9 @@ impl Verifying<'_> {
         self.keysets.iter().map(|keys| signature::verify(manifest_digest, found, keys, self.identity)).collect()
     }
 
-    /// The first few of `found` that verify on their own with one of the key sets: what the
-    /// cache keeps (a payload beside them that verified nothing is not kept, whatever its size).
+    /// What the cache keeps of `found`: the first few that verify (`signature::verified`).
     fn verified(&self, manifest_digest: &str, found: Vec<Found>) -> Vec<Found> {
-        let verifies = |f: &Found| self.keysets.iter().any(|keys| signature::verify(manifest_digest, std::slice::from_ref(f), keys, self.identity).is_ok());
-        found.into_iter().filter(verifies).take(super::cache::MAX_KEPT_SIGNATURES).collect()
+        signature::verified(manifest_digest, found, self.keysets, self.identity, super::cache::MAX_KEPT_SIGNATURES)
     }
 }
 
