@@ -229,7 +229,11 @@ mod tests {
         assert!(std::env::vars().count() > 0, "the parent has an environment to leak");
         let process = CompilerProcess { exe: script, max_memory_bytes: 64 << 20, timeout: Duration::from_secs(30) };
         let mut said = Vec::new();
-        process.compile_to(b"module", &SandboxLimits::default(), &mut |piece: &[u8]| Ok(said.extend_from_slice(piece))).unwrap();
+        process.compile_to(b"module", &SandboxLimits::default(), &mut |piece: &[u8]| {
+            said.extend_from_slice(piece);
+            Ok(())
+        })
+        .unwrap();
         let said = String::from_utf8(said).unwrap();
         let names: Vec<&str> = said.lines().filter_map(|l| l.split_once('=').map(|(name, _)| name)).filter(|n| *n != "cwd" && *n != "PWD" && *n != "SHLVL" && *n != "_").collect();
         assert_eq!(names.iter().copied().collect::<std::collections::BTreeSet<_>>(), ["MIMALLOC_ARENA_RESERVE", "RUST_BACKTRACE", "RUST_LIB_BACKTRACE"].into(), "{said}");
