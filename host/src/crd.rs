@@ -222,7 +222,8 @@ pub struct OciSource {
     /// Ignored while `spec.candidate` names a candidate of its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub follow: bool,
-    /// How often a followed tag is resolved again, in seconds (default 60).
+    /// How often a followed tag is resolved again, in seconds (default 60; never more often than
+    /// the operator's `--min-poll-secs`, 30 by default: less is read as that).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86400))]
     pub poll_seconds: Option<u64>,

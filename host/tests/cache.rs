@@ -290,3 +290,130 @@ async fn a_forged_tag_record_cannot_roll_a_tag_back_while_the_registry_is_down()
     assert!(check_cached(&addr, &stable, &dir, None).0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The attack the cache's predictable temporary names allowed: whoever can make entries in
+/// `oci/blobs/` (not read `cache.key`) links the name a write of a 32-byte blob K would use,
+/// and the blob's final name, to `../../cache.key`; K published, the operator would have
+/// written K into its own key, and a compiled file MAC'd under K would run at the next start.
+#[test]
+fn a_link_planted_where_a_blob_is_written_is_not_written_through_to_the_key() {
+    use zundoko_operator::supply::oci::cache::BlobCache;
+    let dir = scratch("links");
+    let blobs = BlobCache::open(&dir).unwrap();
+    let key_before = std::fs::read(dir.join("cache.key")).unwrap();
+    let k = [0x4bu8; 32];
+    let digest = format!("sha256:{}", hex(&k));
+    // The names the cache wrote through before (`<hex>.tmp-<pid>`, the image's PID 1 and this
+    // process's), and the final name itself.
+    for name in [format!("{}.tmp-1", &digest[7..]), format!("{}.tmp-{}", &digest[7..], std::process::id()), digest[7..].to_string()] {
+        std::os::unix::fs::symlink("../../cache.key", dir.join("oci/blobs").join(name)).unwrap();
+    }
+    blobs.put(&digest, &k);
+    assert_eq!(std::fs::read(dir.join("cache.key")).unwrap(), key_before, "the key was written through a link");
+    // The blob is in place as a file of its own (the link at its name replaced, not followed).
+    let kept = dir.join("oci/blobs").join(&digest[7..]);
+    assert!(std::fs::symlink_metadata(&kept).unwrap().file_type().is_file());
+    assert_eq!(blobs.get(&digest).as_deref(), Some(&k[..]));
+    // A link at an entry's name is never read through either: a tag record linked to another
+    // file is dropped, not believed.
+    let reference: zundoko_operator::supply::oci::ModuleRef = "127.0.0.1:5000/rules/ja:v1".parse().unwrap();
+    blobs.put_tag(&reference, &digest);
+    let record = std::fs::read_dir(dir.join("oci/tags")).unwrap().map(|e| e.unwrap().path()).next().unwrap();
+    std::fs::rename(&record, dir.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(dir.join("elsewhere"), &record).unwrap();
+    assert_eq!(blobs.tag(&reference), None, "a tag record read through a link");
+    assert!(std::fs::symlink_metadata(&record).is_err(), "and the link dropped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On start every cache folder must be the operator's: the root's mode is made private when
+/// the operator owns it; a folder under it that others may write stops the start, named.
+#[test]
+fn a_cache_folder_others_may_write_stops_the_start_naming_it_and_the_roots_mode_is_made_private() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let dir = scratch("modes");
+    drop(restart(&dir));
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    drop(restart(&dir));
+    assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700, "the root's mode made private");
+    let blobs = dir.join("oci/blobs");
+    std::fs::set_permissions(&blobs, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let refused = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&dir).err().expect("a group-writable oci/blobs is refused");
+    let said = format!("{refused:#}");
+    assert!(said.contains(&blobs.canonicalize().unwrap().display().to_string()) && said.contains("writable by its group or others"), "{said}");
+    // The operator's binary refuses to start on it too, naming it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+        .args(["check", "127.0.0.1:1/rules/x:v1", "--cache-dir", dir.to_str().unwrap()])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("oci/blobs") && said.contains("writable by its group or others"), "{said}");
+    std::fs::set_permissions(&blobs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // Owned by another UID (tried where this test may give a folder away: as root).
+    if std::fs::metadata(&dir).unwrap().uid() == 0 {
+        std::os::unix::fs::chown(&blobs, Some(65534), None).unwrap();
+        let refused = format!("{:#}", SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&dir).err().expect("a folder of another UID is refused"));
+        assert!(refused.contains("oci/blobs") && refused.contains("owned by UID 65534"), "{refused}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Everything under the cache counts against --cache-max-mib: signature and tag records too,
+/// collected least recently used like blobs and code.
+#[test]
+fn signature_and_tag_records_count_against_the_bound_and_are_collected() {
+    use zundoko_operator::supply::oci::signature::Found;
+    use zundoko_operator::supply::oci::cache::BlobCache;
+    let dir = scratch("records");
+    let blobs = BlobCache::open(&dir).unwrap();
+    blobs.disk().set_max_bytes(1 << 20);
+    // 40 artifacts' signature records of 100 KiB each (4 MiB), and 300 tag records (a block
+    // each on disk).
+    let payload = vec![b'p'; 75 << 10];
+    for n in 0..40u32 {
+        let digest = format!("sha256:{}", hex(&n.to_be_bytes()));
+        blobs.put_signatures(&digest, &[Found { payload: payload.clone(), signature: "c2ln".into() }]);
+        assert!(all_bytes(&dir) <= 1 << 20, "{} bytes after {n} records, over the bound of 1 MiB", all_bytes(&dir));
+    }
+    for n in 0..300u32 {
+        let reference: zundoko_operator::supply::oci::ModuleRef = format!("127.0.0.1:5000/rules/app:v{n}").parse().unwrap();
+        blobs.put_tag(&reference, &format!("sha256:{}", hex(&n.to_be_bytes())));
+    }
+    assert!(all_bytes(&dir) <= 1 << 20, "{} bytes, over the bound of 1 MiB", all_bytes(&dir));
+    let signatures = std::fs::read_dir(dir.join("oci/signatures")).unwrap().count();
+    assert!(signatures < 40, "no signature record collected ({signatures} kept)");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Bytes every file under the cache takes on disk (what an emptyDir's sizeLimit measures).
+fn all_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    ["oci/blobs", "oci/tags", "oci/signatures", "compiled"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(dir.join(d)).unwrap())
+        .map(|e| e.unwrap().metadata().unwrap())
+        .map(|m| m.len().max(m.blocks() * 512))
+        .sum()
+}
+
+/// A compile whose code would not fit what the bound leaves is refused by name, not kept.
+#[test]
+fn a_compile_whose_code_does_not_fit_the_caches_room_is_refused_as_cache_full() {
+    let dir = scratch("room");
+    let compiler = zundoko_operator::supply::sandbox::compiler_process::CompilerProcess {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_zundoko-operator")),
+        max_memory_bytes: 640 << 20,
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let module = module_bytes("zundoko-classic");
+    let engine = restart(&dir).with_compiler_process(compiler).unwrap();
+    engine.compiled_cache().unwrap().disk().set_max_bytes(64 << 10);
+    let refused = engine.load(&module).err().expect("64 KiB cannot hold the module's code");
+    assert_eq!(refused.reason(), "CacheFull", "{refused}");
+    assert!(refused.to_string().contains("--cache-max-mib"), "{refused}");
+    assert!(compiled_files(&dir, &hex(&module)).is_empty(), "nothing kept");
+    engine.compiled_cache().unwrap().disk().set_max_bytes(64 << 20);
+    assert_eq!(engine.load(&module).unwrap().info().unwrap().name, "zundoko-classic");
+    let _ = std::fs::remove_dir_all(&dir);
+}

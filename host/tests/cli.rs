@@ -179,3 +179,63 @@ async fn run_works_on_the_threads_asked_and_one_by_default() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--worker-threads"), "{}", stderr(&out));
 }
+
+/// `command` run with no capabilities, as in the Deployment (which drops them all), whoever
+/// runs the test: dropping the bounding set (allowed to root, refused to others, who hold none
+/// anyway) leaves a program root runs none. A process may read another's `/proc/PID/` only if
+/// it holds every capability the other does.
+fn without_capabilities(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: only prctl between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            for capability in 0..64 {
+                libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `cat /proc/PID/environ` from a process of this UID with no capabilities (as a compiler
+/// process has none): how many bytes it read, or what it said.
+fn read_environ_without_capabilities(pid: u32) -> Result<usize, String> {
+    let out = without_capabilities(Command::new("cat").arg(format!("/proc/{pid}/environ"))).output().unwrap();
+    if out.status.success() { Ok(out.stdout.len()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+}
+
+/// `run` makes the operator not dumpable (PR_SET_DUMPABLE 0): a process of its UID without
+/// capabilities (a compiler process whose compile turned into code execution) cannot open its
+/// `/proc/PID/environ` (nor its fd/, where a memfd of code waits for its seal), while it can
+/// that of any other process of the UID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_operator_is_not_dumpable() {
+    use std::io::BufRead as _;
+    let (_server, _dir, kubeconfig) = local_api_server("cli-dumpable").await;
+    let module = module_path("zundoko-classic");
+    let (started, operator, other) = tokio::task::spawn_blocking(move || {
+        let mut child = without_capabilities(Command::new(env!("CARGO_BIN_EXE_zundoko-operator")).arg("run"))
+            .args(["--module", module.to_str().unwrap(), "--http-addr", "off"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info")
+            .env("ZUNDOKO_LOG_FORMAT", "text")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::io::BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok).any(|l| l.contains(" started "));
+        let operator = read_environ_without_capabilities(child.id());
+        let mut sleeper = without_capabilities(Command::new("sleep").arg("60")).spawn().unwrap();
+        let other = read_environ_without_capabilities(sleeper.id());
+        for process in [&mut child, &mut sleeper] {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+        (started, operator, other)
+    })
+    .await
+    .unwrap();
+    assert!(started, "the operator started");
+    assert!(other.is_ok(), "the reader reads another process's environment of the same UID: {other:?}");
+    let refused = operator.expect_err("the operator's environment was read");
+    assert!(refused.contains("Permission denied"), "{refused}");
+}

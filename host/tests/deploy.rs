@@ -169,7 +169,9 @@ fn mib(quantity: &str) -> u64 {
 fn the_cache_is_bounded_well_under_its_volumes_size_limit() {
     let (pod, c) = (pod(), operator_container());
     let dir = setting(&c, "--cache-dir", "ZUNDOKO_CACHE_DIR").expect("--cache-dir or ZUNDOKO_CACHE_DIR");
-    let mount = c.volume_mounts.iter().flatten().find(|m| m.mount_path.trim_end_matches('/') == dir.trim_end_matches('/')).expect("a volume mounted at --cache-dir");
+    // At --cache-dir or above it (a folder the operator makes in the volume, whose root is root's).
+    let under = |m: &&k8s_openapi::api::core::v1::VolumeMount| std::path::Path::new(&dir).starts_with(m.mount_path.trim_end_matches('/'));
+    let mount = c.volume_mounts.iter().flatten().find(under).expect("a volume mounted at --cache-dir or above it");
     assert_ne!(mount.read_only, Some(true), "the cache is written");
     let volume = pod.volumes.iter().flatten().find(|v| v.name == mount.name).expect("the cache's volume");
     let limit = volume.empty_dir.as_ref().and_then(|e| e.size_limit.as_ref()).expect("the cache is an emptyDir with a sizeLimit");

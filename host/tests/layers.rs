@@ -38,6 +38,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("supply/oci/", 3),
     ("supply/loader.rs", 3),
     ("supply/disk_cache.rs", 3),
+    ("supply/cache_files.rs", 3),
     ("supply/sandbox/", 3),
     ("supply/sandbox/wasi/", 3),
     ("supply/contract/", 3),

@@ -553,3 +553,34 @@ async fn a_key_removed_from_a_rule_sets_public_keys_stops_what_only_it_verified(
     operator.stop().await;
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// A followed tag that mints a new artifact at every poll (each one pulled, compiled and kept)
+/// is resolved less often once it moved more than 6 times in the hour, and its status says so
+/// while what serves keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_tag_that_moves_at_every_poll_is_slowed_down_and_says_so() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let versions: Vec<Vec<u8>> = (0..8).map(|n| common::with_custom_section(module_bytes("zundoko-classic"), n)).collect();
+    registry.push("rules/minted:latest", &versions[0], None).await;
+    let (cluster, operator) = start(registry.settings()).await;
+    let reference = format!("{}/rules/minted:latest", registry.addr);
+    create_rules(&cluster, "minted", oci_with(&reference, |o| {
+        o.follow = true;
+        o.poll_seconds = Some(POLL.as_secs());
+    }))
+    .await;
+    wait_phase(&cluster, "minted", "Active").await;
+    // Seven moves, each seen at the next poll (a candidate, or promoted already).
+    for bytes in &versions[1..] {
+        registry.push("rules/minted:latest", bytes, None).await;
+        let seen = |s: &zundoko_operator::crd::ZundokoRulesStatus| {
+            [s.candidate.as_ref(), s.module.as_ref()].into_iter().flatten().any(|m| m.digest == digest(bytes)) || s.reason.as_deref() == Some("FollowSlowedDown")
+        };
+        wait_rules(&cluster, "minted", "the tag's new artifact seen", seen).await;
+    }
+    let status = wait_reason(&cluster, "minted", "FollowSlowedDown").await;
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("moved to 7 new artifacts in the last hour, more than 6") && message.contains("every 600 s"), "{message}");
+    assert!(status.module.is_some(), "what serves keeps serving");
+    operator.stop().await;
+}

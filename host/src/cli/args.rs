@@ -87,6 +87,10 @@ pub struct RegistryArgs {
     /// sizeLimit): a compile writes its code beside what is kept before collecting.
     #[arg(long, env = "ZUNDOKO_CACHE_MAX_MIB", default_value_t = crate::supply::disk_cache::DEFAULT_MAX_MIB, value_name = "MIB")]
     pub cache_max_mib: u64,
+    /// The shortest interval a rule set's followed tag is resolved again at: a `pollSeconds`
+    /// under it is read as it (each new artifact a poll finds is pulled, compiled and kept).
+    #[arg(long, env = "ZUNDOKO_MIN_POLL_SECS", default_value_t = crate::supply::oci::registry::DEFAULT_MIN_POLL.as_secs(), value_name = "SECONDS")]
+    pub min_poll_secs: u64,
     /// Trusted public keys (PEM, as cosign.pub): a file, or a directory of *.pub / *.pem files
     /// (a mounted Secret). With any, a module from a registry serves only if a cosign-style
     /// signature by one of them verifies.
@@ -162,6 +166,7 @@ impl RegistryArgs {
             concurrent_pulls: self.concurrent_pulls.max(1),
             cache_dir: self.cache_dir.clone(),
             cache_max_bytes: self.cache_max_mib << 20,
+            min_poll: Duration::from_secs(self.min_poll_secs),
             trusted_keys,
             trusted_key_paths: self.trusted_keys.clone(),
             extra_ca_pem,

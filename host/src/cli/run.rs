@@ -119,6 +119,7 @@ impl RunArgs {
 
 /// `run`: load and check the first module, connect, and reconcile until SIGTERM or Ctrl-C.
 pub async fn run(args: &RunArgs) -> Result<()> {
+    forbid_dumping()?;
     let config = args.operator_config()?;
     let mut kube_config = kube::Config::infer()
         .await
@@ -140,6 +141,18 @@ pub async fn run(args: &RunArgs) -> Result<()> {
         "started"
     );
     running.task.await.context("the operator task failed")?
+}
+
+/// The operator not dumpable (`PR_SET_DUMPABLE 0`): no core file of its memory, and its
+/// `/proc/PID/` (environ, fd, mem, maps) is root's, closed to every other process of its UID,
+/// a compiler process whose compile turned into code execution included (it could otherwise
+/// open a memfd of compiled code before its seal, or read the environment).
+fn forbid_dumping() -> Result<()> {
+    // SAFETY: prctl with PR_SET_DUMPABLE and a plain integer argument.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot make the operator not dumpable (PR_SET_DUMPABLE)");
+    }
+    Ok(())
 }
 
 /// Resolves on SIGTERM (what Kubernetes sends) or Ctrl-C.

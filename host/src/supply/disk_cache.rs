@@ -1,26 +1,33 @@
-//! What the on-disk cache (`--cache-dir DIR`) shares between pulled blobs (`oci/cache.rs`,
-//! `DIR/oci/blobs/`) and compiled code (`sandbox/compiled_cache.rs`, `DIR/compiled/`):
-//! - its bound, `--cache-max-mib`: after every write, the least recently used entries (blobs
-//!   and compiled code together, by modification time, which a read sets) are removed until the
-//!   two folders fit, except an entry of a digest that serves now (the loader says which) and
-//!   the entry just written;
+//! What the on-disk cache (`--cache-dir DIR`) shares between pulled blobs and the records of a
+//! registry (`oci/cache.rs`: `DIR/oci/blobs/`, `tags/`, `signatures/`) and compiled code
+//! (`sandbox/compiled_cache.rs`, `DIR/compiled/`):
+//! - its folders, held open (`cache_files.rs`): every one the operator's own, or the start is
+//!   refused naming it;
+//! - its bound, `--cache-max-mib`: after every write, every file in those four folders counts
+//!   (the key and writes in flight too), and the least recently used (by modification time,
+//!   which a read sets) are removed until they fit, except what serves now (the loader says
+//!   which digests; with a serving module its manifest, its tag's record and its signatures)
+//!   and the entry just written;
 //! - the key compiled code is authenticated with (HMAC-SHA256): `DIR/cache.key`, 32 random
-//!   bytes made by the operator (0600, published with a link so no reader sees half of it)
+//!   bytes made by the operator (0600, linked into place so no reader sees half of it)
 //!   before any compiler process runs, and never handed to one. A key file not the operator's
-//!   own (another owner, readable by others, not 32 bytes) is replaced, so what it
-//!   authenticated is compiled again.
+//!   own (another owner, readable by others, not 32 bytes, a link, a file with another name
+//!   too) is replaced, so what it authenticated is compiled again.
 //!
 //! One `DiskCache` per directory in a process: the blob cache and the compiled cache of one
 //! directory share it (its bound, its key, what serves).
 
+use std::collections::HashMap;
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use hmac::{KeyInit as _, Mac as _};
+
+use crate::supply::cache_files::{Folder, TEMP_PREFIX};
 
 /// `--cache-max-mib`'s default: two versions of an interpreter's module (a CPython component:
 /// an 18 MB blob and 35 MiB of code each) with room, well under deploy/'s emptyDir of 256Mi.
@@ -55,8 +62,32 @@ impl MacInPieces {
     }
 }
 
+/// The folders of the cache, each holding one kind of entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// `oci/blobs/`: manifests and layers, by digest.
+    Blobs,
+    /// `oci/tags/`: the digest each tag last resolved to.
+    Tags,
+    /// `oci/signatures/`: the signatures that verified, by artifact.
+    Signatures,
+    /// `compiled/`: compiled code, by module digest and engine.
+    Compiled,
+}
+
+const KEPT: [Kept; 4] = [Kept::Blobs, Kept::Tags, Kept::Signatures, Kept::Compiled];
+
+/// A tag's record is a digest and a MAC: never more than this.
+pub const MAX_TAG_RECORD: u64 = 256;
+/// A manifest is never more than this (a bigger blob is a layer).
+const MAX_MANIFEST: u64 = 256 << 10;
+
 pub struct DiskCache {
-    root: PathBuf,
+    root: Folder,
+    blobs: Folder,
+    tags: Folder,
+    signatures: Folder,
+    compiled: Folder,
     key: [u8; KEY_BYTES],
     max_bytes: AtomicU64,
     in_use: RwLock<Option<InUse>>,
@@ -85,8 +116,17 @@ pub fn private_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
     Ok(PathBuf::from(std::ffi::OsString::from(std::ffi::OsStr::from_bytes(&template))))
 }
 
+/// One file in the cache's folders, as a collection sees it.
+struct Entry {
+    kept: Kept,
+    name: String,
+    size: u64,
+    modified: i64,
+}
+
 impl DiskCache {
-    /// The cache of `root` (created 0700 if missing), its key read or made now.
+    /// The cache of `root` (created 0700 if missing), its folders checked (the operator's own,
+    /// or refused naming the folder) and its key read or made now.
     pub fn open(root: &Path) -> Result<Arc<DiskCache>, String> {
         create_private_dir(root).map_err(|e| format!("cannot create the cache directory {}: {e}", root.display()))?;
         let root = root.canonicalize().map_err(|e| format!("cannot open the cache directory {}: {e}", root.display()))?;
@@ -95,9 +135,18 @@ impl DiskCache {
         if let Some(cache) = open.iter().find(|(path, _)| *path == root).and_then(|(_, cache)| cache.upgrade()) {
             return Ok(cache);
         }
-        let key = load_or_make_key(&root.join(KEY_FILE)).map_err(|e| format!("cannot make the cache's key in {}: {e}", root.display()))?;
+        let refused = |e: crate::supply::cache_files::FolderRefused| e.to_string();
+        let top = Folder::open_root(&root).map_err(refused)?;
+        let oci = top.sub("oci").map_err(refused)?;
+        let (blobs, tags, signatures) = (oci.sub("blobs").map_err(refused)?, oci.sub("tags").map_err(refused)?, oci.sub("signatures").map_err(refused)?);
+        let compiled = top.sub("compiled").map_err(refused)?;
+        let key = load_or_make_key(&top).map_err(|e| format!("cannot make the cache's key in {}: {e}", root.display()))?;
         let cache = Arc::new(DiskCache {
-            root: root.clone(),
+            root: top,
+            blobs,
+            tags,
+            signatures,
+            compiled,
             key,
             max_bytes: AtomicU64::new(DEFAULT_MAX_MIB << 20),
             in_use: RwLock::new(None),
@@ -109,12 +158,26 @@ impl DiskCache {
     }
 
     pub fn root(&self) -> &Path {
-        &self.root
+        self.root.path()
+    }
+
+    /// The open folder holding entries of this kind.
+    pub fn folder(&self, kept: Kept) -> &Folder {
+        match kept {
+            Kept::Blobs => &self.blobs,
+            Kept::Tags => &self.tags,
+            Kept::Signatures => &self.signatures,
+            Kept::Compiled => &self.compiled,
+        }
     }
 
     /// `--cache-max-mib`, in bytes.
     pub fn set_max_bytes(&self, max: u64) {
         self.max_bytes.store(max, Ordering::Relaxed);
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes.load(Ordering::Relaxed)
     }
 
     /// Which digests serve now (never collected).
@@ -146,50 +209,59 @@ impl DiskCache {
         self.mac(context, body).verify_slice(tag).is_ok()
     }
 
-    /// Remove the least recently used entries until blobs and compiled code fit the bound,
-    /// sparing what serves and `keep` (just written).
-    pub fn collect(&self, keep: &Path) {
-        let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
-        let max = self.max_bytes.load(Ordering::Relaxed);
-        let in_use = self.in_use.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let serves = |hex: &str| in_use.as_ref().is_some_and(|f| f(&format!("sha256:{hex}")));
-        let now = SystemTime::now();
+    /// Every file in the cache's folders (a crashed write's temporary file, long abandoned,
+    /// removed on the way), and the bytes of the key and of the writes in flight.
+    fn scan(&self) -> (Vec<Entry>, u64) {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let mut entries = Vec::new();
-        for folder in [self.root.join("oci").join("blobs"), self.root.join("compiled")] {
-            let Ok(dir) = std::fs::read_dir(&folder) else { continue };
-            for entry in dir.flatten() {
-                let (path, Ok(meta)) = (entry.path(), entry.metadata()) else { continue };
-                let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.contains(".tmp-") {
-                    // Another write's, in flight: left alone unless long abandoned.
-                    if now.duration_since(modified).unwrap_or_default() > STALE_TMP {
-                        let _ = std::fs::remove_file(&path);
+        let mut fixed = KEY_BYTES as u64;
+        for kept in KEPT {
+            let folder = self.folder(kept);
+            for (name, st) in folder.entries().unwrap_or_default() {
+                if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                    continue;
+                }
+                // What it takes on disk (a small file takes a block; what the kubelet's
+                // sizeLimit measures), or its length if more (a sparse file).
+                let size = (st.st_size.max(0) as u64).max(st.st_blocks.max(0) as u64 * 512);
+                if name.starts_with(TEMP_PREFIX) {
+                    // Another write's, in flight: counted, and left alone unless long abandoned.
+                    if now.saturating_sub(st.st_mtime) > STALE_TMP.as_secs() as i64 {
+                        let _ = folder.remove(&name);
+                    } else {
+                        fixed += size;
                     }
                     continue;
                 }
-                if meta.is_file() {
-                    entries.push((modified, meta.len(), path, name));
-                }
+                entries.push(Entry { kept, name, size, modified: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec) });
             }
         }
-        let mut total: u64 = entries.iter().map(|e| e.1).sum();
+        (entries, fixed)
+    }
+
+    /// Remove the least recently used files until everything under the cache fits the bound,
+    /// sparing what serves and `keep` (just written, in its folder).
+    pub fn collect(&self, keep: (Kept, &str)) {
+        let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
+        let max = self.max_bytes();
+        let (mut entries, fixed) = self.scan();
+        let mut total: u64 = fixed + entries.iter().map(|e| e.size).sum::<u64>();
         if total <= max {
             self.warned_full.store(false, Ordering::Relaxed);
             return;
         }
-        entries.sort_by_key(|e| e.0);
-        for (_, size, path, name) in entries {
+        entries.sort_by_key(|e| e.modified);
+        let mut spared = Spared::new(self);
+        for entry in entries {
             if total <= max {
                 break;
             }
-            let hex = name.get(..64).unwrap_or("");
-            if path == keep || serves(hex) || self.manifest_of_serving(&path, size, &serves) {
+            if (entry.kept, entry.name.as_str()) == keep || spared.spares(&entry) {
                 continue;
             }
-            if std::fs::remove_file(&path).is_ok() {
-                tracing::debug!(path = %path.display(), size, "collected from the module cache (least recently used)");
-                total -= size;
+            if self.folder(entry.kept).remove(&entry.name).is_ok() {
+                tracing::debug!(folder = ?entry.kept, name = %entry.name, size = entry.size, "collected from the module cache (least recently used)");
+                total -= entry.size;
             }
         }
         if total > max && !self.warned_full.swap(true, Ordering::Relaxed) {
@@ -201,17 +273,80 @@ impl DiskCache {
         }
     }
 
-    /// A small blob that is the manifest of a module serving now (kept with its layer: a
-    /// restart with the registry down serves from both).
-    fn manifest_of_serving(&self, path: &Path, size: u64, serves: &dyn Fn(&str) -> bool) -> bool {
-        if size > 256 << 10 || !path.starts_with(self.root.join("oci")) {
+    /// What a new entry may take: the bound less what no collection can remove (what serves,
+    /// the key, the writes in flight), and no more than the file system has free.
+    pub fn room(&self) -> u64 {
+        let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
+        let (entries, fixed) = self.scan();
+        let mut spared = Spared::new(self);
+        let held = fixed + entries.iter().filter(|e| spared.spares(e)).map(|e| e.size).sum::<u64>();
+        let free = self.root.free_bytes().unwrap_or(u64::MAX);
+        self.max_bytes().saturating_sub(held).min(free)
+    }
+
+    /// The digest the tag record `name` holds, if it is a record at all (its MAC is not
+    /// checked: this only decides what is spared).
+    fn tag_record_digest(&self, name: &str) -> Option<String> {
+        let (mut file, _) = self.tags.open_entry(name, MAX_TAG_RECORD).ok()??;
+        let mut record = String::new();
+        file.read_to_string(&mut record).ok()?;
+        Some(record.split_whitespace().next()?.to_string())
+    }
+
+    /// Whether the small blob `name` is the manifest of a module serving now (kept with its
+    /// layer, its signatures and its tag's record: a restart with the registry down serves
+    /// from them).
+    fn manifest_of_serving(&self, name: &str, serves: &dyn Fn(&str) -> bool) -> bool {
+        let Ok(Some((mut file, _))) = self.blobs.open_entry(name, MAX_MANIFEST) else { return false };
+        let mut bytes = Vec::new();
+        if file.read_to_end(&mut bytes).is_err() {
             return false;
         }
-        let Ok(bytes) = std::fs::read(path) else { return false };
         let Ok(manifest) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return false };
         manifest["layers"].as_array().is_some_and(|layers| {
             layers.iter().filter_map(|l| l["digest"].as_str()?.strip_prefix("sha256:")).any(serves)
         })
+    }
+}
+
+/// Which entries a collection spares: what serves now, each manifest read once.
+struct Spared<'a> {
+    cache: &'a DiskCache,
+    in_use: Option<InUse>,
+    manifests: HashMap<String, bool>,
+}
+
+impl<'a> Spared<'a> {
+    fn new(cache: &'a DiskCache) -> Self {
+        let in_use = cache.in_use.read().unwrap_or_else(|p| p.into_inner()).clone();
+        Spared { cache, in_use, manifests: HashMap::new() }
+    }
+
+    fn serves(&self, hex: &str) -> bool {
+        self.in_use.as_ref().is_some_and(|f| f(&format!("sha256:{hex}")))
+    }
+
+    fn manifest_serves(&mut self, hex: &str) -> bool {
+        if let Some(known) = self.manifests.get(hex) {
+            return *known;
+        }
+        let serves = |layer: &str| self.serves(layer);
+        let answer = self.cache.manifest_of_serving(hex, &serves);
+        self.manifests.insert(hex.to_string(), answer);
+        answer
+    }
+
+    fn spares(&mut self, entry: &Entry) -> bool {
+        let hex = entry.name.get(..64).unwrap_or("");
+        match entry.kept {
+            Kept::Compiled => self.serves(hex),
+            Kept::Blobs => self.serves(hex) || (entry.size <= MAX_MANIFEST && self.manifest_serves(&entry.name)),
+            Kept::Signatures => self.manifest_serves(&entry.name),
+            Kept::Tags => {
+                let digest = self.cache.tag_record_digest(&entry.name);
+                digest.and_then(|d| d.strip_prefix("sha256:").map(str::to_string)).is_some_and(|hex| self.manifest_serves(&hex))
+            }
+        }
     }
 }
 
@@ -220,27 +355,22 @@ pub fn touch(file: &std::fs::File) {
     let _ = file.set_modified(SystemTime::now());
 }
 
-fn load_or_make_key(path: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
+fn load_or_make_key(root: &Folder) -> std::io::Result<[u8; KEY_BYTES]> {
     for _ in 0..3 {
-        match read_key(path) {
+        match read_key(root) {
             Ok(Some(key)) => return Ok(key),
             Ok(None) => {}
             Err(why) => {
-                tracing::warn!(path = %path.display(), %why, "the module cache's key file is not the operator's own: replaced, and the compiled code it authenticated will be compiled again");
-                std::fs::remove_file(path)?;
+                tracing::warn!(path = %root.path().join(KEY_FILE).display(), %why, "the module cache's key file is not the operator's own: replaced, and the compiled code it authenticated will be compiled again");
+                root.remove(KEY_FILE)?;
             }
         }
         let mut key = [0u8; KEY_BYTES];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
-        file.write_all(&key)?;
-        file.sync_all()?;
+        let mut made = root.create_new()?;
+        made.file.write_all(&key)?;
         // Published whole or not at all; a process that got there first wins.
-        let linked = std::fs::hard_link(&tmp, path);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
+        match made.link_new(KEY_FILE) {
             Ok(()) => return Ok(key),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -250,21 +380,22 @@ fn load_or_make_key(path: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
 }
 
 /// The key, if the file is there and the operator's own; `Err` says why it is not.
-fn read_key(path: &Path) -> std::io::Result<Option<[u8; KEY_BYTES]>> {
-    let mut file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+fn read_key(root: &Folder) -> std::io::Result<Option<[u8; KEY_BYTES]>> {
+    let (mut file, st) = match root.open_entry(KEY_FILE, KEY_BYTES as u64) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Ok(None),
         Err(e) => return Err(std::io::Error::other(format!("cannot open it: {e}"))),
     };
-    let meta = file.metadata()?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 || meta.len() != KEY_BYTES as u64 {
+    let me = crate::supply::cache_files::my_uid();
+    // One link only: a key that is also another name (a blob whose bytes someone chose,
+    // linked here) is not a key no one else knows.
+    if st.st_uid != me || st.st_mode & 0o077 != 0 || st.st_size != KEY_BYTES as i64 || st.st_nlink != 1 {
         return Err(std::io::Error::other(format!(
-            "owner {}, mode {:o}, {} bytes (wanted owner {me}, 0600, {KEY_BYTES})",
-            meta.uid(),
-            meta.mode() & 0o7777,
-            meta.len()
+            "owner {}, mode {:o}, {} bytes, {} links (wanted owner {me}, 0600, {KEY_BYTES}, 1)",
+            st.st_uid,
+            st.st_mode & 0o7777,
+            st.st_size,
+            st.st_nlink
         )));
     }
     let mut key = [0u8; KEY_BYTES];
@@ -275,19 +406,30 @@ fn read_key(path: &Path) -> std::io::Result<Option<[u8; KEY_BYTES]>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt as _;
 
     #[test]
     fn the_key_is_made_private_once_and_kept_and_a_planted_one_is_replaced() {
         let dir = private_temp_dir("zundoko-key-test-").unwrap();
         assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700, "a private temporary directory");
-        let first = load_or_make_key(&dir.join(KEY_FILE)).unwrap();
+        let root = Folder::open_root(&dir).unwrap();
+        let first = load_or_make_key(&root).unwrap();
         assert_eq!(std::fs::metadata(dir.join(KEY_FILE)).unwrap().mode() & 0o777, 0o600);
-        assert_eq!(load_or_make_key(&dir.join(KEY_FILE)).unwrap(), first, "kept across restarts");
+        assert_eq!(load_or_make_key(&root).unwrap(), first, "kept across restarts");
         std::fs::remove_file(dir.join(KEY_FILE)).unwrap();
         std::fs::write(dir.join(KEY_FILE), [7u8; KEY_BYTES]).unwrap();
         std::fs::set_permissions(dir.join(KEY_FILE), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-        let replaced = load_or_make_key(&dir.join(KEY_FILE)).unwrap();
+        let replaced = load_or_make_key(&root).unwrap();
         assert_ne!(replaced, [7u8; KEY_BYTES], "a key file readable by others is not believed");
+        // The operator's own file, 0600, 32 bytes whose content another chose (a blob it
+        // published), hard-linked as the key: not believed either.
+        std::fs::remove_file(dir.join(KEY_FILE)).unwrap();
+        std::fs::write(dir.join("blob"), [9u8; KEY_BYTES]).unwrap();
+        std::fs::set_permissions(dir.join("blob"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::hard_link(dir.join("blob"), dir.join(KEY_FILE)).unwrap();
+        let relinked = load_or_make_key(&root).unwrap();
+        assert_ne!(relinked, [9u8; KEY_BYTES], "a hard-linked key file is not believed");
+        assert_eq!(std::fs::read(dir.join("blob")).unwrap(), [9u8; KEY_BYTES], "the other name is left alone");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -11,6 +11,7 @@ mod loader;
 pub mod contract;
 pub mod digest;
 pub mod fetch;
+pub mod cache_files;
 pub mod disk_cache;
 pub mod oci;
 pub mod sandbox;

@@ -122,9 +122,10 @@ impl TestRegistry {
     pub fn settings(&self) -> RegistrySettings {
         if self.tls {
             let ca = std::fs::read(self.dir.join("ca.pem")).unwrap();
-            return RegistrySettings { extra_ca_pem: vec![ca], timeout: Duration::from_secs(3), tries: 2, ..RegistrySettings::default() };
+            return RegistrySettings { extra_ca_pem: vec![ca], timeout: Duration::from_secs(3), tries: 2, min_poll: Duration::from_secs(1), ..RegistrySettings::default() };
         }
-        RegistrySettings { insecure: vec![self.addr.clone()], timeout: Duration::from_secs(3), tries: 2, ..RegistrySettings::default() }
+        // Tests follow tags every second (--min-poll-secs 1).
+        RegistrySettings { insecure: vec![self.addr.clone()], timeout: Duration::from_secs(3), tries: 2, min_poll: Duration::from_secs(1), ..RegistrySettings::default() }
     }
 
     /// Push a module (signed with `sign` if given): its manifest digest.

@@ -8,7 +8,7 @@ use tracing::{info, warn};
 
 use super::controller::{Context, Error, Followed, now_ms};
 use super::resolve::Resolved;
-use super::tally::{OCI_RETRY, follow_every, follow_wait};
+use super::tally::{self, OCI_RETRY, follow_every, follow_wait};
 use crate::controllers::writes::status::rfc3339_millis;
 use crate::crd::{RolloutSpec, ZundokoRules};
 use crate::supply::serving::rollout::Thresholds;
@@ -86,7 +86,7 @@ async fn follow_tag(
     let mut followed = None;
     let oci = zr.spec.source.oci.as_ref();
     if let (Some(o), Some(written)) = (oci.filter(|o| o.follow && zr.spec.candidate.is_none()), &at.tag) {
-        let (digest, problem) = ctx.follow(&at.uid, spec, written, follow_every(o.poll_seconds)).await;
+        let (digest, problem) = ctx.follow(&at.uid, spec, written, follow_every(o.poll_seconds, ctx.sources.min_poll())).await;
         follow_problem = problem;
         if let Some(digest) = digest.filter(|d| Some(d) != stable_digest) {
             if stable.outcome.is_err() && ctx.with_memo(&at.uid, |m| m.last_stable.is_none()) {
@@ -142,6 +142,7 @@ impl Context {
         let due = self.with_memo(uid, |m| match m.followed.as_ref().filter(|f| f.written == written) {
             None => None,
             Some(f) => {
+                let poll = tally::slowed_poll(f.moved_at.len(), poll).unwrap_or(poll);
                 (f.tried_at.elapsed() < follow_wait(f.failures, poll)).then(|| (f.digest.clone(), f.problem.clone()))
             }
         });
@@ -151,8 +152,25 @@ impl Context {
         let resolved = self.sources.resolve(oci).await;
         self.with_memo(uid, |m| {
             let last = m.followed.take().filter(|f| f.written == written);
+            let mut moved_at = last.as_ref().map(|l| l.moved_at.clone()).unwrap_or_default();
+            tally::moves_in_hour(&mut moved_at, Instant::now());
             let followed = match resolved {
-                Ok(digest) => Followed { written: written.into(), digest: Some(digest), tried_at: Instant::now(), failures: 0, problem: None },
+                Ok(digest) => {
+                    if last.as_ref().and_then(|l| l.digest.as_ref()).is_some_and(|before| *before != digest) {
+                        moved_at.push(Instant::now());
+                    }
+                    // Past the hour's allowance: resolved less often, and the status says so.
+                    let problem = tally::slowed_poll(moved_at.len(), poll).map(|every| {
+                        let message = format!(
+                            "the followed tag {written} moved to {} new artifacts in the last hour, more than {}: it is resolved again every {} s until fewer moves fall in the hour (each new artifact is pulled, compiled and kept)",
+                            moved_at.len(),
+                            tally::MOVES_AN_HOUR,
+                            every.as_secs()
+                        );
+                        Problem::new("FollowSlowedDown", message, true)
+                    });
+                    Followed { written: written.into(), digest: Some(digest), tried_at: Instant::now(), failures: 0, problem, moved_at }
+                }
                 Err(problem) => {
                     warn!(reference = written, reason = %problem.reason, message = %problem.message, "cannot resolve the followed tag; what serves keeps serving");
                     Followed {
@@ -161,6 +179,7 @@ impl Context {
                         tried_at: Instant::now(),
                         failures: last.map_or(1, |l| l.failures.saturating_add(1)),
                         problem: Some(problem),
+                        moved_at,
                     }
                 }
             };

@@ -74,6 +74,8 @@ pub(super) struct Followed {
     /// Tries in a row that failed: the next waits longer (at most the poll interval).
     pub(super) failures: u32,
     pub(super) problem: Option<Problem>,
+    /// When it moved to a new artifact, within the last hour (`tally::slowed_poll`).
+    pub(super) moved_at: Vec<Instant>,
 }
 
 pub struct Context {

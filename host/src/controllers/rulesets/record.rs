@@ -20,7 +20,7 @@ use crate::crd::{RolloutStatus, ZundokoRules, ZundokoRulesStatus};
 
 /// Record what the reconcile found; the requeue.
 pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources, rolled: &RolledOut, desired: ZundokoRulesStatus) -> Result<Action, Error> {
-    let requeue = tally::requeue(&pacing(zr, at, sources, rolled), rolled.now);
+    let requeue = tally::requeue(&pacing(zr, at, sources, rolled, ctx.sources.min_poll()), rolled.now);
     if !at.writes {
         // Its count is written again at the next reconcile: a failure here fails nothing else.
         if let Err(error) = count_own(ctx, zr, &at.uid, &at.me, rolled.rollout.as_ref()).await {
@@ -42,7 +42,7 @@ pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sour
 }
 
 /// What the requeue is chosen on.
-fn pacing<'a>(zr: &'a ZundokoRules, at: &'a Resolved, sources: &'a Sources, rolled: &'a RolledOut) -> Pacing<'a> {
+fn pacing<'a>(zr: &'a ZundokoRules, at: &'a Resolved, sources: &'a Sources, rolled: &'a RolledOut, min_poll: std::time::Duration) -> Pacing<'a> {
     // A registry that failed in a way that may pass is tried again soon; a followed tag is
     // resolved again at its interval.
     let checked = [Some(&sources.stable), sources.candidate.as_ref()].into_iter().flatten();
@@ -53,7 +53,7 @@ fn pacing<'a>(zr: &'a ZundokoRules, at: &'a Resolved, sources: &'a Sources, roll
         thresholds: sources.thresholds.as_ref(),
         writes: at.writes,
         registry_retry: waiting_on_registry || sources.follow_problem.is_some(),
-        follow_every: zr.spec.source.oci.as_ref().filter(|o| o.follow).map(|o| tally::follow_every(o.poll_seconds)),
+        follow_every: zr.spec.source.oci.as_ref().filter(|o| o.follow).map(|o| tally::follow_every(o.poll_seconds, min_poll)),
     }
 }
 

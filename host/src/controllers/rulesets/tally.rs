@@ -178,9 +178,27 @@ pub fn requeue(p: &Pacing, now: TimestampMs) -> Duration {
     p.follow_every.map_or(delay, |every| delay.min(every))
 }
 
-/// A followed tag's interval: as the rule set says, or [`FOLLOW_EVERY`].
-pub fn follow_every(poll_seconds: Option<u64>) -> Duration {
-    poll_seconds.map_or(FOLLOW_EVERY, Duration::from_secs)
+/// New artifacts a followed tag may bring in an hour before it is resolved less often.
+pub const MOVES_AN_HOUR: usize = 6;
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A followed tag's interval once it moved `moves` times in the last hour: `None` while
+/// within [`MOVES_AN_HOUR`]; past it, an hour shared by that many (10 min), or `poll` if longer.
+/// Each new artifact is pulled, compiled and kept: a tag that mints one at every poll is
+/// slowed down, and its status says so.
+pub fn slowed_poll(moves: usize, poll: Duration) -> Option<Duration> {
+    (moves > MOVES_AN_HOUR).then(|| poll.max(HOUR / MOVES_AN_HOUR as u32))
+}
+
+/// The times a tag moved that are within the last hour, now `now`.
+pub fn moves_in_hour(moved_at: &mut Vec<std::time::Instant>, now: std::time::Instant) {
+    moved_at.retain(|at| now.saturating_duration_since(*at) < HOUR);
+}
+
+/// A followed tag's interval: as the rule set says, or [`FOLLOW_EVERY`]; never under `floor`
+/// (`--min-poll-secs`: each new artifact a poll finds is pulled, compiled and kept).
+pub fn follow_every(poll_seconds: Option<u64>, floor: Duration) -> Duration {
+    poll_seconds.map_or(FOLLOW_EVERY, Duration::from_secs).max(floor)
 }
 
 /// How long a changed status waits, its last write `since_last_write` ago: `None` if it may be
@@ -384,9 +402,20 @@ mod tests {
         // A registry to try again, a followed tag to resolve again: whichever comes first.
         assert_eq!(at(T0, Pacing { registry_retry: true, ..Pacing::default() }), OCI_RETRY);
         assert_eq!(at(T0 + 10 * SECOND, Pacing { registry_retry: true, ..rolling }), STATUS_EVERY);
-        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(Some(3))), ..Pacing::default() }), Duration::from_secs(3));
-        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(None)), ..Pacing::default() }), REFRESH_EVERY);
-        assert_eq!(follow_every(None), FOLLOW_EVERY);
+        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(Some(3), Duration::from_secs(1))), ..Pacing::default() }), Duration::from_secs(3));
+        assert_eq!(at(T0, Pacing { follow_every: Some(follow_every(None, Duration::from_secs(1))), ..Pacing::default() }), REFRESH_EVERY);
+        assert_eq!(follow_every(None, Duration::from_secs(30)), FOLLOW_EVERY);
+        // A tag that moved more than MOVES_AN_HOUR times in the last hour: every 10 minutes.
+        assert_eq!(slowed_poll(MOVES_AN_HOUR, Duration::from_secs(30)), None);
+        assert_eq!(slowed_poll(MOVES_AN_HOUR + 1, Duration::from_secs(30)), Some(Duration::from_secs(600)));
+        assert_eq!(slowed_poll(MOVES_AN_HOUR + 1, Duration::from_secs(3600)), Some(Duration::from_secs(3600)));
+        let now = std::time::Instant::now() + HOUR * 2;
+        let mut moved = vec![now - HOUR - Duration::from_secs(1), now - Duration::from_secs(60), now];
+        moves_in_hour(&mut moved, now);
+        assert_eq!(moved.len(), 2, "an hour ago and more is forgotten");
+        // pollSeconds under the floor (--min-poll-secs) is read as the floor.
+        assert_eq!(follow_every(Some(1), Duration::from_secs(30)), Duration::from_secs(30));
+        assert_eq!(follow_every(Some(45), Duration::from_secs(30)), Duration::from_secs(45));
     }
 
     #[test]

@@ -4,16 +4,19 @@
 //! - the digest each tag was last resolved to, authenticated with the cache's key
 //!   (`DiskCache::tag`, bound to the tag's name): whoever can write the directory cannot point
 //!   a tag at another (older, still signed) artifact for a restart with the registry down;
-//! - the signatures found next to each artifact (payloads and signatures as the registry had
-//!   them): a verdict is never stored, the signatures are verified again on every load against
-//!   the keys trusted then (one ECDSA P-256 verification per kept signature), so a record
-//!   written by hand is worth what its signatures are.
+//! - the signatures that verified when an artifact was pulled, at most
+//!   [`MAX_KEPT_SIGNATURES`] (payloads and signatures as the registry had them): a verdict is
+//!   never stored, the signatures are verified again on every load against the keys trusted
+//!   then (one ECDSA P-256 verification per kept signature), so a record written by hand is
+//!   worth what its signatures are.
 //!
-//! Blobs count towards the cache's bound with compiled code (`supply/disk_cache.rs`): a read
-//! marks a blob used, a write collects the least recently used.
+//! Every file here counts towards the cache's bound with compiled code
+//! (`supply/disk_cache.rs`): a read marks it used, a write collects the least recently used.
+//! Each is made under a fresh name and renamed into place, and read only if it is a regular
+//! file within its cap (`supply/cache_files.rs`).
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -22,11 +25,17 @@ use crate::supply::digest::{digest as digest_of, from_hex};
 
 use super::reference::ModuleRef;
 use super::signature::Found;
-use crate::supply::disk_cache::{DiskCache, MAC_BYTES};
+use crate::supply::disk_cache::{DiskCache, Kept, MAC_BYTES, MAX_TAG_RECORD};
 
-/// The most a signatures record may hold: what a pull keeps of one (16 payloads of 64 KiB at
+/// The most signatures kept for one artifact: those that verified, the first few (one per
+/// trusted key set is what a load needs).
+pub const MAX_KEPT_SIGNATURES: usize = 4;
+/// The most a signatures record may hold: what a pull keeps of one (4 payloads of 64 KiB at
 /// most, base64) with room; a bigger one is not read.
-const MAX_SIGNATURES_RECORD: u64 = 2 << 20;
+const MAX_SIGNATURES_RECORD: u64 = 512 << 10;
+/// The biggest blob read back (`--max-module-mib` cannot pass it); a bigger file is no blob
+/// the operator wrote.
+const MAX_BLOB_BYTES: u64 = 1 << 30;
 
 /// A signature as the record keeps it.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -39,7 +48,6 @@ struct KeptSignature {
 
 pub struct BlobCache {
     disk: Arc<DiskCache>,
-    root: PathBuf,
 }
 
 fn hex_of(digest: &str) -> Option<&str> {
@@ -47,14 +55,9 @@ fn hex_of(digest: &str) -> Option<&str> {
 }
 
 impl BlobCache {
-    /// The cache under `dir/oci`, created if missing.
+    /// The cache under `dir/oci`, created if missing (its folders checked: `DiskCache::open`).
     pub fn open(dir: &Path) -> Result<Self, String> {
-        let disk = DiskCache::open(dir)?;
-        let root = disk.root().join("oci");
-        for sub in ["blobs", "tags", "signatures"] {
-            crate::supply::disk_cache::create_private_dir(&root.join(sub)).map_err(|e| format!("cannot create the module cache {}: {e}", root.join(sub).display()))?;
-        }
-        Ok(BlobCache { disk, root })
+        Ok(BlobCache { disk: DiskCache::open(dir)? })
     }
 
     /// The directory (its bound, its key, what serves).
@@ -64,13 +67,14 @@ impl BlobCache {
 
     /// The blob with this digest, if kept and intact.
     pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
-        let path = self.root.join("blobs").join(hex_of(digest)?);
-        let mut file = std::fs::File::open(&path).ok()?;
+        let hex = hex_of(digest)?;
+        let blobs = self.disk.folder(Kept::Blobs);
+        let (mut file, _) = self.entry(Kept::Blobs, hex, MAX_BLOB_BYTES)?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).ok()?;
+        (&mut file).take(MAX_BLOB_BYTES).read_to_end(&mut bytes).ok()?;
         if digest_of(&bytes) != digest {
-            tracing::warn!(path = %path.display(), %digest, "a cached blob does not match its digest; dropped");
-            let _ = std::fs::remove_file(&path);
+            tracing::warn!(path = %blobs.path().join(hex).display(), %digest, "a cached blob does not match its digest; dropped");
+            let _ = blobs.remove(hex);
             return None;
         }
         crate::supply::disk_cache::touch(&file);
@@ -80,17 +84,18 @@ impl BlobCache {
     /// Keep a blob whose digest the caller checked. Best effort: a full disk costs a pull later.
     pub fn put(&self, digest: &str, bytes: &[u8]) {
         if let Some(hex) = hex_of(digest) {
-            let path = self.root.join("blobs").join(hex);
-            self.write(&path, bytes);
-            self.disk.collect(&path);
+            self.write(Kept::Blobs, hex, bytes);
         }
     }
 
     /// The digest `reference`'s tag resolved to last time, if its record is the operator's own
     /// (its MAC under the cache's key, for this tag's name, holds).
     pub fn tag(&self, reference: &ModuleRef) -> Option<String> {
-        let path = self.tag_path(reference);
-        let record = std::fs::read(&path).ok().filter(|r| r.len() <= 256)?;
+        let name = Self::tag_file(reference);
+        let path = self.disk.folder(Kept::Tags).path().join(&name);
+        let (file, _) = self.entry(Kept::Tags, &name, MAX_TAG_RECORD)?;
+        let mut record = Vec::new();
+        file.take(MAX_TAG_RECORD).read_to_end(&mut record).ok()?;
         let text = std::str::from_utf8(&record).ok()?;
         let (digest, mac) = text.trim().split_once(' ')?;
         let mac = hex::decode(mac).ok().filter(|m| m.len() == MAC_BYTES)?;
@@ -103,7 +108,7 @@ impl BlobCache {
 
     pub fn put_tag(&self, reference: &ModuleRef, digest: &str) {
         let mac = self.disk.tag(&Self::tag_context(reference), digest.as_bytes());
-        self.write(&self.tag_path(reference), format!("{digest} {}\n", hex::encode(mac)).as_bytes());
+        self.write(Kept::Tags, &Self::tag_file(reference), format!("{digest} {}\n", hex::encode(mac)).as_bytes());
     }
 
     /// What a tag's record is bound to: the tag's full name.
@@ -118,7 +123,7 @@ impl BlobCache {
     /// The signatures kept for artifact `manifest_digest` (unverified: the caller verifies them
     /// with the keys trusted now), if a record of them is kept and readable.
     pub fn signatures(&self, manifest_digest: &str) -> Option<Vec<Found>> {
-        let file = std::fs::File::open(self.signatures_path(manifest_digest)?).ok()?;
+        let (file, _) = self.entry(Kept::Signatures, hex_of(manifest_digest)?, MAX_SIGNATURES_RECORD)?;
         let mut record = Vec::new();
         file.take(MAX_SIGNATURES_RECORD + 1).read_to_end(&mut record).ok()?;
         if record.len() as u64 > MAX_SIGNATURES_RECORD {
@@ -130,32 +135,46 @@ impl BlobCache {
         kept.into_iter().map(|k| Some(Found { payload: b64.decode(k.payload).ok()?, signature: k.signature })).collect()
     }
 
-    /// Keep the signatures found next to artifact `manifest_digest`.
-    pub fn put_signatures(&self, manifest_digest: &str, found: &[Found]) {
+    /// Keep the signatures of artifact `manifest_digest` that verified (the caller says which),
+    /// the first [`MAX_KEPT_SIGNATURES`] of them.
+    pub fn put_signatures(&self, manifest_digest: &str, verified: &[Found]) {
         use base64::Engine as _;
         let b64 = base64::engine::general_purpose::STANDARD;
-        let kept: Vec<KeptSignature> = found.iter().map(|f| KeptSignature { payload: b64.encode(&f.payload), signature: f.signature.clone() }).collect();
-        if let Some(path) = self.signatures_path(manifest_digest) {
-            self.write(&path, &serde_json::to_vec(&kept).expect("signatures serialize"));
+        let kept: Vec<KeptSignature> =
+            verified.iter().take(MAX_KEPT_SIGNATURES).map(|f| KeptSignature { payload: b64.encode(&f.payload), signature: f.signature.clone() }).collect();
+        if let (Some(hex), Ok(record)) = (hex_of(manifest_digest), serde_json::to_vec(&kept)) {
+            self.write(Kept::Signatures, hex, &record);
         }
     }
 
-    fn tag_path(&self, reference: &ModuleRef) -> PathBuf {
-        self.root.join("tags").join(hex::encode(Sha256::digest(Self::tag_name(reference).as_bytes())))
+    /// A tag record's file name: the SHA-256 of the tag's full name.
+    fn tag_file(reference: &ModuleRef) -> String {
+        hex::encode(Sha256::digest(Self::tag_name(reference).as_bytes()))
     }
 
-    fn signatures_path(&self, manifest_digest: &str) -> Option<PathBuf> {
-        Some(self.root.join("signatures").join(hex_of(manifest_digest)?))
+    /// The entry `name` of a folder, opened if it is a regular file of at most `max` bytes
+    /// (never through a link); one that is not is dropped, with a warning.
+    fn entry(&self, kept: Kept, name: &str, max: u64) -> Option<(std::fs::File, libc::stat)> {
+        let folder = self.disk.folder(kept);
+        match folder.open_entry(name, max) {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(path = %folder.path().join(name).display(), %error, "an entry of the module cache is not one the operator wrote; dropped");
+                let _ = folder.remove(name);
+                None
+            }
+        }
     }
 
-    /// Write through a temporary file and a rename, so a reader never sees half a blob.
-    fn write(&self, path: &Path, bytes: &[u8]) {
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let written = std::fs::File::create(&tmp).and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all())).and_then(|()| std::fs::rename(&tmp, path));
+    /// Write under a fresh name and rename into place, so a reader never sees half a file;
+    /// then bring the cache back under its bound.
+    fn write(&self, kept: Kept, name: &str, bytes: &[u8]) {
+        let folder = self.disk.folder(kept);
+        let written = folder.create_new().and_then(|mut made| made.file.write_all(bytes).and_then(|()| made.publish(name)));
         if let Err(error) = written {
-            let _ = std::fs::remove_file(&tmp);
-            tracing::warn!(path = %path.display(), %error, "could not write to the module cache");
+            tracing::warn!(path = %folder.path().join(name).display(), %error, "could not write to the module cache");
         }
+        self.disk.collect((kept, name));
     }
 }
 
@@ -183,9 +202,9 @@ mod tests {
         // Forged: the record written by hand (as the cache wrote it before it had a MAC), or
         // another tag's genuine record copied over this one's name: not believed.
         let other = crate::supply::digest::digest(b"an older module");
-        std::fs::write(cache.tag_path(&v2), format!("{other}\n")).unwrap();
+        std::fs::write(dir.join("oci/tags").join(BlobCache::tag_file(&v2)), format!("{other}\n")).unwrap();
         assert_eq!(cache.tag(&v2), None, "a tag record without the cache's MAC");
-        std::fs::copy(cache.tag_path(&r), cache.tag_path(&v2)).unwrap();
+        std::fs::copy(dir.join("oci/tags").join(BlobCache::tag_file(&r)), dir.join("oci/tags").join(BlobCache::tag_file(&v2))).unwrap();
         assert_eq!(cache.tag(&v2), None, "another tag's record");
         cache.put_tag(&v2, &other);
         assert_eq!(cache.tag(&v2), Some(other));

@@ -25,7 +25,9 @@ pub use super::settings::{RegistrySettings, registry_allowed};
 const MAX_MANIFEST_BYTES: usize = 256 << 10;
 const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
 const MAX_SIGNATURES: usize = 16;
-
+/// `--min-poll-secs`' default: a tag that mints an artifact at every poll costs a pull, a
+/// compile and a kept copy at most this often per rule set.
+pub const DEFAULT_MIN_POLL: Duration = Duration::from_secs(30);
 
 /// Why a module could not be had from a registry.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +96,11 @@ impl Verifying<'_> {
     /// The signer for each set of keys, or why one set has none.
     fn verify(&self, manifest_digest: &str, found: &[Found]) -> Result<Vec<String>, String> {
         self.keysets.iter().map(|keys| signature::verify(manifest_digest, found, keys, self.identity)).collect()
+    }
+
+    /// What the cache keeps of `found`: the first few that verify (`signature::verified`).
+    fn verified(&self, manifest_digest: &str, found: Vec<Found>) -> Vec<Found> {
+        signature::verified(manifest_digest, found, self.keysets, self.identity, super::cache::MAX_KEPT_SIGNATURES)
     }
 }
 
@@ -416,9 +423,11 @@ impl Registry {
         if let Some(cache) = &self.cache {
             cache.put(&layer_digest, &bytes);
             cache.put(manifest_digest, &manifest);
-            // The signatures, not the verdict: verified again whenever the cache serves them.
-            if !found.is_empty() {
-                cache.put_signatures(manifest_digest, &found);
+            // The signatures that verified, not the verdict: verified again whenever the cache
+            // serves them.
+            let verified = verifying.verified(manifest_digest, found);
+            if !verified.is_empty() {
+                cache.put_signatures(manifest_digest, &verified);
             }
         }
         let signed_by = (!signers.is_empty()).then(|| signers.join(" and "));

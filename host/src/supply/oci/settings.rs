@@ -22,8 +22,9 @@ pub struct RegistrySettings {
     pub concurrent_pulls: usize,
     /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
     pub cache_dir: Option<PathBuf>,
-    /// The most the cache may hold (blobs and compiled code), `--cache-max-mib`: the least
-    /// recently used is collected, never what serves.
+    /// The most the cache may hold (every file under it: blobs, compiled code, tag and
+    /// signature records), `--cache-max-mib`: the least recently used is collected, never what
+    /// serves.
     pub cache_max_bytes: u64,
     /// With any, a module serves only if a signature by one of them verifies.
     pub trusted_keys: Vec<TrustedKey>,
@@ -45,6 +46,9 @@ pub struct RegistrySettings {
     /// `--trusted-token-realm` `HOST[:PORT]`s: token realms on another host than their
     /// registry's that may be at an internal address and are given the registry's credentials.
     pub trusted_realms: Vec<String>,
+    /// `--min-poll-secs`: a rule set's followed tag is resolved again no more often than this,
+    /// whatever its `pollSeconds` says (each new artifact is pulled and kept).
+    pub min_poll: Duration,
 }
 
 impl Default for RegistrySettings {
@@ -63,6 +67,7 @@ impl Default for RegistrySettings {
             require_signatures: false,
             allowed: Vec::new(),
             trusted_realms: Vec::new(),
+            min_poll: super::registry::DEFAULT_MIN_POLL,
         }
     }
 }

@@ -246,6 +246,14 @@ pub fn verify(manifest_digest: &str, found: &[Found], keys: &[TrustedKey], ident
     Err(format!("no valid signature by a trusted key ({}); keys trusted: {tried}", why.join("; ")))
 }
 
+/// The first `most` of `found` that verify on their own with one of `keysets` (as [`verify`]
+/// checks them): what the cache keeps of an artifact's signatures. A payload beside them that
+/// verified nothing (a registry may put up to 16 of 64 KiB beside one good one) is not kept.
+pub fn verified(manifest_digest: &str, found: Vec<Found>, keysets: &[&[TrustedKey]], identity: Option<&str>, most: usize) -> Vec<Found> {
+    let verifies = |f: &Found| keysets.iter().any(|keys| verify(manifest_digest, std::slice::from_ref(f), keys, identity).is_ok());
+    found.into_iter().filter(verifies).take(most).collect()
+}
+
 /// A module signed outside a registry (`zundoko-operator sign`, `--require-signatures`): an
 /// ECDSA P-256 signature over the module's SHA-256, base64 DER. The same as `cosign sign-blob
 /// --key` writes for the module file (it signs the file's SHA-256), so either may make it and
@@ -290,6 +298,26 @@ mod tests {
         let payload = payload("127.0.0.1:5000/rules/ja", DIGEST);
         let found = [Found { signature: key.sign(&payload), payload }];
         assert!(verify(DIGEST, &found, &[key.trusted("k")], None).unwrap().starts_with("k (sha256:"));
+    }
+
+    #[test]
+    fn only_the_signatures_that_verify_are_kept_and_only_a_few() {
+        let (key, other) = (SignKey::generate(), SignKey::generate());
+        let p = payload("127.0.0.1:5000/rules/ja", DIGEST);
+        let good = || Found { signature: key.sign(&p), payload: p.clone() };
+        let filler = || Found { signature: other.sign(&[b'x'; 64 << 10]), payload: vec![b'x'; 64 << 10] };
+        let found: Vec<Found> = std::iter::once(good()).chain((0..15).map(|_| filler())).collect();
+        let trusted = [key.trusted("k")];
+        let kept = verified(DIGEST, found, &[&trusted], None, 4);
+        assert_eq!(kept.len(), 1, "the 15 fillers are not kept");
+        assert_eq!(kept[0].payload, p);
+        // Many good ones: a few kept. Under another key set: each set's own kept.
+        let others = [other.trusted("o")];
+        let theirs = Found { signature: other.sign(&p), payload: p.clone() };
+        let found: Vec<Found> = (0..6).map(|_| good()).chain(std::iter::once(theirs)).collect();
+        assert_eq!(verified(DIGEST, found, &[&trusted], None, 4).len(), 4);
+        let found = vec![good(), Found { signature: other.sign(&p), payload: p.clone() }];
+        assert_eq!(verified(DIGEST, found, &[&trusted, &others], None, 4).len(), 2);
     }
 
     #[test]

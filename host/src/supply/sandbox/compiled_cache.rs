@@ -5,11 +5,13 @@
 //!
 //! The code is loaded as code, so it is believed only if the operator wrote it: each file ends
 //! with an HMAC-SHA256, under the cache's key (`supply/disk_cache.rs`, which the compiler
-//! process never sees), of the file's name and the code. A file is opened once and copied in
-//! pieces into a sealed memfd, its MAC computed on the way; wasmtime gets the memfd only if the
-//! MAC of what it holds verifies: what was checked is what runs. A file whose MAC does not
-//! verify (damaged, another module's code under this name, written by anyone but the
-//! operator) is dropped, with a warning, and compiled anew.
+//! process never sees), of the file's name and the code. A file is opened once (not through a
+//! link, a regular file within [`MAX_FILE_BYTES`]) and copied in pieces into a memfd, which is
+//! sealed; the MAC is then computed over what the sealed memfd holds, and wasmtime gets the
+//! memfd only if it verifies: what was checked is what runs. A file whose MAC does not verify
+//! (damaged, another module's code under this name, written by anyone but the operator) is
+//! dropped, with a warning, and compiled anew. Code from the compiler process goes the same
+//! way: into a memfd, sealed, and only then its MAC computed and the file written from it.
 //!
 //! wasmtime maps the checked bytes from a sealed memfd (`sealed_code.rs`), never the cache's
 //! file (which anyone with the UID can write after the check): only the code's pages in use are
@@ -18,8 +20,8 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt as _;
+use std::path::Path;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -27,27 +29,44 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::sealed_code;
-use crate::supply::disk_cache::{DiskCache, MAC_BYTES};
+use crate::supply::cache_files::{Folder, NewFile};
+use crate::supply::disk_cache::{DiskCache, Kept, MAC_BYTES, MacInPieces};
 
 /// A compiled file bigger than this is no file the operator wrote (a CPython component's code
 /// is 35 MiB): dropped unread.
 const MAX_FILE_BYTES: u64 = 1 << 30;
+/// What the code is copied and checked in.
+const PIECE: usize = 1 << 20;
 
 pub struct CompiledCache {
     disk: Arc<DiskCache>,
-    dir: PathBuf,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The MAC, under `mac`'s key and context, of everything the sealed memfd `sealed` holds:
+/// the bytes that are mapped, read back after the seal (nothing can change them since).
+fn mac_of_sealed(sealed: &std::fs::File, mut mac: MacInPieces) -> std::io::Result<MacInPieces> {
+    let len = sealed.metadata()?.len();
+    let mut piece = vec![0u8; PIECE];
+    let mut at = 0u64;
+    while at < len {
+        let want = piece.len().min(usize::try_from(len - at).unwrap_or(usize::MAX));
+        let read = sealed.read_at(&mut piece[..want], at)?;
+        if read == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        mac.update(&piece[..read]);
+        at += read as u64;
+    }
+    Ok(mac)
+}
+
 impl CompiledCache {
     pub fn open(root: &Path) -> Result<Self, String> {
-        let disk = DiskCache::open(root)?;
-        let dir = disk.root().join("compiled");
-        crate::supply::disk_cache::create_private_dir(&dir).map_err(|e| format!("cannot create the compiled module cache {}: {e}", dir.display()))?;
-        Ok(CompiledCache { disk, dir })
+        Ok(CompiledCache { disk: DiskCache::open(root)? })
     }
 
     /// The directory (its bound, its key, what serves).
@@ -55,26 +74,31 @@ impl CompiledCache {
         &self.disk
     }
 
-    fn path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
+    fn folder(&self) -> &Folder {
+        self.disk.folder(Kept::Compiled)
+    }
+
+    /// The file name of a module's code for this engine.
+    fn name(&self, engine: &Engine, bytes: &[u8]) -> String {
         let mut compat = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut compat);
-        self.dir.join(format!("{}-{:016x}.cwasm", sha256_hex(bytes), compat.finish()))
+        format!("{}-{:016x}.cwasm", sha256_hex(bytes), compat.finish())
     }
 
     /// The module's compiled code, if a compatible copy the operator wrote is kept.
     pub fn lookup(&self, engine: &Engine, bytes: &[u8]) -> Option<Component> {
-        self.read(engine, &self.path(engine, bytes))
+        self.read(engine, &self.name(engine, bytes))
     }
 
     /// The module compiled: from the cache if a compatible copy the operator wrote is there,
     /// else compiled now and kept.
     pub fn component(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
-        let path = self.path(engine, bytes);
-        if let Some(component) = self.read(engine, &path) {
+        let name = self.name(engine, bytes);
+        if let Some(component) = self.read(engine, &name) {
             return Ok((component, true));
         }
         let compiled = engine.precompile_component(bytes)?;
-        self.write(&path, &compiled);
+        self.write(&name, &compiled);
         // SAFETY: the bytes are what this engine's `precompile_component` just returned.
         let component = unsafe { sealed_code::load(engine, &compiled)? };
         Ok((component, false))
@@ -82,130 +106,145 @@ impl CompiledCache {
 
     /// The module compiled by `compile` (the compiler process, with this engine's settings),
     /// which hands its code to the sink it is given in pieces: each piece goes into a new memfd
-    /// and into the cache's file as it comes, its MAC computed on the way, so the code is never
-    /// whole in this process's memory. The component is mapped from the sealed memfd; the file
-    /// is kept (its MAC after the code, renamed into place) only once the code loaded. `Err` is
-    /// the compile's own error; the inner one, wasmtime's refusal of the code.
+    /// as it comes, so the code is never whole in this process's memory. The memfd is sealed,
+    /// then the cache's file is written from it with the MAC of what it holds, and the
+    /// component mapped from it; the file is kept (renamed into place) only once the code
+    /// loaded. `Err` is the compile's own error; the inner one, wasmtime's refusal of the code.
     pub fn compile_keep_and_load<E>(
         &self,
         engine: &Engine,
         bytes: &[u8],
         compile: impl FnOnce(&mut (dyn FnMut(&[u8]) -> std::io::Result<()> + Send)) -> Result<u64, E>,
     ) -> Result<wasmtime::Result<Component>, E> {
-        let path = self.path(engine, bytes);
-        let tmp = Self::tmp_path(&path);
-        // The file is for the next start: if it cannot be written, the code still loads now.
-        let mut file = match Self::create(&tmp) {
-            Ok(file) => Some(file),
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
-                None
-            }
-        };
-        let mut mac = self.disk.mac_in_pieces(&Self::context(&path));
+        let name = self.name(engine, bytes);
         // No memfd here (no memfd_create): the code is held in memory, as `sealed_code::load`
         // would hold it anyway.
         let mut memfd = sealed_code::memfd();
         let mut held = Vec::new();
-        let compiled = compile(&mut |piece: &[u8]| {
+        compile(&mut |piece: &[u8]| {
             match memfd.as_mut() {
                 Ok(memfd) => memfd.write_all(piece)?,
                 Err(_) => held.extend_from_slice(piece),
             }
-            mac.update(piece);
-            if let Some(written) = file.as_mut()
-                && let Err(error) = written.write_all(piece)
-            {
-                tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
-                file = None;
-            }
             Ok(())
-        });
-        if let Err(error) = compiled {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(error);
-        }
+        })?;
+        let context = Self::context(&name);
         // SAFETY: what the operator's own binary, run as the compiler process with this
         // engine's limits, returned from `precompile_component` for these bytes (a child only
         // so that its memory is bounded), held unchanged since: the memfd sealed before it is
         // mapped. wasmtime refuses code made by another version or with other settings.
-        let loaded = match memfd.and_then(|memfd| sealed_code::seal(&memfd).map(|()| memfd)) {
-            Ok(memfd) => unsafe { sealed_code::load_sealed(engine, &memfd) },
-            Err(_) if !held.is_empty() => unsafe { sealed_code::load(engine, &held) },
+        let (loaded, kept) = match memfd.and_then(|memfd| sealed_code::seal(&memfd).map(|()| memfd)) {
+            Ok(memfd) => (unsafe { sealed_code::load_sealed(engine, &memfd) }, self.keep_sealed(&name, &memfd, &context)),
+            Err(_) if !held.is_empty() => {
+                let mut mac = self.disk.mac_in_pieces(&context);
+                mac.update(&held);
+                (unsafe { sealed_code::load(engine, &held) }, self.start_file(&name, &held).map(|file| (file, mac)))
+            }
             // Made and filled, then not sealed (a kernel refusing seals on a memfd made for
             // them): refused rather than mapped while it could still change.
-            Err(error) => Err(wasmtime::Error::from(error).context("sealing the compiled code's memfd")),
+            Err(error) => (Err(wasmtime::Error::from(error).context("sealing the compiled code's memfd")), None),
         };
-        match (file, loaded.is_ok()) {
-            (Some(file), true) => self.put(&path, &tmp, file, mac.tag()),
-            _ => {
-                let _ = std::fs::remove_file(&tmp);
-            }
+        if let (Some((file, mac)), true) = (kept, loaded.is_ok()) {
+            self.put(&name, file, mac.tag());
         }
         Ok(loaded)
     }
 
+    /// A new file holding what the sealed memfd holds, and the MAC of exactly that; `None`
+    /// (with a warning) if it cannot be written: the code still loads now.
+    fn keep_sealed(&self, name: &str, sealed: &std::fs::File, context: &[u8]) -> Option<(NewFile<'_>, MacInPieces)> {
+        let written = (|| {
+            let mut made = self.folder().create_new()?;
+            let mut piece = vec![0u8; PIECE];
+            let mut at = 0u64;
+            loop {
+                let read = sealed.read_at(&mut piece, at)?;
+                if read == 0 {
+                    break;
+                }
+                made.file.write_all(&piece[..read])?;
+                at += read as u64;
+            }
+            let mac = mac_of_sealed(sealed, self.disk.mac_in_pieces(context))?;
+            std::io::Result::Ok((made, mac))
+        })();
+        written.inspect_err(|error| tracing::warn!(name, %error, "could not keep a compiled module in the cache")).ok()
+    }
+
+    /// A new file holding `code`; `None` (with a warning) if it cannot be written.
+    fn start_file(&self, name: &str, code: &[u8]) -> Option<NewFile<'_>> {
+        let written = self.folder().create_new().and_then(|mut made| made.file.write_all(code).map(|()| made));
+        written.inspect_err(|error| tracing::warn!(name, %error, "could not keep a compiled module in the cache")).ok()
+    }
+
     /// What the MAC binds the code to: its name, which holds the module's digest and the
     /// engine's compatibility hash (another module's code under this name does not verify).
-    fn context(path: &Path) -> Vec<u8> {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    fn context(name: &str) -> Vec<u8> {
         format!("zundoko-operator compiled module v1\0{name}").into_bytes()
     }
 
-    fn read(&self, engine: &Engine, path: &Path) -> Option<Component> {
-        // One open file: its bytes are read once, checked, and deserialized as read (not
-        // mapped by path again, which another writer could swap in between).
-        let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
-        let len = file.metadata().ok()?.len();
-        let sealed = match self.copy_checked(&mut file, len, &Self::context(path)) {
+    fn read(&self, engine: &Engine, name: &str) -> Option<Component> {
+        // One open file, never through a link, a regular file within the cap: its bytes are
+        // read once, checked, and deserialized as read (not mapped by path again, which
+        // another writer could swap in between).
+        let (mut file, len) = match self.folder().open_entry(name, MAX_FILE_BYTES) {
+            Ok(Some((file, st))) => (file, st.st_size as u64),
+            Ok(None) => return None,
+            Err(error) => {
+                tracing::warn!(name, %error, "a compiled module in the cache is not a file the operator wrote; compiling again");
+                self.drop_entry(name);
+                return None;
+            }
+        };
+        let sealed = match self.copy_checked(&mut file, len, &Self::context(name)) {
             Ok(Some(sealed)) => sealed,
-            Ok(None) => return self.not_ours(path),
+            Ok(None) => return self.not_ours(name),
             // No memfd here, or the file could not be read through: the whole file, as bytes.
-            Err(_) => return self.read_whole(engine, path, file, len),
+            Err(_) => return self.read_whole(engine, name, file, len),
         };
         crate::supply::disk_cache::touch(&file);
         drop(file);
         // SAFETY: the memfd holds exactly the bytes that carry the MAC, under the operator's
         // own key, that the operator writes only over what this engine's
         // `precompile_component` (here or in the compiler process) returned for this module,
-        // and it was sealed before the MAC was checked; wasmtime refuses them if they were made
-        // by another version or with other settings.
-        self.fitting(path, unsafe { sealed_code::load_sealed(engine, &sealed) })
+        // and it was sealed before the MAC was computed over what it holds; wasmtime refuses
+        // them if they were made by another version or with other settings.
+        self.fitting(name, unsafe { sealed_code::load_sealed(engine, &sealed) })
     }
 
     /// A file whose MAC does not verify: dropped, to be compiled again.
-    fn not_ours(&self, path: &Path) -> Option<Component> {
-        tracing::warn!(path = %path.display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
-        self.drop_entry(path);
+    fn not_ours(&self, name: &str) -> Option<Component> {
+        tracing::warn!(path = %self.folder().path().join(name).display(), "a compiled module in the cache was not written by this operator (its MAC does not verify); compiling again");
+        self.drop_entry(name);
         None
     }
 
     /// The component loaded from checked code, or, if wasmtime refused it (another version or
     /// other settings), the file dropped, to be compiled again.
-    fn fitting(&self, path: &Path, loaded: wasmtime::Result<Component>) -> Option<Component> {
+    fn fitting(&self, name: &str, loaded: wasmtime::Result<Component>) -> Option<Component> {
         match loaded {
             Ok(component) => Some(component),
             Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "a compiled module in the cache does not fit this engine; compiling again");
-                self.drop_entry(path);
+                tracing::warn!(path = %self.folder().path().join(name).display(), %error, "a compiled module in the cache does not fit this engine; compiling again");
+                self.drop_entry(name);
                 None
             }
         }
     }
 
     /// The code of the cache file `file` (`len` bytes: the code, then its MAC) copied into a
-    /// sealed memfd in pieces, its MAC computed on the way: `Some` only if the MAC of exactly
-    /// what the memfd holds verifies. The code is never whole in this process's memory (a
+    /// memfd in pieces and sealed; then the MAC computed over what the sealed memfd holds:
+    /// `Some` only if it verifies. The code is never whole in this process's memory (a
     /// CPython component's, 36 MiB, read whole and then copied, was the start's peak: 78 MiB
-    /// with the Python rules), and the memfd is sealed before the check, so what was checked
-    /// is what runs. `Err` if no memfd could be made or the file not read through.
+    /// with the Python rules), and the MAC is of the very bytes wasmtime maps, which nothing
+    /// can change once sealed (not even through `/proc/PID/fd/N` between the copy and the
+    /// seal). `Err` if no memfd could be made or the file not read through.
     fn copy_checked(&self, file: &mut std::fs::File, len: u64, context: &[u8]) -> std::io::Result<Option<std::fs::File>> {
         if len > MAX_FILE_BYTES || len <= MAC_BYTES as u64 {
             return Ok(None);
         }
-        let mut mac = self.disk.mac_in_pieces(context);
         let sealed = sealed_code::sealed_from(|memfd| {
-            let mut piece = vec![0u8; 1 << 20];
+            let mut piece = vec![0u8; PIECE];
             let mut left = len - MAC_BYTES as u64;
             while left > 0 {
                 let want = piece.len().min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -213,7 +252,6 @@ impl CompiledCache {
                 if read == 0 {
                     return Err(std::io::ErrorKind::UnexpectedEof.into());
                 }
-                mac.update(&piece[..read]);
                 memfd.write_all(&piece[..read])?;
                 left -= read as u64;
             }
@@ -224,12 +262,13 @@ impl CompiledCache {
         let mut tag = [0u8; MAC_BYTES];
         file.read_exact(&mut tag)?;
         let at_end = file.read(&mut [0u8; 1])? == 0;
+        let mac = mac_of_sealed(&sealed, self.disk.mac_in_pieces(context))?;
         Ok((at_end && mac.verify(&tag)).then_some(sealed))
     }
 
     /// [`read`](Self::read) without a memfd: the file read whole, checked, then loaded (copied
     /// into memory by `sealed_code::load`'s own fallback).
-    fn read_whole(&self, engine: &Engine, path: &Path, mut file: std::fs::File, len: u64) -> Option<Component> {
+    fn read_whole(&self, engine: &Engine, name: &str, mut file: std::fs::File, len: u64) -> Option<Component> {
         use std::io::Seek as _;
         file.rewind().ok()?;
         // Sized to the file up front: grown by doubling, the buffer of a 36 MiB file would
@@ -238,66 +277,47 @@ impl CompiledCache {
         let read = (&mut file).take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes);
         let authentic = read.is_ok() && len <= MAX_FILE_BYTES && bytes.len() as u64 <= MAX_FILE_BYTES && bytes.len() > MAC_BYTES && {
             let (code, tag) = bytes.split_at(bytes.len() - MAC_BYTES);
-            self.disk.verify(&Self::context(path), code, tag)
+            self.disk.verify(&Self::context(name), code, tag)
         };
         if !authentic {
-            return self.not_ours(path);
+            return self.not_ours(name);
         }
         crate::supply::disk_cache::touch(&file);
         drop(file);
         let code = &bytes[..bytes.len() - MAC_BYTES];
         // SAFETY: as in `read`: these bytes carry the operator's MAC over what this engine's
         // `precompile_component` returned; wasmtime refuses code of another version.
-        self.fitting(path, unsafe { sealed_code::load(engine, code) })
+        self.fitting(name, unsafe { sealed_code::load(engine, code) })
     }
 
-    /// Through a temporary file and a rename, the code and its MAC in one file: a reader finds
-    /// the whole file or none. Then the cache is brought back under its bound.
-    fn write(&self, path: &Path, code: &[u8]) {
-        let tag = self.disk.tag(&Self::context(path), code);
-        let tmp = Self::tmp_path(path);
-        match Self::create(&tmp).and_then(|mut file| file.write_all(code).map(|()| file)) {
-            Ok(file) => self.put(path, &tmp, file, tag),
-            Err(error) => {
-                let _ = std::fs::remove_file(&tmp);
-                tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
-            }
+    /// Through a new file and a rename, the code and its MAC in one file: a reader finds the
+    /// whole file or none. Then the cache is brought back under its bound.
+    fn write(&self, name: &str, code: &[u8]) {
+        let tag = self.disk.tag(&Self::context(name), code);
+        if let Some(file) = self.start_file(name, code) {
+            self.put(name, file, tag);
         }
     }
 
-    /// A temporary file's name of its own for each write: two loads of one module at once
-    /// (two rule sets naming the same bytes) each write theirs while their compiles run, one
-    /// after the other, and neither truncates the other's.
-    fn tmp_path(path: &Path) -> PathBuf {
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        path.with_extension(format!("tmp-{}-{write}", std::process::id()))
-    }
-
-    /// A write's temporary file, new and the operator's only.
-    fn create(tmp: &Path) -> std::io::Result<std::fs::File> {
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(tmp)
-    }
-
-    /// The temporary `file` holding the code: its MAC `tag` after it, then renamed into place
-    /// at `path`; and the cache brought back under its bound.
-    fn put(&self, path: &Path, tmp: &Path, mut file: std::fs::File, tag: [u8; MAC_BYTES]) {
-        let finished = file.write_all(&tag).and_then(|()| file.sync_all()).and_then(|()| std::fs::rename(tmp, path));
+    /// The new `file` holding the code: its MAC `tag` after it, then renamed into place as
+    /// `name`; and the cache brought back under its bound.
+    fn put(&self, name: &str, mut file: NewFile<'_>, tag: [u8; MAC_BYTES]) {
+        let finished = file.file.write_all(&tag).and_then(|()| file.publish(name));
         if let Err(error) = finished {
-            let _ = std::fs::remove_file(tmp);
-            tracing::warn!(path = %path.display(), %error, "could not keep a compiled module in the cache");
+            tracing::warn!(path = %self.folder().path().join(name).display(), %error, "could not keep a compiled module in the cache");
         }
-        self.disk.collect(path);
+        self.disk.collect((Kept::Compiled, name));
     }
 
-    fn drop_entry(&self, path: &Path) {
-        let _ = std::fs::remove_file(path);
+    fn drop_entry(&self, name: &str) {
+        let _ = self.folder().remove(name);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     /// A component the engine accepts (the shipped module, when built; else a minimal one).
     fn component_bytes() -> Vec<u8> {
@@ -365,7 +385,7 @@ mod tests {
         assert!(pieces > 1, "handed over in {pieces} pieces");
         loaded.unwrap().expect("the code loads");
         assert_eq!(files().len(), 1, "{:?}", files());
-        assert_eq!(std::fs::read(cache.path(&engine, &bytes)).unwrap().len(), code.len() + MAC_BYTES, "the code, then its MAC");
+        assert_eq!(std::fs::read(cache.folder().path().join(cache.name(&engine, &bytes))).unwrap().len(), code.len() + MAC_BYTES, "the code, then its MAC");
         assert!(CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).is_some(), "its MAC verifies: loaded from the cache");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -402,7 +422,7 @@ mod tests {
             second_done.wait();
         });
         // The first load kept its file, whole: its MAC verifies.
-        assert_eq!(std::fs::read(cache.path(&engine, &bytes)).unwrap().len(), code.len() + MAC_BYTES);
+        assert_eq!(std::fs::read(cache.folder().path().join(cache.name(&engine, &bytes))).unwrap().len(), code.len() + MAC_BYTES);
         assert!(CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).is_some(), "the kept file is whole");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -415,11 +435,11 @@ mod tests {
         let bytes = component_bytes();
         let cache = CompiledCache::open(&dir).unwrap();
         let code = engine.precompile_component(&bytes).unwrap();
-        cache.write(&cache.path(&engine, &bytes), &code);
+        cache.write(&cache.name(&engine, &bytes), &code);
         let loaded = cache.lookup(&engine, &bytes).expect("loaded from the cache");
         // The cache's file is not what wasmtime maps: no mapping of it (a private mapping of
         // it would show the writes below on every page not yet copied).
-        let path = cache.path(&engine, &bytes);
+        let path = cache.folder().path().join(cache.name(&engine, &bytes));
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         assert!(!maps.contains(&path.display().to_string()), "the cache's file is mapped:\n{maps}");
         assert!(maps.contains("/memfd:zundoko-compiled-code"), "the code is not mapped from a sealed memfd:\n{maps}");

@@ -71,6 +71,11 @@ impl CompilerProcess {
             .arg((self.max_memory_bytes >> 20).to_string())
             .arg(flag(LIMITS_JSON))
             .arg(limits_json)
+            // Nothing of the operator's environment (the cache's directory, a registry's
+            // settings, whatever the Pod was given) and not its working directory: the child
+            // compiles untrusted bytes and is told only what it needs.
+            .env_clear()
+            .current_dir("/")
             // The operator's allocator (mimalloc) reserves 1 GiB at a time, writable where the
             // kernel overcommits, and RLIMIT_DATA counts a writable mapping in full: in 16 MiB
             // steps instead, the limit counts about what the compile uses, and one step too many
@@ -209,6 +214,30 @@ pub fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compiler_process_gets_a_cleared_environment_and_not_the_operators_directory() {
+        // A stand-in compiler that hands back, as its code, its environment and working
+        // directory. This test's environment (PATH, HOME, CARGO_*: as the operator's has
+        // ZUNDOKO_CACHE_DIR) must not reach it: only the three variables set for it do.
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-child-env-").unwrap();
+        let script = dir.join("compiler.sh");
+        std::fs::write(&script, "#!/bin/sh\ncat >/dev/null\nenv\necho \"cwd=$(pwd)\"\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        assert!(std::env::vars().count() > 0, "the parent has an environment to leak");
+        let process = CompilerProcess { exe: script, max_memory_bytes: 64 << 20, timeout: Duration::from_secs(30) };
+        let mut said = Vec::new();
+        process.compile_to(b"module", &SandboxLimits::default(), &mut |piece: &[u8]| {
+            said.extend_from_slice(piece);
+            Ok(())
+        })
+        .unwrap();
+        let said = String::from_utf8(said).unwrap();
+        let names: Vec<&str> = said.lines().filter_map(|l| l.split_once('=').map(|(name, _)| name)).filter(|n| *n != "cwd" && *n != "PWD" && *n != "SHLVL" && *n != "_").collect();
+        assert_eq!(names.iter().copied().collect::<std::collections::BTreeSet<_>>(), ["MIMALLOC_ARENA_RESERVE", "RUST_BACKTRACE", "RUST_LIB_BACKTRACE"].into(), "{said}");
+        assert!(!said.contains("ZUNDOKO_CACHE_DIR") && said.contains("cwd=/\n"), "{said}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_code_is_passed_on_a_piece_at_a_time_and_no_more_than_the_bound() {

@@ -27,6 +27,10 @@ pub enum GuestError {
     OverCeiling { what: &'static str, asked: u64, ceiling: u64, flag: &'static str },
     #[error("the module could not be compiled: {0}")]
     CompileFailed(String),
+    #[error(
+        "the module's compiled code does not fit the cache's free space: over {room} bytes came back (--cache-max-mib less what serves now and the writes in flight, or less if the disk has less free); refused, not kept"
+    )]
+    CacheFull { room: u64 },
     #[error("the module failed its smoke test: {0}")]
     SmokeTestFailed(String),
 
@@ -63,6 +67,7 @@ impl GuestError {
             GuestError::BadModuleMetadata { .. } => "BadModuleMetadata",
             GuestError::OverCeiling { .. } => "BudgetOverCeiling",
             GuestError::CompileFailed(_) => "CompileFailed",
+            GuestError::CacheFull { .. } => "CacheFull",
             GuestError::SmokeTestFailed(_) => "SmokeTestFailed",
             GuestError::OutOfCpuBudget { .. } => "OutOfCpuBudget",
             GuestError::MemoryCap { .. } => "MemoryCapExceeded",

@@ -193,8 +193,24 @@ impl SandboxEngine {
                     return Ok(component);
                 }
                 // Kept as it comes, and mapped from a sealed copy, never whole in memory
-                // (compiled_cache.rs).
-                let loaded = cache.compile_keep_and_load(&self.engine, bytes, |sink| compiler.compile_to(bytes, &self.limits, sink))?;
+                // (compiled_cache.rs). Code that would not fit the cache's room is refused as it
+                // comes: kept, it would push the cache past its bound (and its volume's).
+                let room = cache.disk().room();
+                let (mut handed, mut over) = (crate::supply::disk_cache::MAC_BYTES as u64, false);
+                let loaded = cache.compile_keep_and_load(&self.engine, bytes, |sink| {
+                    compiler.compile_to(bytes, &self.limits, &mut |piece: &[u8]| {
+                        handed += piece.len() as u64;
+                        if handed > room {
+                            over = true;
+                            return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, format!("more than the cache's room of {room} bytes")));
+                        }
+                        sink(piece)
+                    })
+                });
+                if over {
+                    return Err(GuestError::CacheFull { room });
+                }
+                let loaded = loaded?;
                 loaded.map_err(|e| GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}")))
             }
             (Some(cache), _) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),

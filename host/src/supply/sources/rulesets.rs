@@ -147,6 +147,11 @@ pub struct Sources {
 pub type ConfigMapChanges = std::pin::Pin<Box<dyn Stream<Item = Result<PartialObjectMeta<ConfigMap>, watcher::Error>> + Send>>;
 
 impl Sources {
+    /// The shortest interval a followed tag is resolved again at (`--min-poll-secs`).
+    pub fn min_poll(&self) -> std::time::Duration {
+        self.registry.settings().min_poll
+    }
+
     /// Watch the ConfigMaps of `namespaces` by metadata. Returns the sources and the stream of
     /// changes, which must be polled (the rule set controller watches it).
     pub fn watch(client: &Client, namespaces: &[String], modules: Arc<ModuleLoader>, registry: Arc<Registry>) -> (Sources, ConfigMapChanges) {
