@@ -14,7 +14,7 @@ RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
 PY_RULE_SETS := $(patsubst rules/%/pyproject.toml,%,$(wildcard rules/*/pyproject.toml))
 JS_RULE_SETS := $(patsubst rules/%/package.json,%,$(wildcard rules/*/package.json))
 # The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
-FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn no-callback wasi-hoard wasi-hoard-load
+FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn no-callback wasi-hoard wasi-hoard-load fresh-bytes
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
 # Cargo's build output (CARGO_TARGET_DIR when set); the components go to target/ whatever it is.
