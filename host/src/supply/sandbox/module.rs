@@ -127,6 +127,14 @@ impl SandboxEngine {
         Ok(self)
     }
 
+    /// Let `calls` of one WASI module's calls run at once instead of the node's cores: a test
+    /// then sets the count it asserts on, whatever machine it runs on.
+    pub fn with_calls_per_module(mut self, calls: usize) -> Self {
+        self.calls_per_module = calls.clamp(1, self.limits.max_concurrent_calls as usize);
+        self.threads = GuestThreads::new(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes, self.calls_per_module);
+        self
+    }
+
     /// Compile big modules in a child process (see [`super::compiler_process`]), into the
     /// compiled-module cache (a private temporary one if none was given).
     pub fn with_compiler_process(mut self, compiler: super::compiler_process::CompilerProcess) -> anyhow::Result<Self> {
