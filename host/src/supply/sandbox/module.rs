@@ -39,6 +39,9 @@ pub struct GuestOutcome<T> {
     pub value: T,
     pub fuel_used: u64,
     pub logs: Vec<GuestLog>,
+    /// Log lines past the call's bound (`max_log_lines`), output past its byte bound counted as
+    /// one: dropped, and counted here and in a line of the operator's log.
+    pub dropped_log_lines: usize,
     /// The largest the guest's linear memory was during the call, in bytes.
     pub peak_memory_bytes: usize,
 }
@@ -385,6 +388,7 @@ impl RulesModule {
                 value: convert::plan(plan),
                 fuel_used: outcome.fuel_used,
                 logs: outcome.logs,
+                dropped_log_lines: outcome.dropped_log_lines,
                 peak_memory_bytes: outcome.peak_memory_bytes,
             }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
@@ -460,11 +464,16 @@ impl RulesModule {
             state.logs.add_output(&output);
             state.stderr_last_line = output.last_stderr_line();
         }
+        let dropped_log_lines = state.logs.dropped;
+        if dropped_log_lines > 0 {
+            tracing::warn!(target: "guest", dropped_log_lines, "the call's log lines past its bound of {} were dropped", self.limits.max_log_lines);
+        }
         let result = match result {
             Ok(value) => Ok(GuestOutcome {
                 value,
                 fuel_used,
                 logs: std::mem::take(&mut store.data_mut().logs.lines),
+                dropped_log_lines,
                 peak_memory_bytes: store.data().memory.peak,
             }),
             Err(error) => Err(self.classify(error, store.data(), fuel)),
