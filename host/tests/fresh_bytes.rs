@@ -137,3 +137,58 @@ fn every_call_sees_exactly_the_module_as_built_through_reused_pool_slots() {
             .join("\n")
     );
 }
+
+/// The Python fixture (`zundoko-py-fresh-bytes`, guest/fixtures-py/fresh-bytes, `make
+/// fixtures-langs`): what a call sees of the interpreter (allocated blocks, where new objects
+/// go, the collector, `sys.modules`, `builtins`, its module and class, `json.dumps`, `re`'s
+/// cache, the recursion limit) is what its pattern's first call saw, through calls on four
+/// threads that leave megabytes and names behind, or raise.
+#[test]
+fn every_python_call_sees_the_interpreter_as_built() {
+    const PY_PATTERNS: u64 = 8;
+    const PY_CALLS_PER_THREAD: u64 = 150;
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures/zundoko-py-fresh-bytes.wasm");
+    if !path.exists() {
+        common::ci::cannot_run(&format!("{} is missing: build it with `make fixtures-langs` (needs python3 with venv)", path.display()));
+        return;
+    }
+    // Forty core instances: a CPython component has more than eight, so a few calls at once.
+    let engine = SandboxEngine::new(SandboxLimits { max_concurrent_calls: 40, ..SandboxLimits::default() })
+        .unwrap()
+        .with_compiled_cache(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
+        .unwrap();
+    let module = engine.load(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"));
+    let py_call = |pattern: u64| -> Option<String> {
+        let observed = common::observed_with(&[("pattern", &format!("{pattern:02}"))]);
+        match module.reconcile(&observed) {
+            Ok(outcome) => {
+                let message = common::status_message(&outcome.value);
+                Some(message.split_once("; wrote ").unwrap_or_else(|| panic!("pattern {pattern}: {message}")).0.to_string())
+            }
+            Err(GuestError::Trap { .. }) if traps(pattern) => None,
+            Err(e) => panic!("pattern {pattern}: {e}"),
+        }
+    };
+    let first: HashMap<u64, String> = (0..PY_PATTERNS).filter_map(|p| py_call(p).map(|seen| (p, seen))).collect();
+    assert_eq!(first.len() as u64, PY_PATTERNS - PY_PATTERNS / 4, "every pattern but those that raise says what it saw");
+    let differing = Mutex::new(Vec::new());
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (py_call, first, differing) = (&py_call, &first, &differing);
+            scope.spawn(move || {
+                for n in 0..PY_CALLS_PER_THREAD {
+                    let pattern = (n * 5 + thread * 3 + n / PY_PATTERNS) % PY_PATTERNS;
+                    if let Some(seen) = py_call(pattern)
+                        && seen != first[&pattern]
+                    {
+                        differing.lock().unwrap().push(format!("thread {thread} call {n}, pattern {pattern}: first {}, now {seen}", first[&pattern]));
+                    }
+                }
+            });
+        }
+    });
+    let differing = differing.into_inner().unwrap();
+    eprintln!("{} Python calls on {THREADS} threads in {:?}", THREADS * PY_CALLS_PER_THREAD, started.elapsed());
+    assert!(differing.is_empty(), "{} Python calls saw what an earlier call left; the first three:\n{}", differing.len(), differing.iter().take(3).cloned().collect::<Vec<_>>().join("\n"));
+}
