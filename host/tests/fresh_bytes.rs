@@ -11,7 +11,8 @@
 //! image's data, its zeroed statics, its heap and its stack, and some patterns trap deep in the
 //! stack. Thousands of calls of twelve patterns on four threads, through a pool so small its
 //! slots are reused at nearly every call, must each see exactly what the first call of its
-//! pattern saw.
+//! pattern saw. The same for a Python fixture (`zundoko-py-fresh-bytes`), with what Python code
+//! can see of its interpreter.
 
 mod common;
 
