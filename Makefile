@@ -14,7 +14,7 @@ RULE_SETS := $(patsubst rules/%/Cargo.toml,%,$(wildcard rules/*/Cargo.toml))
 PY_RULE_SETS := $(patsubst rules/%/pyproject.toml,%,$(wildcard rules/*/pyproject.toml))
 JS_RULE_SETS := $(patsubst rules/%/package.json,%,$(wildcard rules/*/package.json))
 # The fixtures crate's builds, one Cargo feature each (guest/fixtures/Cargo.toml).
-FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn no-callback wasi-hoard wasi-hoard-load
+FIXTURE_BUILDS := hostile huge-name escape-name never-kiyoshi after-kiyoshi flaky burn no-callback wasi-hoard wasi-hoard-load fresh-bytes
 # The guest is built for wasm32-unknown-unknown (no WASI at all) and wrapped into a component.
 GUEST_TARGET := wasm32-unknown-unknown
 # Cargo's build output (CARGO_TARGET_DIR when set); the components go to target/ whatever it is.
@@ -140,7 +140,7 @@ PY_BUILD_TIMEOUT_SECS ?= 600
 py-build = echo "componentize-py: $(1) -> $(2)" && timeout $(PY_BUILD_TIMEOUT_SECS) $(COMPONENTIZE_PY) -d wit -w zundoko-rules componentize -p $(1) -p sdk/python app -o $(2) \
 	|| { rc=$$?; rm -f $(2); [ $$rc -ne 124 ] || echo "$(1): the build ran over $(PY_BUILD_TIMEOUT_SECS) s (PY_BUILD_TIMEOUT_SECS) and was stopped: does the rule set's code run forever when imported, or its reconcile on a warm-up call (sdk/python/zundoko_kit/warm_up.py)?" >&2; exit $$rc; }
 JS_MAX_BYTES := 16777216
-PY_FIXTURES := hostile no-callback fresh held-random allocating imports from-docs
+PY_FIXTURES := hostile no-callback fresh held-random allocating imports from-docs fresh-bytes
 JS_FIXTURES := hostile fresh math-random
 
 $(PY_KIT_STAMP): sdk/python/requirements.txt

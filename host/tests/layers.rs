@@ -5,7 +5,8 @@
 //!
 //! The source is read as text: comments, strings and character literals are blanked out first
 //! (a path in a doc comment is no import), then every `use` item (grouped forms expanded) and
-//! every path written inline (`crate::x::y(...)`) is resolved to the file that defines it.
+//! every path written inline (`crate::x::y(...)`, `super::x`, or a child module's name,
+//! `wasi::x(...)`) is resolved to the file that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -225,17 +226,19 @@ fn imports_of(file: &str, text: &str, files: &BTreeMap<String, String>) -> Vec<I
         }
         use_spans.push(start..start + len);
     }
-    // Paths written inline.
-    for root in ["crate::", "super::"] {
-        for (start, _) in code.match_indices(root) {
-            let before = code[..start].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') || use_spans.iter().any(|s| s.contains(&start)) {
-                continue;
-            }
-            let path: String = code[start..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
-            let segments = path.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
-            resolve(segments, start);
+    // Paths written inline: from `crate`, `super` or `self`, or from a child module's name (a
+    // parent may name its child, `wasi::add_to_linker(..)`, without any `use`); a path whose
+    // first segment is none of these (a type, an outside crate) resolves to nothing.
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    for (colons, _) in code.match_indices("::") {
+        let start = code[..colons].trim_end_matches(ident).len();
+        let before = code[..start].chars().next_back();
+        if start == colons || before.is_some_and(|c| ident(c) || c == ':') || use_spans.iter().any(|s| s.contains(&start)) {
+            continue;
         }
+        let path: String = code[start..].chars().take_while(|&c| ident(c) || c == ':').collect();
+        let segments = path.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+        resolve(segments, start);
     }
     found
 }
@@ -507,6 +510,24 @@ mod checker {
         assert!(has(&format!("text.rs: {} lines, more than {MAX_LINES}", MAX_LINES + 1)), "{problems:#?}");
         assert!(has("controllers/rulesets/mod.rs:1: `crate::controllers::hikawa::Context`: controllers/rulesets imports controllers/hikawa: one controller reaches into the other's files"), "{problems:#?}");
         assert_eq!(problems.len(), 5, "nothing else (the comment and the string are no imports): {problems:#?}");
+    }
+
+    #[test]
+    fn a_parent_naming_its_child_inline_without_use_is_an_import() {
+        let files = tree(&[
+            ("lib.rs", "pub mod supply;\n"),
+            ("supply/mod.rs", "pub mod sandbox;\n"),
+            // The parent names its child inline, no `use`: an import of supply/sandbox/wasi...
+            ("supply/sandbox/mod.rs", "mod wasi;\npub struct Engine;\nfn f() {\n    wasi::add_to_linker();\n}\n"),
+            // ...which imports its parent back: a circle, seen only through that inline path.
+            ("supply/sandbox/wasi/mod.rs", "use super::Engine;\npub fn add_to_linker() {}\n"),
+        ]);
+        let problems = check(&files);
+        assert_eq!(
+            problems,
+            ["import circle between folders: supply/sandbox -> supply/sandbox/wasi -> supply/sandbox (by supply/sandbox/mod.rs:4 `wasi::add_to_linker`; supply/sandbox/wasi/mod.rs:1 `super::Engine`)"],
+            "{problems:#?}"
+        );
     }
 
     #[test]

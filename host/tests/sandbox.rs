@@ -288,3 +288,22 @@ fn each_call_starts_from_a_fresh_instance() {
         }
     }
 }
+
+#[test]
+fn a_wasi_guest_waiting_an_hour_sees_both_clocks_move_by_the_hour_at_once_and_takes_no_time() {
+    // The hoard fixture blocks on a monotonic pollable of an hour, then reports the monotonic
+    // clock and the wall clock before and after: the virtual WASI moves both by the hour when
+    // the guest waits (a call is a function of its input: no real time passes), and the thread
+    // does not wait (an hour, or any part of one a loaded machine's call would not explain).
+    let module = engine().load(&fixture_bytes("zundoko-wasi-hoard")).unwrap();
+    assert!(module.uses_wasi());
+    let now_ms: i64 = 1_767_225_600_123;
+    let observed = Observed { now: now_ms, ..hikawa(&[("hoard", "sleep")]) };
+    let started = std::time::Instant::now();
+    let slept = module.reconcile(&observed).unwrap_or_else(|e| panic!("an hour's wait is not an error: {e}"));
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "slept for real: {took:?}");
+    let (seconds, hour_ns) = (now_ms / 1000, 3_600_000_000_000u64);
+    assert_eq!(common::status_message(&slept.value), format!("slept: monotonic {hour_ns} ns, wall {seconds}s -> {}s", seconds + 3600), "both clocks moved by the hour, from the call's now and from zero");
+    assert!(slept.value.says().next().is_some(), "and then it decides: {:?}", slept.value);
+}

@@ -127,13 +127,21 @@ fn megabytes_of_output_reach_the_log_bounded() {
     }
     let module = module();
     let limits = module.limits();
-    // 8 MiB printed costs about a tenth of the default budget: the call ends, and decides.
+    // 200 lines and 8 MiB printed cost about a tenth of the default budget: the call ends, and
+    // decides.
     let outcome = module.reconcile(&hikawa("print", 1)).unwrap_or_else(|e| panic!("printing is not an error: {e}"));
     assert!(outcome.value.says().next().is_some(), "and then it decides: {:?}", outcome.value);
-    let logs = outcome.logs;
-    assert!(!logs.is_empty(), "what it printed reaches the log");
-    assert!(logs.len() <= limits.max_log_lines, "{} lines", logs.len());
+    let logs = &outcome.logs;
+    // The log's bound, and what a line holds: cut, and escaped (docs/writing-rules.md: "64 lines
+    // of 1 KiB, escaped; the rest counted as dropped").
+    assert_eq!(logs.len(), limits.max_log_lines, "the first lines printed reach the log, up to its bound");
+    assert_eq!(logs[0].message, "line 0 \\u{1b}[31mred\\u{1b}[0m", "a printed line reaches the log escaped");
+    assert!(logs.iter().all(|l| !l.message.contains('\x1b')), "no escape reaches the log: {logs:?}");
     assert!(logs.iter().all(|l| l.message.len() <= limits.max_log_line_bytes + 8), "lines are cut");
+    // The rest: the 136 short lines past the bound, the megabytes' lines and the bytes past
+    // the output's bound, dropped and counted.
+    let past = 200 - limits.max_log_lines;
+    assert!(outcome.dropped_log_lines > past, "the lines past the bound are counted as dropped: {} counted, {past} lines at least", outcome.dropped_log_lines);
 }
 
 #[test]

@@ -1,14 +1,18 @@
 //! The docs' claim "sixteen concurrent reconciles cannot hold 768 MiB", end to end: sixteen
-//! calls at once of a WASI module, each growing its memory by 24 MiB and holding it while it
-//! burns CPU, raise the process's peak RSS (VmHWM) by no more than the in-flight ceiling
-//! (`--max-memory-mib`, 256 MiB) and some slack; without the reservation in
-//! `RulesModule::call_metered` all sixteen hold their memory at once (384 MiB). Alone in its
-//! test binary, so no other test's memory is counted.
+//! calls at once, each of a WASI module of its own (a module's own calls also take turns, at
+//! most one per core: sixteen calls of one module would never all run at once on a small
+//! machine), each growing its memory by 24 MiB and holding it while it burns CPU. The memory
+//! reservation in `RulesModule::call_metered` lets no more of them run at once than its ceiling
+//! (`--max-memory-mib`, 256 MiB) holds of what each reserves: the pool's memories in use never
+//! exceed that count, and the process's peak RSS (VmHWM) grows by no more than the ceiling and
+//! some slack. Without the reservation all sixteen run at once and hold 384 MiB. Alone in its
+//! test binary, so no other test's memory or pool slot is counted.
 
 mod common;
 
 use std::sync::Arc;
 
+use common::wasi_calls::{SlotWatcher, hoard_module, holding};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 
 fn vm_hwm_mib() -> i64 {
@@ -20,18 +24,27 @@ fn vm_hwm_mib() -> i64 {
 #[test]
 fn sixteen_concurrent_wasi_calls_hold_at_most_the_ceiling() {
     let limits = SandboxLimits::default();
-    let ceiling_mib = (limits.max_memory_bytes >> 20) as i64;
-    let engine = SandboxEngine::new(limits).unwrap();
-    // Fuel for calls long enough (a few hundred ms) that all sixteen would overlap.
-    let bytes = zundoko_operator::supply::sandbox::budget::with_section(&common::fixture_bytes("zundoko-wasi-hoard"), br#"{"fuel": 1500000000}"#);
-    let module = Arc::new(engine.load(&bytes).unwrap());
-    assert!(module.uses_wasi());
-    let observed = common::observed_with(&[("hoard", "grow"), ("mib", "24"), ("spin", "30000000")]);
-    module.reconcile(&observed).unwrap();
+    let ceiling = limits.max_memory_bytes;
+    let engine = SandboxEngine::new(limits)
+        .unwrap()
+        .with_compiled_cache(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
+        .unwrap();
+    let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
+    // Sixteen modules (other fuel, other bytes), with fuel for calls long enough (a few hundred
+    // ms) that all sixteen would overlap.
+    let modules: Vec<_> = (0..16).map(|n| hoard_module(&engine, 1_500_000_000 + n)).collect();
+    let admitted = ceiling / modules[0].host_bytes_per_call();
+    assert!((1..16).contains(&admitted), "the ceiling admits {admitted} of the sixteen calls at once: the test would not bite");
+    let observed = holding(24, 30_000_000);
+    for module in &modules {
+        module.reconcile(&observed).unwrap();
+    }
     let before = vm_hwm_mib();
-    let calls: Vec<_> = (0..16)
-        .map(|_| {
-            let (module, observed) = (module.clone(), observed.clone());
+    let watcher = SlotWatcher::start(&pool);
+    let calls: Vec<_> = modules
+        .iter()
+        .map(|module| {
+            let (module, observed) = (Arc::clone(module), observed.clone());
             std::thread::spawn(move || module.reconcile(&observed).map(|o| o.peak_memory_bytes))
         })
         .collect();
@@ -39,7 +52,11 @@ fn sixteen_concurrent_wasi_calls_hold_at_most_the_ceiling() {
         let peak = call.join().unwrap().unwrap();
         assert!(peak >= 24 << 20, "each call held its 24 MiB: {peak}");
     }
+    let most_at_once = watcher.most_at_once();
     let grew = vm_hwm_mib() - before;
-    eprintln!("sixteen calls at once: peak RSS +{grew} MiB");
+    eprintln!("sixteen calls of sixteen modules at once: at most {most_at_once} at once ({admitted} admitted), peak RSS +{grew} MiB");
+    assert!(most_at_once >= 1, "the watcher saw the calls");
+    assert!(most_at_once <= admitted, "{most_at_once} calls held their memory at once; the {} MiB ceiling admits {admitted}", ceiling >> 20);
+    let ceiling_mib = (ceiling >> 20) as i64;
     assert!(grew <= ceiling_mib + 32, "sixteen calls at once raised the peak RSS by {grew} MiB, past the {ceiling_mib} MiB ceiling");
 }

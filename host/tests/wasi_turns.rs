@@ -2,31 +2,47 @@
 //! more pool slots warm than that (an interpreter's slot keeps megabytes of its snapshot
 //! mapped), and the turns are the module's own: another module's call never waits on them.
 //! See `turns.rs` and `in_flight.rs`. Alone in its test binary, so the pool's counts are this test's.
+//!
+//! Every bound here is the turns the engine is given (`common::wasi_calls::cores`: the cores, or
+//! `ZUNDOKO_TEST_CORES`), and the memory reservation is made roomy enough for every call the
+//! tests make at once, so it never stands in for the turns: the tests bite on a node of 1 core
+//! or 64 (`ZUNDOKO_TEST_CORES=1` and `=16` on this 2-core machine, and `taskset -c 0`).
 
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use wasmtime::PoolingAllocatorMetrics;
-use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits, budget};
+use common::wasi_calls::{SlotWatcher, cores, hoard_module, holding};
+use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(2, usize::from)
+/// The memory one call reserves, at most (its 4 MiB cap and what the virtual WASI may hold):
+/// checked against the module's own figure in `load`.
+const RESERVED_PER_CALL_MIB: usize = 10;
+
+/// An engine whose WASI modules get `cores()` turns, and whose memory reservation admits more
+/// calls at once than any test here makes (four per turn, and more): the turns alone bound them.
+fn engine() -> (SandboxEngine, usize) {
+    let turns = cores();
+    let limits = SandboxLimits {
+        memory_bytes: 4 << 20,
+        max_memory_bytes: (4 * turns + 4) * (RESERVED_PER_CALL_MIB << 20),
+        ..SandboxLimits::default()
+    };
+    (SandboxEngine::new(limits).unwrap().with_calls_per_module(turns), turns)
 }
 
-/// The WASI hoard fixture as a module of its own (a budget section makes other bytes: another
-/// digest, another compiled module), its calls taking about `spin` loop turns.
-fn load(engine: &SandboxEngine, fuel: u64) -> Arc<RulesModule> {
-    let bytes = budget::with_section(&common::fixture_bytes("zundoko-wasi-hoard"), format!(r#"{{"fuel": {fuel}}}"#).as_bytes());
-    let module = engine.load(&bytes).unwrap();
-    assert!(module.uses_wasi(), "the fixture imports WASI: its calls take turns");
-    Arc::new(module)
+/// The WASI hoard fixture as a module of its own, its calls taking about `spin` loop turns; the
+/// reservation is checked to admit more calls than `calls_at_once`.
+fn load(engine: &SandboxEngine, fuel: u64, calls_at_once: usize) -> Arc<RulesModule> {
+    let module = hoard_module(engine, fuel);
+    let admitted = module.limits().max_memory_bytes / module.host_bytes_per_call();
+    assert!(admitted > calls_at_once, "the memory reservation admits {admitted} calls at once, fewer than the {calls_at_once} made: it would bound them, not the turns");
+    module
 }
 
 fn spinning(turns: u64) -> zundoko_rules::Observed {
-    common::observed_with(&[("hoard", "grow"), ("mib", "1"), ("spin", &turns.to_string())])
+    holding(1, turns)
 }
 
 /// Three calls one after another, as a blocking caller makes them.
@@ -34,44 +50,14 @@ fn three_calls(module: &RulesModule, observed: &zundoko_rules::Observed) -> Resu
     (0..3).try_for_each(|_| module.reconcile(observed).map(drop))
 }
 
-/// Samples how many of the pool's memories are in use, every 200 µs, until asked for the most.
-struct SlotWatcher {
-    done: Arc<AtomicBool>,
-    most: Arc<AtomicUsize>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl SlotWatcher {
-    fn start(pool: &PoolingAllocatorMetrics) -> Self {
-        let (done, most, pool) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), pool.clone());
-        let thread = {
-            let (done, most) = (done.clone(), most.clone());
-            std::thread::spawn(move || {
-                while !done.load(Ordering::SeqCst) {
-                    most.fetch_max(pool.memories(), Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            })
-        };
-        SlotWatcher { done, most, thread }
-    }
-
-    /// Stops the watcher: the most calls it saw at once.
-    fn most_at_once(self) -> usize {
-        self.done.store(true, Ordering::SeqCst);
-        self.thread.join().unwrap();
-        self.most.load(Ordering::SeqCst)
-    }
-}
-
 #[test]
 fn a_wasi_modules_calls_run_at_most_cores_at_once_and_warm_no_more_slots_than_that() {
-    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    let (engine, turns) = engine();
     let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
-    let module = load(&engine, 1_000_000_000);
+    let module = load(&engine, 1_000_000_000, 4 * turns + 2);
     let observed = spinning(5_000_000);
     let watcher = SlotWatcher::start(&pool);
-    let calls: Vec<_> = (0..4 * cores() + 2)
+    let calls: Vec<_> = (0..4 * turns + 2)
         .map(|_| {
             let (module, observed) = (module.clone(), observed.clone());
             std::thread::spawn(move || three_calls(&module, &observed))
@@ -81,58 +67,56 @@ fn a_wasi_modules_calls_run_at_most_cores_at_once_and_warm_no_more_slots_than_th
         call.join().unwrap().unwrap();
     }
     let (most_at_once, warm) = (watcher.most_at_once(), pool.unused_warm_memories() as usize);
-    eprintln!("{} calls from {} threads on {} cores: at most {most_at_once} at once, {warm} slots warm", 3 * (4 * cores() + 2), 4 * cores() + 2, cores());
+    eprintln!("{} calls from {} threads, {turns} turns: at most {most_at_once} at once, {warm} slots warm", 3 * (4 * turns + 2), 4 * turns + 2);
     assert!(most_at_once >= 1, "the watcher saw the calls");
-    assert!(most_at_once <= cores(), "{most_at_once} calls of one module at once on {} cores", cores());
-    assert!(warm <= cores(), "one module's calls left {warm} slots warm, more than the {} that ever ran at once", cores());
+    assert!(most_at_once <= turns, "{most_at_once} calls of one module at once with {turns} turns");
+    assert!(warm <= turns, "one module's calls left {warm} slots warm, more than the {turns} that ever ran at once");
 }
 
 #[test]
 fn another_modules_call_does_not_wait_for_a_busy_modules_turns() {
-    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
-    let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
-    let (busy, other) = (load(&engine, 1_500_000_000), load(&engine, 1_000_000_001));
-    // Long calls of the busy module, more than its turns: some of them wait.
-    let busy_calls: Vec<_> = (0..2 * cores())
-        .map(|_| {
-            let module = busy.clone();
-            std::thread::spawn(move || {
-                module.reconcile(&spinning(30_000_000)).unwrap();
-                Instant::now()
-            })
-        })
-        .collect();
-    let waiting = Instant::now();
-    while pool.memories() < cores() {
-        assert!(waiting.elapsed() < Duration::from_secs(60), "the busy module's calls did not start");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    // A short call of the other module, while every turn of the busy one is taken.
-    other.reconcile(&spinning(1_000)).unwrap();
-    let other_done = Instant::now();
-    let busy_done: Vec<Instant> = busy_calls.into_iter().map(|c| c.join().unwrap()).collect();
-    let earliest = busy_done.iter().min().unwrap();
-    assert!(other_done < *earliest, "the other module's call waited for the busy module's calls to end");
+    let (engine, turns) = engine();
+    let (busy, other) = (load(&engine, 1_500_000_000, turns + 2), load(&engine, 1_000_000_001, turns + 2));
+    // Every turn of the busy module taken, as its long calls would take them (held here, so no
+    // call of its ends and gives one back while the other module's call runs).
+    let (_, busy_turns) = busy.own_threads().expect("a WASI module has turns");
+    let held: Vec<_> = (0..turns).map(|_| futures::executor::block_on(busy_turns.acquire())).collect();
+    // A call of the busy module now waits for a turn...
+    let (busy_done, busy_call) = std::sync::mpsc::channel();
+    let waiting = {
+        let busy = busy.clone();
+        std::thread::spawn(move || busy_done.send(busy.reconcile(&spinning(1_000)).map(drop)))
+    };
+    // ...and a call of the other module does not: it ends (a bound, not a timing: on turns
+    // shared by the modules it would wait as long as the busy module's turns are held).
+    let (other_done, other_call) = std::sync::mpsc::channel();
+    std::thread::spawn(move || other_done.send(other.reconcile(&spinning(1_000)).map(drop)));
+    let other_result = other_call.recv_timeout(Duration::from_secs(120)).expect("the other module's call waited for the busy module's turns");
+    other_result.unwrap();
+    assert!(busy_call.try_recv().is_err(), "the busy module's call ran while every one of its {turns} turns was held");
+    drop(held);
+    busy_call.recv_timeout(Duration::from_secs(120)).expect("the busy module's call ran once its turns were given back").unwrap();
+    waiting.join().unwrap().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_and_blocking_callers_share_one_count_of_turns() {
     use zundoko_operator::supply::contract::plan_check::PlanLimits;
     use zundoko_operator::supply::contract::rules::{Rules, decide_async};
-    let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
+    let (engine, turns) = engine();
     let pool = engine.engine().pooling_allocator_metrics().expect("a pooling engine");
-    let module = load(&engine, 1_000_000_000);
+    let module = load(&engine, 1_000_000_000, 4 * turns);
     let observed = spinning(5_000_000);
     let watcher = SlotWatcher::start(&pool);
     // Blocking callers (a smoke test, the CLI) on threads of their own, and async callers
     // (reconciles), each as many as twice the turns, at once.
     let (finished, blocking_done) = std::sync::mpsc::channel();
-    for _ in 0..2 * cores() {
+    for _ in 0..2 * turns {
         let (module, observed, finished) = (module.clone(), observed.clone(), finished.clone());
         std::thread::spawn(move || finished.send(three_calls(&module, &observed)));
     }
     let rules: Arc<dyn Rules> = module.clone();
-    let decisions: Vec<_> = (0..2 * cores())
+    let decisions: Vec<_> = (0..2 * turns)
         .map(|_| {
             let (rules, observed) = (rules.clone(), Arc::new(observed.clone()));
             tokio::spawn(async move {
@@ -151,11 +135,11 @@ async fn async_and_blocking_callers_share_one_count_of_turns() {
         }
     };
     tokio::time::timeout(Duration::from_secs(300), all).await.expect("the async callers finished: no call waits for a second turn");
-    for _ in 0..2 * cores() {
+    for _ in 0..2 * turns {
         blocking_done.recv_timeout(Duration::from_secs(300)).expect("the blocking callers finished").unwrap();
     }
     let most_at_once = watcher.most_at_once();
-    eprintln!("{} calls, half blocking and half async, on {} cores: at most {most_at_once} at once", 12 * cores(), cores());
+    eprintln!("{} calls, half blocking and half async, {turns} turns: at most {most_at_once} at once", 12 * turns);
     assert!(most_at_once >= 1, "the watcher saw the calls");
-    assert!(most_at_once <= cores(), "{most_at_once} calls of one module at once on {} cores: blocking and async callers counted apart", cores());
+    assert!(most_at_once <= turns, "{most_at_once} calls of one module at once with {turns} turns: blocking and async callers counted apart");
 }

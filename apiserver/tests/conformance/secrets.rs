@@ -175,7 +175,7 @@ async fn secret_size_limit() {
     assert_eq!(code, 201, "{}", o["message"]);
     let (code, st) = raw.post(SECRETS, &json!({"metadata": {"name": "big"}, "data": {"k": b64(&at_limit)}, "stringData": {"l": "y"}})).await;
     assert_eq!(code, 422, "{}", st["message"]);
-    // kube-apiserver 1.33's field.TooLong text (before 1.33: "must have at most 1048576 bytes").
+    // kube-apiserver 1.32+'s field.TooLong text (apimachinery before 1.32 said "must have at most 1048576 bytes").
     assert_eq!(st["message"], "Secret \"big\" is invalid: data: Too long: may not be more than 1048576 bytes");
     assert_eq!(st["details"]["causes"][0]["reason"], "FieldValueTooLong");
 }

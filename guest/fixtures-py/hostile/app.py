@@ -5,7 +5,8 @@ takes seconds to compile), its misbehaviour chosen per call by `spec.params["mis
   rule-error  returns Err(invalid-params)
   loop        `while True`
   alloc       grows memory without end
-  print       prints megabytes to stdout and to stderr, then decides as the classic rules
+  print       prints 200 lines with a terminal escape in each, then megabytes, to stdout and to
+              stderr, then decides as the classic rules
   clock       reads time.time() and time.monotonic() a million times (`params["reads"]` to
               change it); the status message gives the first and last readings of each
   random      reads os.urandom(32) and random.random() 10,000 times each (`params["reads"]`);
@@ -164,6 +165,10 @@ class Hostile:
             while True:
                 hoard.append(bytearray(1 << 20))
         if what == "print":
+            # 200 short lines, each with a terminal escape (more lines than the log keeps),
+            # then megabytes.
+            for i in range(200):
+                print(f"line {i} \x1b[31mred\x1b[0m")
             chunk = "x" * 65535 + "\n"
             for _ in range(64):  # 4 MiB to each
                 sys.stdout.write(chunk)

@@ -85,6 +85,7 @@ pub mod langs;
 pub mod registry;
 pub mod replica;
 pub mod rules;
+pub mod wasi_calls;
 pub mod running;
 
 /// The component without its `zundoko:budget` section (what scripts/set-budget.py removes), for the tests of what a module asks for.

@@ -75,7 +75,7 @@ impl Rules for NativeRules {
 
     fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
         let plan = self.rules.reconcile(observed).map_err(GuestError::Rules)?;
-        Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new(), peak_memory_bytes: 0 })
+        Ok(GuestOutcome { value: plan, fuel_used: 0, logs: Vec::new(), dropped_log_lines: 0, peak_memory_bytes: 0 })
     }
 
     /// Native rules are the host's own code and take microseconds: always quick.
@@ -263,7 +263,7 @@ mod tests {
             // A slow guest's call (this is the fake guest, on its own thread, not a reconcile).
             std::thread::sleep(Duration::from_millis(20));
             self.running.fetch_sub(1, SeqCst);
-            Ok(GuestOutcome { value: Plan::default(), fuel_used: 0, logs: Vec::new(), peak_memory_bytes: 0 })
+            Ok(GuestOutcome { value: Plan::default(), fuel_used: 0, logs: Vec::new(), dropped_log_lines: 0, peak_memory_bytes: 0 })
         }
 
         fn own_threads(&self) -> Option<(&Arc<GuestThreads>, &Turns)> {

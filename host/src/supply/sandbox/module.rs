@@ -39,6 +39,9 @@ pub struct GuestOutcome<T> {
     pub value: T,
     pub fuel_used: u64,
     pub logs: Vec<GuestLog>,
+    /// Log lines past the call's bound (`max_log_lines`), output past its byte bound counted as
+    /// one: dropped, and counted here and in a line of the operator's log.
+    pub dropped_log_lines: usize,
     /// The largest the guest's linear memory was during the call, in bytes.
     pub peak_memory_bytes: usize,
 }
@@ -151,6 +154,14 @@ impl SandboxEngine {
     pub fn with_compiled_cache(mut self, dir: &std::path::Path) -> anyhow::Result<Self> {
         self.compiled = Some(Arc::new(super::compiled_cache::CompiledCache::open(dir).map_err(anyhow::Error::msg)?));
         Ok(self)
+    }
+
+    /// Let `calls` of one WASI module's calls run at once instead of the node's cores: a test
+    /// then sets the count it asserts on, whatever machine it runs on.
+    pub fn with_calls_per_module(mut self, calls: usize) -> Self {
+        self.calls_per_module = calls.clamp(1, self.limits.max_concurrent_calls as usize);
+        self.threads = GuestThreads::new(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes, self.calls_per_module);
+        self
     }
 
     /// Compile big modules in a child process (see [`super::compiler_process`]), into the
@@ -424,6 +435,7 @@ impl RulesModule {
                 value: convert::plan(plan),
                 fuel_used: outcome.fuel_used,
                 logs: outcome.logs,
+                dropped_log_lines: outcome.dropped_log_lines,
                 peak_memory_bytes: outcome.peak_memory_bytes,
             }),
             Err(e) => Err(GuestError::Rules(convert::rule_error(e))),
@@ -499,11 +511,16 @@ impl RulesModule {
             state.logs.add_output(&output);
             state.stderr_last_line = output.last_stderr_line();
         }
+        let dropped_log_lines = state.logs.dropped;
+        if dropped_log_lines > 0 {
+            tracing::warn!(target: "guest", dropped_log_lines, "the call's log lines past its bound of {} were dropped", self.limits.max_log_lines);
+        }
         let result = match result {
             Ok(value) => Ok(GuestOutcome {
                 value,
                 fuel_used,
                 logs: std::mem::take(&mut store.data_mut().logs.lines),
+                dropped_log_lines,
                 peak_memory_bytes: store.data().memory.peak,
             }),
             Err(error) => Err(self.classify(error, store.data(), fuel)),
