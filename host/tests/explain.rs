@@ -163,3 +163,63 @@ async fn a_hikawa_waiting_on_a_rejected_rule_set_is_explained_with_the_operator_
     let hikawa = cluster.hikawas("default").get("waiting").await.unwrap();
     assert!(hikawa.meta().uid.is_some());
 }
+
+/// The operator's binary through the kubectl plugin script, as a user runs it from a machine with
+/// only a kubeconfig: exit status, text output, and escaping of what the cluster says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubectl_plugin_explains_from_a_kubeconfig_and_escapes_what_the_cluster_says() {
+    use k8s_openapi::api::events::v1::Event;
+    let (cluster, operator) = sung(&["plugged"]).await;
+    operator.stop().await;
+    let dir = common::kubelet::temp_dir("explain-plugin");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, cluster.server.kubeconfig_yaml()).unwrap();
+    let plugin = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubectl-plugin/kubectl-zundoko");
+    let kubectl_zundoko = |args: &[&str]| {
+        let (plugin, kubeconfig, args) = (plugin.to_string(), kubeconfig.clone(), args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        // A blocking child process: off the async workers that serve the API server.
+        std::thread::spawn(move || {
+            std::process::Command::new(plugin)
+                .args(&args)
+                .env("KUBECONFIG", kubeconfig)
+                .env("ZUNDOKO_OPERATOR", env!("CARGO_BIN_EXE_zundoko-operator"))
+                .env_remove("RUST_LOG")
+                .output()
+                .unwrap()
+        })
+        .join()
+        .unwrap()
+    };
+
+    let out = kubectl_zundoko(&["explain", "default/plugged", "--song"]);
+    let (stdout, stderr) = common::output_text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("every word replays to what was written") && stdout.contains("decided by sha256:"), "{stdout}");
+
+    // What a child costs, and its annotation (the figures docs/debugging.md gives).
+    let zundokos: Api<Zundoko> = Api::namespaced(cluster.client.clone(), "default");
+    let child = zundokos.get(&zundoko_name("plugged", 1)).await.unwrap();
+    let annotation = &child.annotations()[DECISION];
+    println!("decision annotation: {} bytes of value, {} with its key; the child as JSON: {} bytes", annotation.len(), annotation.len() + DECISION.len(), serde_json::to_vec(&child).unwrap().len());
+
+    // A Warning whose note holds a terminal escape: printed escaped.
+    let hikawa = cluster.hikawas("default").get("plugged").await.unwrap();
+    let event: Event = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "plugged.hostile", "namespace": "default" },
+        "eventTime": "2026-11-28T00:00:00.000000Z", "reportingController": "someone", "reportingInstance": "x",
+        "action": "Decide", "reason": "Hostile", "type": "Warning", "note": "\u{1b}[2Jgone\u{202e}",
+        "regarding": { "apiVersion": "zundokokiyoshi.kaitoy.github.com/v1beta1", "kind": "Hikawa", "name": "plugged", "namespace": "default", "uid": hikawa.metadata.uid },
+    }))
+    .unwrap();
+    Api::<Event>::namespaced(cluster.client.clone(), "default").create(&PostParams::default(), &event).await.unwrap();
+    let out = kubectl_zundoko(&["explain", "default/plugged"]);
+    let (stdout, _) = common::output_text(&out);
+    assert!(stdout.contains("Warning Hostile") && stdout.contains("\\u{1b}[2Jgone\\u{202e}"), "{stdout}");
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\u{202e}'), "{stdout:?}");
+
+    // A word that is not there, and a verb that is not one: an error, not silence.
+    let out = kubectl_zundoko(&["explain", "default/plugged", "--word", "999"]);
+    assert!(!out.status.success() && common::output_text(&out).1.contains("has no word 999"), "{out:?}");
+    let out = kubectl_zundoko(&["sing", "default/plugged"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
