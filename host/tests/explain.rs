@@ -223,3 +223,56 @@ async fn the_kubectl_plugin_explains_from_a_kubeconfig_and_escapes_what_the_clus
     let out = kubectl_zundoko(&["sing", "default/plugged"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_rule_set_swap_each_word_is_attributed_to_the_module_that_said_it() {
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let (classic_bytes, japanese_bytes) = (module_bytes("zundoko-classic"), module_bytes("zundoko-strict-ja"));
+    cluster.put_configmap(RULES_NS, "rules-swapping", &classic_bytes).await;
+    create_rules(&cluster, "swapping", plain("rules-swapping")).await;
+    let operator = cluster.operator(wasm(&classic_bytes), quick_settings());
+    sing(&cluster, "across", 200, Some("swapping"), &[]).await;
+    cluster.wait_words("default", &["across".to_string()], 2, Duration::from_secs(30)).await;
+    cluster.put_configmap(RULES_NS, "rules-swapping", &japanese_bytes).await;
+    cluster.wait_kiyoshied("default", &["across".to_string()], Duration::from_secs(120)).await;
+    operator.stop().await;
+
+    // The ConfigMap serves the new module only: the old one's words replay from a local copy.
+    let classic_file = module_path("zundoko-classic");
+    let report = run(&cluster, &["default/across", "--song", "--module", classic_file.to_str().unwrap()]).await;
+    assert!(report.first_difference.is_none(), "{:?}", report.first_difference);
+    let modules: Vec<String> = report.words.iter().map(|w| w.decision.as_ref().unwrap().module.clone()).collect();
+    let (old, new) = (digest(&classic_bytes), digest(&japanese_bytes));
+    let swapped_at = modules.iter().position(|m| *m == new).expect("the new module said words");
+    assert!(swapped_at >= 2, "the first two words were the old module's: {modules:?}");
+    assert!(modules[..swapped_at].iter().all(|m| *m == old) && modules[swapped_at..].iter().all(|m| *m == new), "{modules:?}");
+    // Without the copy, the old module's words are named as no longer fetchable, with what the
+    // rule set's source serves now; the new module's words still replay.
+    let report = run(&cluster, &["default/across", "--song"]).await;
+    let first = report.first_difference.unwrap();
+    assert_eq!((first.position, &first.verdict), (1, &Verdict::ModuleUnavailable));
+    assert!(first.reason.contains(&format!("serves {new}")), "{}", first.reason);
+    assert!(report.words[swapped_at..].iter().all(|w| w.verdict == Verdict::Matches));
+}
+
+/// The classic rules in Python and JavaScript (`make guest-langs`): their songs replay too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_songs_replay_word_for_word() {
+    let engine = common::langs::roomy_engine();
+    let cache = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache");
+    for name in ["zundoko-classic-py", "zundoko-classic-js"] {
+        let Some(bytes) = common::langs::lang_module(name) else { continue };
+        let cluster = Cluster::start().await;
+        let operator = cluster.operator(Arc::new(engine.load(&bytes).unwrap()), quick_settings());
+        cluster.create_hikawa("default", "song", 0, &[]).await;
+        cluster.wait_kiyoshied("default", &["song".to_string()], Duration::from_secs(300)).await;
+        operator.stop().await;
+        let path = module_path(name);
+        let argv = ["default/song", "--song", "--module", path.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap(), "--fuel", "2000000000", "--memory-limit-mib", "256"];
+        let report = run(&cluster, &argv).await;
+        assert!(report.first_difference.is_none(), "{name}: {:?}", report.first_difference);
+        assert!(report.words.len() >= 6 && report.words.iter().all(|w| w.verdict == Verdict::Matches), "{name}: {:?}", report.words);
+        assert!(report.words.iter().all(|w| w.decision.as_ref().is_some_and(|d| d.module == digest(&bytes))), "{name}");
+    }
+}
