@@ -160,8 +160,19 @@ async fn a_hikawa_waiting_on_a_rejected_rule_set_is_explained_with_the_operator_
     let ruleset = state.ruleset.as_ref().unwrap();
     assert!(ruleset.message.as_deref().is_some_and(|m| m.contains(&pin)), "{ruleset:?}");
     assert!(report.words.is_empty(), "nothing said");
+    assert!(state.shard.unread.as_deref().is_some_and(|why| why.contains("no such Lease")), "{:?}", state.shard);
+
+    // With leader election, the Lease of its shard names the replica that holds it.
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use zundoko_operator::process::leader::assign::{lease_name, shard_of};
     let hikawa = cluster.hikawas("default").get("waiting").await.unwrap();
-    assert!(hikawa.meta().uid.is_some());
+    let name = lease_name("zundoko-operator", shard_of(hikawa.meta().uid.as_deref().unwrap(), 32), 32);
+    let mut lease = Lease { spec: Some(LeaseSpec { holder_identity: Some("replica-a".into()), ..LeaseSpec::default() }), ..Lease::default() };
+    lease.metadata.name = Some(name.clone());
+    Api::<Lease>::namespaced(cluster.client.clone(), RULES_NS).create(&PostParams::default(), &lease).await.unwrap();
+    let report = run(&cluster, &["default/waiting"]).await;
+    assert_eq!(report.state.shard.lease, format!("{RULES_NS}/{name}"));
+    assert_eq!(report.state.shard.holder.as_ref().map(|h| h.0.as_str()), Some("replica-a"), "{:?}", report.state.shard);
 }
 
 /// The operator's binary through the kubectl plugin script, as a user runs it from a machine with

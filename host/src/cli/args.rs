@@ -440,6 +440,16 @@ pub struct ExplainArgs {
     /// operator's default module comes from its own flags).
     #[arg(long, value_name = "FILE")]
     pub module: Option<PathBuf>,
+    /// Where the operator's shard Leases are (its --operator-namespace), to say which replica
+    /// holds the Hikawa's shard.
+    #[arg(long, env = "ZUNDOKO_OPERATOR_NAMESPACE", default_value = "zundoko-system")]
+    pub operator_namespace: String,
+    /// The operator's --lease-name.
+    #[arg(long, default_value = "zundoko-operator")]
+    pub lease_name: String,
+    /// The operator's --shards, when no child's shard label says it.
+    #[arg(long, default_value_t = 32)]
+    pub shards: u16,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
     #[command(flatten)]

@@ -60,7 +60,8 @@ pub async fn run(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
 
 /// Explain the Hikawa `args.hikawa` from what `client` reads.
 pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
-    let read = read::read(client, &args.hikawa).await?;
+    let leases = read::Leases { namespace: &args.operator_namespace, name: &args.lease_name, shards: args.shards };
+    let read = read::read(client, &args.hikawa, &leases).await?;
     let state = waiting::state(&read);
     let (ns, name) = read::split_key(&args.hikawa);
     let mut report = Report { hikawa: format!("{ns}/{name}"), state, words: Vec::new(), first_difference: None };
@@ -139,6 +140,14 @@ pub fn print(report: &Report, format: ExplainFormat, out: &mut dyn Write) -> Res
     if let Some(rs) = &s.ruleset {
         let opt = |v: &Option<String>| v.as_deref().map_or("-".to_string(), safe);
         writeln!(out, "  rule set {}: {} ({}) {}", safe(&rs.name), opt(&rs.phase), opt(&rs.reason), opt(&rs.message))?;
+    }
+    let shard = &s.shard;
+    match (&shard.holder, &shard.unread) {
+        (Some((holder, renewed)), _) => {
+            writeln!(out, "  shard {} of {}: Lease {} held by {} (renewed {})", shard.shard, shard.count, safe(&shard.lease), safe(holder), renewed.as_deref().map_or("never".into(), safe))?
+        }
+        (None, Some(why)) => writeln!(out, "  shard {} of {}: Lease {}: {}", shard.shard, shard.count, safe(&shard.lease), safe(why))?,
+        (None, None) => writeln!(out, "  shard {} of {}: Lease {} held by no replica: no operator decides for it now", shard.shard, shard.count, safe(&shard.lease))?,
     }
     for (reason, note, count) in &s.warnings {
         writeln!(out, "  Warning {} (x{count}): {}", safe(reason), safe(note))?;

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ListParams, ObjectMeta};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -13,6 +14,7 @@ use crate::controllers::hikawa::apply::{HIKAWA_LABEL, label_value};
 use crate::controllers::hikawa::children::said_at;
 use crate::controllers::hikawa::provenance::DECISION;
 use crate::crd::{Hikawa, Kiyoshi, Zundoko, ZundokoRules};
+use crate::process::leader::assign::{SHARD_LABEL, lease_name, shard_of};
 
 /// The most children of one Hikawa read: past it, `explain` stops rather than buffer more.
 pub const MAX_CHILDREN: usize = 100_000;
@@ -58,6 +60,21 @@ pub struct Read {
     pub ruleset: Option<std::result::Result<ZundokoRules, String>>,
     /// Oldest first.
     pub events: Vec<Event>,
+    /// The Hikawa's shard (number, count) and its Lease's holder and renew time, if any.
+    pub shard: Shard,
+}
+
+/// The Hikawa's shard and who holds it, as the Leases say.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Shard {
+    pub shard: u16,
+    pub count: u16,
+    pub lease: String,
+    /// The holder and its last renewal; `None`: no Lease, or none held.
+    pub holder: Option<(String, Option<String>)>,
+    /// Why the Lease could not be read (absent: leader election off, or another namespace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unread: Option<String>,
 }
 
 /// `NAMESPACE/NAME`, or `NAME` in `default`.
@@ -65,7 +82,14 @@ pub fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("default", key))
 }
 
-pub async fn read(client: &Client, key: &str) -> Result<Read> {
+/// Where the operator's Leases are: its namespace, lease name and shard count.
+pub struct Leases<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub shards: u16,
+}
+
+pub async fn read(client: &Client, key: &str, leases: &Leases<'_>) -> Result<Read> {
     let (ns, name) = split_key(key);
     let hikawa = Api::<Hikawa>::namespaced(client.clone(), ns).get(name).await.with_context(|| format!("cannot read Hikawa {ns}/{name}"))?;
     let claimed = hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said);
@@ -99,7 +123,29 @@ pub async fn read(client: &Client, key: &str) -> Result<Read> {
         }),
     };
     let events = events(client, ns, &hikawa).await;
-    Ok(Read { hikawa, children, ruleset, events })
+    // The count the children were labelled under (`NN-of-COUNT`), else the one given.
+    let count = zundokos
+        .iter()
+        .find_map(|z| z.labels().get(SHARD_LABEL).and_then(|v| v.split_once("-of-")).and_then(|(_, c)| c.parse::<u16>().ok()))
+        .unwrap_or(leases.shards);
+    let shard = shard(client, hikawa.metadata.uid.as_deref().unwrap_or_default(), count, leases).await;
+    Ok(Read { hikawa, children, ruleset, events, shard })
+}
+
+/// The Hikawa's shard and its Lease's holder.
+async fn shard(client: &Client, uid: &str, count: u16, leases: &Leases<'_>) -> Shard {
+    let number = shard_of(uid, count);
+    let name = lease_name(leases.name, number, count);
+    let mut shard = Shard { shard: number, count, lease: format!("{}/{name}", leases.namespace), holder: None, unread: None };
+    match Api::<Lease>::namespaced(client.clone(), leases.namespace).get_opt(&name).await {
+        Ok(Some(lease)) => {
+            let spec = lease.spec.unwrap_or_default();
+            shard.holder = spec.holder_identity.filter(|h| !h.is_empty()).map(|h| (h, spec.renew_time.map(|t| format!("{:.3}", t.0))));
+        }
+        Ok(None) => shard.unread = Some("no such Lease: leader election is off, or the operator runs in another namespace (--operator-namespace)".into()),
+        Err(error) => shard.unread = Some(format!("cannot read it: {error}")),
+    }
+    shard
 }
 
 /// Every `K` in `ns` matching `selector`, page by page, at most [`MAX_CHILDREN`].

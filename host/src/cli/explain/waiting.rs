@@ -34,6 +34,8 @@ pub struct State {
     pub ruleset: Option<RuleSetState>,
     /// The newest Warning Events about the Hikawa: reason, note, count.
     pub warnings: Vec<(String, String, i32)>,
+    /// Its shard and the replica that holds it.
+    pub shard: crate::cli::explain::read::Shard,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -75,6 +77,8 @@ pub fn state(read: &Read) -> State {
         ("waiting".into(), format!("waiting on its rule set {}: {phase} ({reason}) {message}", rs.name))
     } else if let Some((value, reason, message)) = ready.as_ref().filter(|r| r.0 != "True") {
         ("failing".into(), format!("the last decision failed (Ready={value}, {reason}): {message}"))
+    } else if status.observed_generation.is_none() && read.shard.unread.is_none() && read.shard.holder.is_none() {
+        ("waiting".into(), format!("no decision yet: no replica holds its shard {} (Lease {})", read.shard.shard, read.shard.lease))
     } else if status.observed_generation.is_none() {
         ("waiting".into(), "no decision yet: no operator has reconciled it (is one running, and does it hold the shard?)".into())
     } else if status.observed_generation != Some(generation) {
@@ -96,5 +100,6 @@ pub fn state(read: &Read) -> State {
         ready,
         ruleset,
         warnings,
+        shard: read.shard.clone(),
     }
 }
