@@ -206,6 +206,7 @@ async fn the_kubectl_plugin_explains_from_a_kubeconfig_and_escapes_what_the_clus
     let (stdout, stderr) = common::output_text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("every word replays to what was written") && stdout.contains("decided by sha256:"), "{stdout}");
+    println!("{stdout}");
 
     // What a child costs, and its annotation (the figures docs/debugging.md gives).
     let zundokos: Api<Zundoko> = Api::namespaced(cluster.client.clone(), "default");

@@ -64,12 +64,12 @@ pub enum Command {
     /// `cosign sign-blob --key` makes), written beside it as MODULE.sig and printed as the
     /// ConfigMap annotation that carries it.
     Sign(SignArgs),
-    /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
-    /// module on stdin, within --max-compile-mib of memory, and write its code to stdout.
     /// Explain a Hikawa's song from the cluster: each word's recorded decision (module, entropy,
     /// time, input digest), replayed in the sandbox and compared with what was written; or why
     /// it is not singing (status, conditions, Events, rule set). Needs only read access.
     Explain(ExplainArgs),
+    /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
+    /// module on stdin, within --max-compile-mib of memory, and write its code to stdout.
     #[command(hide = true, name = crate::supply::sandbox::compiler_process::VERB)]
     CompileModule(crate::cli::compile::CompileModuleArgs),
 }
