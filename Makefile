@@ -209,6 +209,15 @@ fixtures: setup $(COMPONENTIZE) ## Build the test fixtures (misbehaving modules)
 build: guest ## Build the guest components and the operator.
 	$(CARGO) build -p zundoko-operator
 
+PLUGIN_DIR ?= $(HOME)/.local/bin
+
+.PHONY: kubectl-plugin
+kubectl-plugin: ## Install `kubectl zundoko explain` (the plugin script and the operator binary) into PLUGIN_DIR (default ~/.local/bin; on PATH for kubectl to find it).
+	$(CARGO) build --release -p zundoko-operator
+	install -d $(PLUGIN_DIR)
+	install -m 0755 deploy/kubectl-plugin/kubectl-zundoko target/release/zundoko-operator $(PLUGIN_DIR)/
+	@echo "installed: kubectl zundoko explain NAMESPACE/HIKAWA [--word N | --song] (from $(PLUGIN_DIR))"
+
 .PHONY: demo-rollout
 demo-rollout: guest fixtures ## Rule sets, no cluster needed: two ZundokoRules at once, and a staged rollout that rolls back on its own.
 	$(CARGO) build -p zundoko-operator -p zundoko-apiserver

@@ -72,9 +72,12 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     eventually("an Event for every word", Duration::from_secs(10), async || said().await > song.words.len()).await;
     let events = cluster.events_for("default", "hikawa-sample").await;
     let notes: Vec<String> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).map(|e| e.note.clone().unwrap()).collect();
+    // Each note is the word, then the module and the decision that said it.
+    let words: Vec<&str> = notes.iter().map(|n| n.split(" · ").next().unwrap()).collect();
     let mut expected = song.words.clone();
     expected.push("Ki-yo-shi!".into());
-    assert_eq!(notes, expected);
+    assert_eq!(words, expected);
+    assert!(notes.iter().all(|n| n.contains(&format!("said by zundoko-classic 0.1.0 ({})", module.digest)) && n.contains("input sha256:")), "{notes:?}");
     assert!(events.iter().all(|e| e.type_.as_deref() == Some("Normal")));
     operator.stop().await;
 }

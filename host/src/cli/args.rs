@@ -64,6 +64,10 @@ pub enum Command {
     /// `cosign sign-blob --key` makes), written beside it as MODULE.sig and printed as the
     /// ConfigMap annotation that carries it.
     Sign(SignArgs),
+    /// Explain a Hikawa's song from the cluster: each word's recorded decision (module, entropy,
+    /// time, input digest), replayed in the sandbox and compared with what was written; or why
+    /// it is not singing (status, conditions, Events, rule set). Needs only read access.
+    Explain(ExplainArgs),
     /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
     /// module on stdin, within --max-compile-mib of memory, and write its code to stdout.
     #[command(hide = true, name = crate::supply::sandbox::compiler_process::VERB)]
@@ -432,6 +436,47 @@ pub struct SimulateArgs {
     pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// The Hikawa, NAMESPACE/NAME (or NAME in `default`).
+    #[arg(value_name = "NAMESPACE/HIKAWA")]
+    pub hikawa: String,
+    /// Replay word N (1 is the first word; the Kiyoshi is the word after the last Zundoko).
+    #[arg(long, value_name = "N", conflicts_with = "song")]
+    pub word: Option<u32>,
+    /// Replay every word, and name the first that does not replay to what was written.
+    #[arg(long)]
+    pub song: bool,
+    /// Output: `text` for people, `json` for tools.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: ExplainFormat,
+    /// Replay with this local copy of the module (its digest must be the recorded one), when
+    /// the module's source no longer serves it or names no source in the cluster (the
+    /// operator's default module comes from its own flags).
+    #[arg(long, value_name = "FILE")]
+    pub module: Option<PathBuf>,
+    /// Where the operator's shard Leases are (its --operator-namespace), to say which replica
+    /// holds the Hikawa's shard.
+    #[arg(long, env = "ZUNDOKO_OPERATOR_NAMESPACE", default_value = "zundoko-system")]
+    pub operator_namespace: String,
+    /// The operator's --lease-name.
+    #[arg(long, default_value = "zundoko-operator")]
+    pub lease_name: String,
+    /// The operator's --shards, when no child's shard label says it.
+    #[arg(long, default_value_t = 32)]
+    pub shards: u16,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args, Debug)]

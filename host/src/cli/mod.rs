@@ -1,6 +1,7 @@
 //! The command line. Every flag has an environment-variable twin. The grammar is in `args`;
 //! each verb in a file of its own: `run` (the operator), `check`, `simulate`, `test` (the
-//! conformance suite, `conformance`), `push` and `keygen` (`oci`), `crd`, and the internal
+//! conformance suite, `conformance`), `push` and `keygen` (`oci`), `crd`, `explain` (a song's decisions
+//! replayed from the cluster), and the internal
 //! `compile-module` (`compile`). `simulate` and `test` run a module offline.
 
 pub mod args;
@@ -8,6 +9,7 @@ pub mod check;
 pub mod compile;
 pub mod conformance;
 pub mod crd;
+pub mod explain;
 pub mod oci;
 pub mod run;
 pub mod simulate;

@@ -14,6 +14,7 @@ use zundoko_rules::{ChildKind, Observed, Plan, Said};
 use crate::controllers::error::{Error, Result};
 use crate::controllers::hikawa::children::Owned;
 use crate::controllers::hikawa::context::{Context, Writer};
+use crate::controllers::hikawa::provenance::{DECISION, Provenance};
 use crate::controllers::hikawa::status;
 use crate::controllers::writes::create::create;
 use crate::controllers::writes::events::EventType;
@@ -114,6 +115,11 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
     // `related` names the child: each word is its own Event.
     let Owed(mut events) = owed;
     let mut refused = None;
+    // One record per decision, formed only when it says a word (most decisions say none).
+    let decision = plan.says().next().map(|_| Provenance::of(observed, &module.digest, &ctx.shards.identity));
+    let annotations = BTreeMap::from_iter(
+        [(SAID_AT.to_string(), rfc3339_millis(observed.now))].into_iter().chain(decision.as_ref().map(|d| (DECISION.to_string(), d.to_string()))),
+    );
     for say in plan.says() {
         let meta = ObjectMeta {
             name: Some(say.name.clone()),
@@ -123,7 +129,7 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
                 (HIKAWA_LABEL.to_string(), label_value(&observed.hikawa.name)),
                 (SHARD_LABEL.to_string(), w.shard_label.clone()),
             ])),
-            annotations: Some(BTreeMap::from([(SAID_AT.to_string(), rfc3339_millis(observed.now))])),
+            annotations: Some(annotations.clone()),
             ..ObjectMeta::default()
         };
         let created = match say.kind {
@@ -145,7 +151,7 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
             applied.created += 1;
             said_at = Some(observed.now);
             ctx.metrics.said(say.kind);
-            events.push((say.word.clone(), child));
+            events.push((said_note(&say.word, module, decision.as_ref()), child));
             applied.said.push((say.kind, Said { name: say.name.clone(), index: say.index, word: say.word.clone(), said_at: Some(observed.now) }));
         }
     }
@@ -159,6 +165,15 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
     let (written, ()) = futures::join!(write_status(ctx, w, hikawa, desired), publish);
     (applied.status, applied.resource_version) = written?;
     Ok(applied)
+}
+
+/// A Said Event's note: the word (what `kubectl get events` shows first), then the module and
+/// the decision (entropy, input digest) that said it, so the Event alone names them.
+fn said_note(word: &str, module: &ModuleIdentity, decision: Option<&Provenance>) -> String {
+    let Some(d) = decision else { return word.to_string() };
+    // The module's name and version are its own text: escaped.
+    let name = crate::text::printable(&format!("{} {}", module.info.name, module.info.version), 256);
+    format!("{word} · said by {name} ({}), entropy {:#018x}, input sha256:{}", module.digest, d.entropy, &d.input[..16])
 }
 
 /// A word's Said Event; if no connection carries it, it waits for the Hikawa's next reconcile.

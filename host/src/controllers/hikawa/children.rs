@@ -148,7 +148,7 @@ impl Default for ChildIndex {
 }
 
 /// A child's time: the annotation, else its creationTimestamp.
-fn said_at(meta: &ObjectMeta) -> Option<TimestampMs> {
+pub fn said_at(meta: &ObjectMeta) -> Option<TimestampMs> {
     meta.annotations
         .as_ref()
         .and_then(|a| a.get(SAID_AT))

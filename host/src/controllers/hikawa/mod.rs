@@ -5,7 +5,8 @@
 //! plan contract, `supply/contract/`), then applies it (`apply`), writing the status
 //! (`status`) and Events (`controllers/writes/events.rs`; `pace/warnings.rs` lends it the
 //! pacing's memory of the last Warning). `reconcile` holds one reconcile's steps, `wakes` what
-//! else wakes a Hikawa, `entropy` each decision's entropy.
+//! else wakes a Hikawa, `entropy` each decision's entropy, `provenance` the record of each
+//! decision on the children it made.
 
 pub mod apply;
 pub mod children;
@@ -16,6 +17,7 @@ pub mod lean;
 pub mod observe;
 pub mod pace;
 pub mod places;
+pub mod provenance;
 mod reconcile;
 pub mod status;
 mod wakes;
