@@ -13,7 +13,9 @@ pub mod reference;
 pub mod keys;
 pub mod registry;
 pub mod signature;
-mod wire;
+/// Public only for the fuzz targets and property tests (fuzz/, host/tests/fuzzed_boundaries/).
+#[doc(hidden)]
+pub mod wire;
 
 pub use reference::ModuleRef;
 pub use registry::{Fetched, PullError, Registry, RegistrySettings, registry_allowed};
