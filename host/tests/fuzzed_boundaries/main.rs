@@ -69,6 +69,7 @@ fn the_plan_check_never_panics_and_what_it_accepts_keeps_the_invariants() {
     });
     // The draws are near real plans, so a fair share passes and what passes is checked.
     let accepted = accepted.into_inner();
+    eprintln!("{accepted} of {cases} plans accepted");
     assert!(
         accepted >= cases as usize / 20,
         "only {accepted} of {cases} plans accepted: the invariants were hardly exercised"
