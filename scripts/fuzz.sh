@@ -28,7 +28,7 @@ for target in $FUZZ_TARGETS; do
   status=0
   "$CARGO" fuzz run -s none "$target" "corpus/$target" "${seeds[@]}" -- \
     -max_total_time="$FUZZ_SECS" -timeout=10 -print_final_stats=1 > "logs/$target.log" 2>&1 || status=$?
-  runs=$(awk -F': *' '/^stat::number_of_executed_units/ { print $2 }' "logs/$target.log" | tail -1)
+  runs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "logs/$target.log" | tail -1)
   corpus=$(ls "corpus/$target" | wc -l)
   after=$(ls "artifacts/$target" | wc -l)
   if [ "$status" -ne 0 ] || [ "$after" -gt "$before" ]; then

@@ -178,17 +178,18 @@ fn budget_json() -> impl Strategy<Value = Vec<u8>> {
         Just("1.5".to_string()),
         any::<u64>().prop_map(|n| n.to_string())
     ];
+    // The known keys, misspelt ones, and any (an unknown key is quoted in the refusal).
     let key = prop_oneof![
-        Just("memoryMiB"),
-        Just("fuel"),
-        Just("moduleMiB"),
-        Just("cpu"),
-        Just("memorymib")
+        Just("memoryMiB".to_string()),
+        Just("fuel".to_string()),
+        Just("moduleMiB".to_string()),
+        Just("memorymib".to_string()),
+        any_text(8)
     ];
     vec((key, number), 0..4).prop_map(|entries| {
         let body = entries
             .iter()
-            .map(|(k, n)| format!("\"{k}\": {n}"))
+            .map(|(k, n)| format!("{}: {n}", serde_json::Value::from(k.as_str())))
             .collect::<Vec<_>>()
             .join(", ");
         format!("{{{body}}}").into_bytes()
@@ -482,6 +483,17 @@ mod found {
                     .expect_err("refused");
             invariants::tells_safely(&rejection.to_string());
         }
+    }
+
+    /// Found by `make fuzz` (budget_section, in seconds): a budget section with an unknown
+    /// key made an error quoting the key as serde wrote it, a DEL (U+007F) and all, raw.
+    #[test]
+    fn a_budget_sections_unknown_key_is_quoted_escaped() {
+        use zundoko_operator::supply::sandbox::budget;
+        let bytes = budget::with_section(b"\0asm\x0d\0\x01\0", b"{\"mem\x7f\xe2\x80\xaerget{\": 1}");
+        let error = budget::read(&bytes).expect_err("an unknown key is refused");
+        invariants::tells_safely(&error.to_string());
+        assert!(error.to_string().contains("unknown field `mem\\u{7f}\\u{202e}rget{`"), "{error}");
     }
 
     /// Found by the plan-check property: a status message with a bidirectional override
