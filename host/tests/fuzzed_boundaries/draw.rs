@@ -74,7 +74,8 @@ impl<'a> Draw<'a> {
         b
     }
 
-    /// The bytes not drawn yet.
+    /// The bytes not drawn yet (the fuzz targets' payloads).
+    #[allow(dead_code)]
     pub fn rest(&self) -> &'a [u8] {
         self.bytes.get(self.at..).unwrap_or(&[])
     }

@@ -508,8 +508,9 @@ pub fn capped_body(chunks: &[Vec<u8>], limit: u64, length_known: bool) {
         let wrapped = if length_known {
             reqwest::Body::from(body.clone())
         } else {
-            let stream =
-                futures::stream::iter(chunks.to_vec().into_iter().map(Ok::<_, std::io::Error>));
+            // The stream must own its chunks ('static).
+            let owned: Vec<Vec<u8>> = chunks.to_vec();
+            let stream = futures::stream::iter(owned.into_iter().map(Ok::<_, std::io::Error>));
             reqwest::Body::wrap_stream(stream)
         };
         reqwest::Response::from(http::Response::new(wrapped))
