@@ -271,6 +271,15 @@ test: guest fixtures $(if $(RUN_LANGS),guest-langs fixtures-langs test-langs) ##
 	@$(if $(RUN_IGNORED),,echo "make test: the monitoring tests that need $(OPTIONAL_TOOLS) were ignored (not installed: apt-get install prometheus)")
 	@$(if $(RUN_LANGS),,echo "make test: the Python and JavaScript rules were not tested (needs $(LANG_TOOLS): apt-get install python3-venv nodejs npm)")
 
+# The cargo-fuzz targets (fuzz/README.md): the boundaries whose property tests `make test`
+# runs (host/tests/fuzzed_boundaries/), searched far longer; scripts/fuzz.sh says how.
+FUZZ_SECS ?= 60
+FUZZ_TARGETS ?=
+
+.PHONY: fuzz
+fuzz: guest ## Run each cargo-fuzz target (fuzz/) for FUZZ_SECS seconds (default 60; FUZZ_TARGETS= picks some): plans, guest values, budgets, OCI answers, decisions.
+	CARGO=$(CARGO) FUZZ_SECS=$(FUZZ_SECS) $(if $(FUZZ_TARGETS),FUZZ_TARGETS="$(FUZZ_TARGETS)") scripts/fuzz.sh
+
 .PHONY: bench
 bench: guest ## Print sandbox cost per reconcile against native rules, at 5 and 1,000 children (release).
 	$(CARGO) bench -p zundoko-operator --bench sandbox

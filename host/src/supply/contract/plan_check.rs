@@ -1,6 +1,7 @@
 //! Every plan is checked before anything is applied: a plan that fails any check is not
 //! applied at all. The checks keep a module, however hostile, inside its own Hikawa.
 
+use crate::text::is_unsafe;
 use zundoko_rules::naming::{kiyoshi_name, zundoko_name};
 use zundoko_rules::{Action, ChildKind, Observed, Plan};
 
@@ -61,7 +62,7 @@ pub fn check(plan: &Plan, observed: &Observed, limits: &PlanLimits) -> Result<()
                     return Err(PlanRejection::ForeignNamespace {
                         action: action_no,
                         expected: hikawa.namespace.clone(),
-                        found: say.namespace.clone(),
+                        found: quoted(&say.namespace),
                     });
                 }
                 if kiyoshi {
@@ -75,7 +76,7 @@ pub fn check(plan: &Plan, observed: &Observed, limits: &PlanLimits) -> Result<()
                     return Err(PlanRejection::ForeignName {
                         action: action_no,
                         expected: expected_name,
-                        found: say.name.clone(),
+                        found: quoted(&say.name),
                     });
                 }
                 if say.index != zundokos + 1 {
@@ -111,13 +112,24 @@ pub fn check(plan: &Plan, observed: &Observed, limits: &PlanLimits) -> Result<()
                 {
                     return Err(bad(
                         "phase",
-                        format!("{:?} must be 1 to {} ASCII letters or digits", status.phase, limits.max_phase_bytes),
+                        format!(
+                            "{:?} must be 1 to {} ASCII letters or digits",
+                            quoted(&status.phase),
+                            limits.max_phase_bytes
+                        ),
                     ));
                 }
-                if status.message.len() > limits.max_message_bytes || status.message.chars().any(char::is_control) {
+                // Shown by kubectl as it is: neither a control character nor a bidirectional
+                // override (which reorders the text around it) may be in it.
+                if status.message.len() > limits.max_message_bytes
+                    || status.message.chars().any(is_unsafe)
+                {
                     return Err(bad(
                         "message",
-                        format!("must be at most {} bytes without control characters", limits.max_message_bytes),
+                        format!(
+                            "must be at most {} bytes without control characters or bidirectional overrides",
+                            limits.max_message_bytes
+                        ),
                     ));
                 }
                 // The count is the rules' summary of the children the plan leaves behind;
@@ -151,7 +163,7 @@ pub fn check(plan: &Plan, observed: &Observed, limits: &PlanLimits) -> Result<()
 
 /// Words end up in object specs, Events and logs: short, printable, no markup.
 fn check_word(action: usize, word: &str, limits: &PlanLimits) -> Result<(), PlanRejection> {
-    let bad = |why: String| PlanRejection::BadWord { action, word: word.chars().take(80).collect(), why };
+    let bad = |why: String| PlanRejection::BadWord { action, word: quoted(word), why };
     if word.is_empty() || word.len() > limits.max_word_bytes {
         return Err(bad(format!("must be 1 to {} bytes", limits.max_word_bytes)));
     }
@@ -162,6 +174,12 @@ fn check_word(action: usize, word: &str, limits: &PlanLimits) -> Result<(), Plan
         return Err(bad(format!("{c:?} is not a letter, digit, space or one of - ! ' . , ・ ！ ー ～")));
     }
     Ok(())
+}
+
+/// What a refusal quotes of a value the guest chose: its start only, so that a module returning
+/// a megabyte name does not make a megabyte error (the rejection quotes it escaped, `{:?}`).
+fn quoted(value: &str) -> String {
+    value.chars().take(80).collect()
 }
 
 fn allowed_in_word(c: char) -> bool {

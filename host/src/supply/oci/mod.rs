@@ -18,7 +18,9 @@ mod permits;
 pub mod registry;
 mod settings;
 pub mod signature;
-mod wire;
+/// Public only for the fuzz targets and property tests (fuzz/, host/tests/fuzzed_boundaries/).
+#[doc(hidden)]
+pub mod wire;
 
 pub use reference::ModuleRef;
 pub use registry::{Fetched, PullError, Registry, RegistrySettings, registry_allowed};

@@ -135,7 +135,7 @@ pub(super) struct Session<'a> {
 }
 
 /// A body read whole under a cap, or how far it went before the cap stopped it.
-enum Capped {
+pub enum Capped {
     Whole(Vec<u8>),
     Over(u64),
 }
@@ -349,7 +349,7 @@ impl<'a> Session<'a> {
 
 /// The status and, where the body is the OCI error JSON, its first error's code and a short,
 /// escaped message. Nothing else of the body.
-pub(super) fn oci_error(status: reqwest::StatusCode, body: &[u8]) -> (Option<String>, String) {
+pub fn oci_error(status: reqwest::StatusCode, body: &[u8]) -> (Option<String>, String) {
     #[derive(serde::Deserialize)]
     struct Envelope {
         errors: Vec<Entry>,
@@ -374,7 +374,7 @@ pub(super) fn oci_error(status: reqwest::StatusCode, body: &[u8]) -> (Option<Str
 
 /// A body read chunk by chunk, refused as soon as it passes `limit` (before more is buffered;
 /// a `Content-Length` over it refuses it before a byte is read).
-async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Capped, reqwest::Error> {
+pub async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Capped, reqwest::Error> {
     if let Some(length) = response.content_length()
         && length > limit
     {
@@ -394,7 +394,7 @@ async fn read_capped(response: reqwest::Response, limit: u64) -> Result<Capped, 
 }
 
 /// The first `limit` bytes of a body at most (what is there when it fails), the rest unread.
-async fn read_prefix(response: reqwest::Response, limit: usize) -> Vec<u8> {
+pub async fn read_prefix(response: reqwest::Response, limit: usize) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut stream = response.bytes_stream();
     while bytes.len() < limit {
@@ -408,7 +408,7 @@ async fn read_prefix(response: reqwest::Response, limit: usize) -> Vec<u8> {
 
 /// `Bearer realm="...",service="...",scope="a,b"`: the scheme and its parameters (quoted
 /// values may hold commas).
-fn parse_challenge(header: &str) -> (String, Vec<(String, String)>) {
+pub fn parse_challenge(header: &str) -> (String, Vec<(String, String)>) {
     let header = header.trim();
     let (scheme, rest) = header.split_once(char::is_whitespace).unwrap_or((header, ""));
     let mut params = Vec::new();

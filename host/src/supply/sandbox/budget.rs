@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::error::GuestError;
 use super::limits::SandboxLimits;
+use crate::text::printable;
 
 /// The custom section's name.
 pub const SECTION: &str = "zundoko:budget";
@@ -45,9 +46,11 @@ pub fn read(bytes: &[u8]) -> Result<Budget, GuestError> {
             payload.len()
         )));
     }
+    // serde's message quotes an unknown key as it is (control characters too): escaped.
     serde_json::from_slice(payload).map_err(|e| {
         bad(format!(
-            "the {SECTION} section is not JSON like {{\"memoryMiB\": 96, \"fuel\": 400000000}}: {e}"
+            "the {SECTION} section is not JSON like {{\"memoryMiB\": 96, \"fuel\": 400000000}}: {}",
+            printable(&e.to_string(), MAX_SECTION_BYTES / 4)
         ))
     })
 }

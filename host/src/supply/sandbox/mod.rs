@@ -1,11 +1,15 @@
 //! The sandbox: compile rules modules once, run each call in a fresh, limited instance.
 
-mod bindings;
+/// Public (with `convert`) only for the fuzz targets and property tests (fuzz/,
+/// host/tests/fuzzed_boundaries/): a guest's values as the host lifts them.
+#[doc(hidden)]
+pub mod bindings;
 pub mod budget;
 mod compile_queue;
 mod compiled_cache;
 pub mod compiler_process;
-mod convert;
+#[doc(hidden)]
+pub mod convert;
 mod error;
 mod guest_threads;
 mod host_state;
