@@ -67,11 +67,12 @@ pub async fn start(
         disk.set_in_use(Arc::new(move |digest| loader.upgrade().is_some_and(|l| l.serves(digest))));
     }
     let mut shared = Shared::new(slot.clone(), modules);
-    // How used instance slots are reset, as the self-check settled it: seen in the log, the
-    // metrics and /readyz, loudly when the scan failed it and was turned off.
+    // How used instance slots are reset, as the self-check settled it: in the metrics and
+    // /readyz, and in the log as a warning when the scan failed it and was turned off (the
+    // expected outcomes stay at debug: a start refused by the API server is one line).
     match reset {
         crate::supply::sandbox::ResetPath::FellBack { .. } => warn!("{}", reset.describe()),
-        _ => info!("{}", reset.describe()),
+        _ => tracing::debug!("{}", reset.describe()),
     }
     shared.metrics.instance_reset(reset.label());
     shared.health.set_instance_reset(reset.describe());
