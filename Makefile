@@ -266,8 +266,14 @@ HAVE_LANG_TOOLS := $(shell for t in $(LANG_TOOLS); do command -v $$t > /dev/null
 RUN_LANGS := $(or $(filter true 1,$(CI)),$(HAVE_LANG_TOOLS))
 
 .PHONY: test
+# cargo-nextest runs every test as a process of its own, tests of different binaries side by side
+# (.config/nextest.toml: most of a test's time is waiting on songs, Leases and retries); where it
+# is not installed (`cargo install cargo-nextest --locked`), cargo test runs the binaries one after
+# another. The crates have no doc tests.
+HAVE_NEXTEST := $(shell $(CARGO) nextest --version > /dev/null 2>&1 && echo yes)
+NEXTEST ?= $(HAVE_NEXTEST)
 test: guest fixtures $(if $(RUN_LANGS),guest-langs fixtures-langs test-langs) ## Run the whole test suite (native rules in every language, sandbox with the built components, API server).
-	$(CARGO) test --workspace --no-fail-fast $(if $(RUN_IGNORED),-- --include-ignored)
+	$(if $(filter yes,$(NEXTEST)),$(CARGO) nextest run --workspace --no-fail-fast $(if $(RUN_IGNORED),--run-ignored all),$(CARGO) test --workspace --no-fail-fast $(if $(RUN_IGNORED),-- --include-ignored))
 	@$(if $(RUN_IGNORED),,echo "make test: the monitoring tests that need $(OPTIONAL_TOOLS) were ignored (not installed: apt-get install prometheus)")
 	@$(if $(RUN_LANGS),,echo "make test: the Python and JavaScript rules were not tested (needs $(LANG_TOOLS): apt-get install python3-venv nodejs npm)")
 
