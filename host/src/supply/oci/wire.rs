@@ -206,11 +206,9 @@ impl<'a> Session<'a> {
             if status == reqwest::StatusCode::UNAUTHORIZED && !challenged {
                 let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).map(str::to_owned);
                 if let Some(challenge) = challenge
-                    && let Some(mut authorization) = self.answer(&challenge).await?
+                    && let Some(authorization) = self.answer(&challenge).await?
                 {
                     challenged = true;
-                    // Sensitive: kept out of any debug output and HPACK's tables.
-                    authorization.set_sensitive(true);
                     self.authorization = Some(authorization);
                     continue;
                 }
@@ -220,8 +218,17 @@ impl<'a> Session<'a> {
     }
 
     /// What answers a `WWW-Authenticate` challenge: a bearer token from its realm, or basic
-    /// credentials; `None` if there is nothing to answer with.
+    /// credentials; `None` if there is nothing to answer with. Marked sensitive, whichever it
+    /// is: kept out of any debug output and HPACK's tables.
     async fn answer(&self, challenge: &str) -> Result<Option<HeaderValue>, PullError> {
+        let mut answer = self.answer_unmarked(challenge).await?;
+        if let Some(authorization) = &mut answer {
+            authorization.set_sensitive(true);
+        }
+        Ok(answer)
+    }
+
+    async fn answer_unmarked(&self, challenge: &str) -> Result<Option<HeaderValue>, PullError> {
         let (scheme, params) = parse_challenge(challenge);
         let unauthorized = |detail: String| PullError::Unauthorized { registry: self.reference.registry.clone(), reference: self.reference.to_string(), detail };
         match scheme.to_ascii_lowercase().as_str() {
@@ -456,6 +463,17 @@ pub(super) fn with_causes(mut detail: String, error: &(dyn std::error::Error + '
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_credentials_a_challenge_is_answered_with_are_marked_sensitive() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let wire = Wire::new(Origins::default(), Duration::from_secs(1), &[]).unwrap();
+        let reference: ModuleRef = "registry.example.com/rules/classic:v1".parse().unwrap();
+        let auth = RegistryAuth::Basic("user".into(), "hunter2".into());
+        let answer = wire.session(&reference, &auth).answer(r#"Basic realm="registry""#).await.unwrap().unwrap();
+        assert!(answer.is_sensitive(), "{answer:?}");
+        assert_eq!(format!("{answer:?}"), "Sensitive", "debug output shows nothing of it");
+    }
 
     #[test]
     fn a_challenge_is_parsed_with_commas_in_quotes() {
