@@ -64,11 +64,25 @@ pub struct GuestOutcome<T> {
 const KEEP_RESIDENT: usize = 4 << 20;
 const KEEP_RESIDENT_WITHOUT_PAGEMAP: usize = 64 << 10;
 /// Tables (one small funcref table, in wit-component's shim for the log import).
-pub(super) const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
-/// How much of a used slot's memory is reset in place (the rest is decommitted).
-pub(super) fn keep_resident(pagemap: bool) -> usize {
-    if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP }
+/// The pool of instance slots: `slots` of each, memories up to `max_memory` bytes, a used slot
+/// reset with `PAGEMAP_SCAN` or not. One definition for the engine and its self-check
+/// (reset_check.rs), so the check proves the reset every call's slot goes through.
+pub(super) fn pool(slots: u32, max_memory: usize, pagemap: bool) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots)
+        .total_memories(slots)
+        .total_tables(slots)
+        .max_memory_size(max_memory)
+        .pagemap_scan(if pagemap { Enabled::Yes } else { Enabled::No })
+        .linear_memory_keep_resident(if pagemap { KEEP_RESIDENT } else { KEEP_RESIDENT_WITHOUT_PAGEMAP })
+        .table_keep_resident(TABLE_KEEP_RESIDENT)
+        // Calls are synchronous: no fiber stacks (wasmtime-wasi turns wasmtime's async
+        // support on, whose pool would otherwise map 1,000 stacks of 2 MiB up front).
+        .total_stacks(1);
+    pool
 }
 /// Native stack for a WASI guest's call thread, besides the wasm stack limit: the host
 /// functions' and wasmtime's own frames.
@@ -123,21 +137,9 @@ impl SandboxEngine {
         // Pooling: instance slots are mapped once and reused, so a fresh instance per call
         // costs microseconds instead of an mmap/munmap round trip per memory. The pool
         // bounds how many calls run at once; a call beyond it fails and is retried.
-        let slots = limits.max_concurrent_calls;
-        let mut pool = PoolingAllocationConfig::default();
         // The scan only where the self-check saw it give every slot back as its image.
-        let pagemap = reset.scans();
-        pool.total_component_instances(slots)
-            .total_core_instances(slots)
-            .total_memories(slots)
-            .total_tables(slots)
-            .max_memory_size(limits.memory_bytes.max(limits.max_memory_bytes).next_multiple_of(64 << 10) + (64 << 10))
-            .pagemap_scan(if pagemap { Enabled::Yes } else { Enabled::No })
-            .linear_memory_keep_resident(keep_resident(pagemap))
-            .table_keep_resident(TABLE_KEEP_RESIDENT)
-            // Calls are synchronous: no fiber stacks (wasmtime-wasi turns wasmtime's async
-            // support on, whose pool would otherwise map 1,000 stacks of 2 MiB up front).
-            .total_stacks(1);
+        let max_memory = limits.memory_bytes.max(limits.max_memory_bytes).next_multiple_of(64 << 10) + (64 << 10);
+        let pool = pool(limits.max_concurrent_calls, max_memory, reset.scans());
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);

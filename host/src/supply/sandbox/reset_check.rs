@@ -18,7 +18,7 @@
 
 use std::sync::OnceLock;
 
-use wasmtime::{Config, Engine, Enabled, Instance, InstanceAllocationStrategy, Module, PoolingAllocationConfig, Store, Val};
+use wasmtime::{Config, Engine, Instance, InstanceAllocationStrategy, Module, PoolingAllocationConfig, Store, Val};
 
 /// Whether the pool may reset slots with `PAGEMAP_SCAN` (`--pagemap-scan`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -174,24 +174,12 @@ fn host_page_size() -> usize {
     usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(4096)
 }
 
-/// An engine configured as the operator's for its slots' reset (module.rs), with one slot.
+/// An engine whose pool is the operator's (module.rs's `pool`), with one slot: the keep-resident
+/// budget with the scan is 4 MiB, which `dirty` spends mid-memory, so the rest must be decommitted.
 fn one_slot_engine(scan: bool) -> Result<Engine, String> {
-    let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(1)
-        .total_core_instances(1)
-        .total_memories(1)
-        .total_tables(1)
-        .total_stacks(1)
-        .max_memory_size(16 << 20)
-        .table_elements(TABLE_SIZE as usize * 2)
-        .pagemap_scan(if scan { Enabled::Yes } else { Enabled::No })
-        // The engine's budgets: with the scan, 4 MiB, which `dirty` spends mid-memory, so the
-        // rest must be decommitted.
-        .linear_memory_keep_resident(super::module::keep_resident(scan))
-        .table_keep_resident(super::module::TABLE_KEEP_RESIDENT);
     let mut config = Config::new();
     config.parallel_compilation(false);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(super::module::pool(1, 16 << 20, scan)));
     Engine::new(&config).map_err(|e| format!("cannot make the check's engine: {e:#}"))
 }
 
