@@ -79,7 +79,7 @@ impl TrustedKey {
         };
         let mut keys = Vec::new();
         for file in files {
-            let pem = std::fs::read_to_string(&file).map_err(|e| format!("cannot read trusted key {}: {e}", file.display()))?;
+            let pem = read_key_file(&file)?;
             keys.push(TrustedKey::from_pem(&file.display().to_string(), &pem)?);
         }
         if keys.is_empty() {
@@ -91,6 +91,36 @@ impl TrustedKey {
     pub fn fingerprint(&self) -> String {
         fingerprint(&self.key)
     }
+}
+
+/// The most a trusted key file may hold: a PEM P-256 public key is 178 bytes; the rest is room
+/// for comments around it. A bigger file is no key, and is not read.
+pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+
+/// A key file's text, read within [`MAX_KEY_FILE_BYTES`] before anything is buffered: opened
+/// through links (a mounted Secret's entries are links into its `..data` folder) and without
+/// blocking (a FIFO put in a key's place does not hang the read, which runs every second),
+/// `fstat`-checked as a regular file within the cap, then read up to the cap (a file that grew
+/// since the check is stopped there and refused).
+fn read_key_file(file: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let unreadable = |why: String| format!("cannot read trusted key {}: {why}", file.display());
+    let too_big = |size: u64| format!("trusted key {} is {size} bytes or more, over the {MAX_KEY_FILE_BYTES}-byte limit of a key file: not read", file.display());
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(file).map_err(|e| unreadable(e.to_string()))?;
+    let found = opened.metadata().map_err(|e| unreadable(e.to_string()))?;
+    if !found.file_type().is_file() {
+        return Err(unreadable(format!("not a regular file ({:?})", found.file_type())));
+    }
+    if found.len() > MAX_KEY_FILE_BYTES {
+        return Err(too_big(found.len()));
+    }
+    let mut text = Vec::with_capacity(found.len() as usize);
+    opened.take(MAX_KEY_FILE_BYTES + 1).read_to_end(&mut text).map_err(|e| unreadable(e.to_string()))?;
+    if text.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(too_big(text.len() as u64));
+    }
+    String::from_utf8(text).map_err(|_| unreadable("not UTF-8 text (a PEM key is ASCII)".into()))
 }
 
 /// `sha256:` and the first 16 hex digits of the DER public key's SHA-256.
@@ -291,6 +321,37 @@ mod tests {
     use super::*;
 
     const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
+    #[test]
+    fn key_files_are_read_through_the_kubelets_links_and_only_within_their_cap() {
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-key-files-").unwrap();
+        let key = SignKey::generate();
+        // A mounted Secret: `a.pub -> ..data/a.pub`, `..data -> ..2026_11_28_version`.
+        std::fs::create_dir(dir.join("..2026_11_28_version")).unwrap();
+        std::fs::write(dir.join("..2026_11_28_version/a.pub"), key.public_pem()).unwrap();
+        std::os::unix::fs::symlink("..2026_11_28_version", dir.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/a.pub", dir.join("a.pub")).unwrap();
+        let keys = TrustedKey::load(&dir).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0], key.trusted("a"));
+        // A key file one byte over the cap: refused unread, naming the file and the cap.
+        let big = dir.join("big.pub");
+        let mut text = key.public_pem().into_bytes();
+        text.resize(MAX_KEY_FILE_BYTES as usize + 1, b'\n');
+        std::fs::write(&big, text).unwrap();
+        let refused = TrustedKey::load(&big).unwrap_err();
+        assert!(refused.contains(&big.display().to_string()) && refused.contains("65536-byte limit"), "{refused}");
+        assert!(TrustedKey::load(&dir).is_err_and(|e| e.contains("big.pub")), "one key too big: the set is unreadable");
+        std::fs::remove_file(&big).unwrap();
+        // Not a regular file (a FIFO, a device): refused, never read (a FIFO would block).
+        let fifo = dir.join("fifo.pub");
+        let path = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+        // SAFETY: a NUL-terminated path; the result is checked.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert!(TrustedKey::load(&fifo).is_err_and(|e| e.contains("not a regular file")), "a FIFO");
+        assert!(TrustedKey::load(Path::new("/dev/zero")).is_err_and(|e| e.contains("not a regular file")), "a device");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_signature_by_a_trusted_key_over_this_digest_verifies() {
