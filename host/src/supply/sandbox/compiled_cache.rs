@@ -38,6 +38,15 @@ const MAX_FILE_BYTES: u64 = 1 << 30;
 /// What the code is copied and checked in.
 const PIECE: usize = 1 << 20;
 
+/// A cache file's code copied into a memfd that is not sealed yet, and what followed it.
+struct Unsealed {
+    memfd: std::fs::File,
+    /// The MAC the file ends with.
+    tag: [u8; MAC_BYTES],
+    /// Whether the file ended with it (no byte after the length read first).
+    at_end: bool,
+}
+
 pub struct CompiledCache {
     disk: Arc<DiskCache>,
 }
@@ -240,30 +249,46 @@ impl CompiledCache {
     /// can change once sealed (not even through `/proc/PID/fd/N` between the copy and the
     /// seal). `Err` if no memfd could be made or the file not read through.
     fn copy_checked(&self, file: &mut std::fs::File, len: u64, context: &[u8]) -> std::io::Result<Option<std::fs::File>> {
+        match Self::copy_unsealed(file, len)? {
+            Some(copied) => self.seal_and_verify(copied, context),
+            None => Ok(None),
+        }
+    }
+
+    /// The first half of [`copy_checked`](Self::copy_checked): the code copied into a new
+    /// memfd, not yet sealed, and the tag read after it. Nothing is computed over the bytes as
+    /// they are read: whatever the memfd holds by the time it is sealed is what the MAC must
+    /// cover. `None`: a length no file the operator wrote has.
+    fn copy_unsealed(file: &mut std::fs::File, len: u64) -> std::io::Result<Option<Unsealed>> {
         if len > MAX_FILE_BYTES || len <= MAC_BYTES as u64 {
             return Ok(None);
         }
-        let sealed = sealed_code::sealed_from(|memfd| {
-            let mut piece = vec![0u8; PIECE];
-            let mut left = len - MAC_BYTES as u64;
-            while left > 0 {
-                let want = piece.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                let read = file.read(&mut piece[..want])?;
-                if read == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                memfd.write_all(&piece[..read])?;
-                left -= read as u64;
+        let mut memfd = sealed_code::memfd()?;
+        let mut piece = vec![0u8; PIECE];
+        let mut left = len - MAC_BYTES as u64;
+        while left > 0 {
+            let want = piece.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            let read = file.read(&mut piece[..want])?;
+            if read == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
-            Ok(())
-        })?;
+            memfd.write_all(&piece[..read])?;
+            left -= read as u64;
+        }
         // The tag, and nothing after it (a file that grew since its length was read is not
         // what was checked).
         let mut tag = [0u8; MAC_BYTES];
         file.read_exact(&mut tag)?;
         let at_end = file.read(&mut [0u8; 1])? == 0;
-        let mac = mac_of_sealed(&sealed, self.disk.mac_in_pieces(context))?;
-        Ok((at_end && mac.verify(&tag)).then_some(sealed))
+        Ok(Some(Unsealed { memfd, tag, at_end }))
+    }
+
+    /// The second half of [`copy_checked`](Self::copy_checked): the memfd sealed, then the MAC
+    /// computed over what it holds now, and the memfd handed back only if that verifies.
+    fn seal_and_verify(&self, copied: Unsealed, context: &[u8]) -> std::io::Result<Option<std::fs::File>> {
+        sealed_code::seal(&copied.memfd)?;
+        let mac = mac_of_sealed(&copied.memfd, self.disk.mac_in_pieces(context))?;
+        Ok((copied.at_end && mac.verify(&copied.tag)).then_some(copied.memfd))
     }
 
     /// [`read`](Self::read) without a memfd: the file read whole, checked, then loaded (copied
@@ -424,6 +449,83 @@ mod tests {
         // The first load kept its file, whole: its MAC verifies.
         assert_eq!(std::fs::read(cache.folder().path().join(cache.name(&engine, &bytes))).unwrap().len(), code.len() + MAC_BYTES);
         assert!(CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).is_some(), "the kept file is whole");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Another process of the operator's UID writing into a memfd of code through
+    /// `/proc/PID/fd/N` (what `PR_SET_DUMPABLE 0` closes in `run`): each byte of `at..at+64`
+    /// flipped.
+    fn write_through_proc(memfd: &std::fs::File, at: u64) {
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::fs::FileExt as _;
+        let mut bytes = [0u8; 64];
+        memfd.read_exact_at(&mut bytes, at).unwrap();
+        let through = std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", memfd.as_raw_fd())).unwrap();
+        through.write_all_at(&bytes.map(|b| !b), at).unwrap();
+    }
+
+    #[test]
+    fn code_written_into_its_memfd_after_the_copy_and_before_the_seal_is_refused() {
+        use std::os::unix::fs::FileExt as _;
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-compiled-").unwrap();
+        let engine = Engine::default();
+        let bytes = component_bytes();
+        let cache = CompiledCache::open(&dir).unwrap();
+        let code = engine.precompile_component(&bytes).unwrap();
+        let name = cache.name(&engine, &bytes);
+        cache.write(&name, &code);
+        let context = CompiledCache::context(&name);
+        let copy = || {
+            let (mut file, st) = cache.folder().open_entry(&name, MAX_FILE_BYTES).unwrap().unwrap();
+            CompiledCache::copy_unsealed(&mut file, st.st_size as u64).unwrap().expect("a length the operator writes")
+        };
+        let untouched = cache.seal_and_verify(copy(), &context).unwrap().expect("the file as written verifies");
+        let mut held = vec![0u8; code.len()];
+        untouched.read_exact_at(&mut held, 0).unwrap();
+        assert!(held == code && untouched.metadata().unwrap().len() == code.len() as u64, "the memfd holds the code");
+        // The file's bytes were read and are the operator's; the memfd is changed before its
+        // seal: the MAC, over what the sealed memfd holds, does not verify. (Over the bytes as
+        // they were read, it would, and the changed code would be mapped.)
+        let copied = copy();
+        write_through_proc(&copied.memfd, code.len() as u64 / 2);
+        assert!(cache.seal_and_verify(copied, &context).unwrap().is_none(), "code changed in its memfd before the seal was accepted");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn code_handed_over_then_changed_in_its_memfd_before_the_seal_is_kept_as_mapped() {
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::fs::FileExt as _;
+        // Modules of this test alone: the memfd it changes is the one holding their code.
+        let engine = Engine::default();
+        let bytes = wat::parse_str("(component (core module (func (export \"handed-over-then-changed\"))))").unwrap();
+        let other = wat::parse_str("(component (core module (func (export \"what-the-memfd-was-changed-to\"))))").unwrap();
+        let (code, changed) = (engine.precompile_component(&bytes).unwrap(), engine.precompile_component(&other).unwrap());
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-compiled-").unwrap();
+        let cache = CompiledCache::open(&dir).unwrap();
+        let loaded = cache.compile_keep_and_load(&engine, &bytes, |sink| {
+            sink(&code).map_err(|e| e.to_string())?;
+            // All handed over, not sealed yet: the memfd is replaced through /proc.
+            let memfd = std::fs::read_dir("/proc/self/fd").unwrap().filter_map(|e| e.ok()).find_map(|entry| {
+                let target = std::fs::read_link(entry.path()).ok()?;
+                target.to_str()?.starts_with("/memfd:zundoko-compiled-code").then_some(())?;
+                let file = std::fs::File::open(entry.path()).ok()?;
+                // SAFETY: fcntl on a descriptor the test opened.
+                let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+                let mut held = Vec::new();
+                std::io::Read::read_to_end(&mut &file, &mut held).ok()?;
+                (seals & libc::F_SEAL_WRITE == 0 && held == code).then_some(entry.path())
+            });
+            let through = std::fs::OpenOptions::new().write(true).open(memfd.expect("the memfd the code was handed into")).unwrap();
+            through.set_len(0).unwrap();
+            through.write_all_at(&changed, 0).unwrap();
+            Ok::<_, String>(code.len() as u64)
+        });
+        let loaded = loaded.unwrap().expect("the changed code is code this engine loads");
+        assert!(loaded.serialize().unwrap() == changed, "what is mapped is what the memfd held at its seal");
+        // What is kept is what was mapped, with a MAC over it: the next start loads the same.
+        let kept = CompiledCache::open(&dir).unwrap().lookup(&engine, &bytes).expect("the kept file's MAC verifies over its code");
+        assert!(kept.serialize().unwrap() == changed, "the kept code is not what was mapped");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
