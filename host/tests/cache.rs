@@ -169,8 +169,8 @@ fn without_a_cache_dir_the_compiler_process_cache_is_private_and_freshly_named()
 #[test]
 fn a_big_modules_code_comes_back_from_the_compiler_process_and_the_operator_keeps_it_authenticated() {
     let dir = scratch("child");
-    // Over IN_PROCESS_MAX_BYTES: compiled in the child, which is not told where the cache is.
-    let padding = vec![0u8; (zundoko_operator::supply::sandbox::compiler_process::IN_PROCESS_MAX_BYTES) + 4096];
+    // Compiled in the child (every module is), which is not told where the cache is.
+    let padding = vec![0u8; 4096];
     let big = zundoko_operator::supply::sandbox::budget::append_custom_section(module_bytes("zundoko-classic"), "zundoko-test-padding", &padding);
     let compiler = zundoko_operator::supply::sandbox::compiler_process::CompilerProcess {
         exe: PathBuf::from(env!("CARGO_BIN_EXE_zundoko-operator")),

@@ -149,6 +149,11 @@ impl CompileQueue {
     fn waiting(&self) -> usize {
         self.lock().waiting.len()
     }
+
+    /// How many compiles for `who` wait for their turn now.
+    pub fn waiting_for(&self, who: &WhoCompiles) -> usize {
+        self.lock().waiting.iter().filter(|(_, waiting)| waiting == who).count()
+    }
 }
 
 impl Default for CompileQueue {

@@ -1,4 +1,4 @@
-//! Compiling a big module in a child process with a memory limit of its own. Compiling needs
+//! Compiling a module in a child process with a memory limit of its own. Compiling needs
 //! memory in proportion to the module's code: an 18 MB componentize-py component (10,625
 //! functions) peaks at about 345 MiB and a 12 MB componentize-js one at 452 MiB, whatever the
 //! compiler settings (Cranelift at opt level none, speed, without address maps or unwind
@@ -24,11 +24,6 @@ use std::time::{Duration, Instant};
 
 use super::error::GuestError;
 use super::limits::SandboxLimits;
-
-/// Modules at most this big compile in the operator's own process: none. Every untrusted
-/// module compiles in the child, bounded in memory and time (a 36 KB Rust module: ~0.2-0.5 s
-/// and a 38 MiB child on the debug build, once per digest; its code is then cached).
-pub const IN_PROCESS_MAX_BYTES: usize = 0;
 
 /// The child's verb (a hidden command of the operator's binary).
 pub const VERB: &str = "compile-module";

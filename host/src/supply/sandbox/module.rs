@@ -96,7 +96,7 @@ pub struct SandboxEngine {
     limits: SandboxLimits,
     /// Compiled modules kept on disk, if a cache directory was given.
     compiled: Option<Arc<super::compiled_cache::CompiledCache>>,
-    /// Where modules compile (all of them: `IN_PROCESS_MAX_BYTES` is 0), if not here.
+    /// Where modules compile (every one, whatever its size), if not here.
     compiler: Option<super::compiler_process::CompilerProcess>,
     /// The threads WASI modules' calls run on, kept between calls.
     threads: Arc<GuestThreads>,
@@ -197,11 +197,15 @@ impl SandboxEngine {
         self.compiled.as_deref()
     }
 
-    /// The module's code: from the cache, from the compiler process, or compiled here.
+    /// The module's code: from the cache, from the compiler process, or compiled here. With a
+    /// compiler process (`run` always has one, cli/run.rs), every module compiles in it and
+    /// none here, so each compile of `run` waits its fair turn (compile_queue.rs, taken in
+    /// `compile_to`); only an engine without one (the commands run by hand: check, simulate,
+    /// test, push, explain) compiles in its own process.
     fn compile(&self, bytes: &[u8]) -> Result<Component, GuestError> {
         let not_a_component = |e: wasmtime::Error| GuestError::NotAComponent(format!("{e:#}"));
         match (&self.compiled, &self.compiler) {
-            (Some(cache), Some(compiler)) if bytes.len() > super::compiler_process::IN_PROCESS_MAX_BYTES => {
+            (Some(cache), Some(compiler)) => {
                 if let Some(component) = cache.lookup(&self.engine, bytes) {
                     return Ok(component);
                 }
@@ -226,8 +230,10 @@ impl SandboxEngine {
                 let loaded = loaded?;
                 loaded.map_err(|e| GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}")))
             }
-            (Some(cache), _) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),
-            (None, _) => Component::new(&self.engine, bytes).map_err(not_a_component),
+            // `with_compiler_process` makes a cache: never, but never compiled here either.
+            (None, Some(_)) => Err(GuestError::CompileFailed("a compiler process without a cache to hand its code to".into())),
+            (Some(cache), None) => cache.component(&self.engine, bytes).map(|(component, _)| component).map_err(not_a_component),
+            (None, None) => Component::new(&self.engine, bytes).map_err(not_a_component),
         }
     }
 

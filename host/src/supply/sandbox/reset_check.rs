@@ -188,7 +188,13 @@ fn one_slot_engine(scan: bool) -> Result<Engine, String> {
 pub fn check_reset(scan: bool, leave_dirty: bool) -> Result<(), String> {
     let engine = one_slot_engine(scan)?;
     let wasm = wat::parse_str(check_wat()).map_err(|e| format!("the check's module does not parse: {e}"))?;
-    let module = Module::new(&engine, &wasm).map_err(|e| format!("the check's module does not compile: {e:#}"))?;
+    let module = {
+        // The one compile in `run`'s own process (every module compiles in the child): the
+        // operator's own check module, a few KiB, at start; it waits its turn as every compile
+        // does (compile_queue.rs), as the default module's.
+        let _turn = super::compile_queue::COMPILES.turn_for(super::WhoCompiles::DefaultModule);
+        Module::new(&engine, &wasm).map_err(|e| format!("the check's module does not compile: {e:#}"))?
+    };
     let expected = expected_memory();
     let stride = i32::try_from(2 * host_page_size()).unwrap_or(8192);
     // Several rounds with different bytes: a slot reset once may hide a leftover of the second.
