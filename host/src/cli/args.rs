@@ -118,6 +118,11 @@ pub struct RegistryArgs {
     /// Pulls at once from any one registry (per registry: one that never answers holds only its own).
     #[arg(long, env = "ZUNDOKO_CONCURRENT_PULLS", default_value_t = crate::supply::oci::RegistrySettings::default().concurrent_pulls)]
     pub concurrent_pulls: usize,
+    /// Pulls at once across every registry: N registries that never answer hold at most this
+    /// many tries (each a connection and up to --max-module-mib of layer), not N times
+    /// --concurrent-pulls; past it a pull waits, within its --registry-timeout-secs.
+    #[arg(long, env = "ZUNDOKO_MAX_PULLS_IN_FLIGHT", default_value_t = crate::supply::oci::RegistrySettings::default().max_pulls_in_flight)]
+    pub max_pulls_in_flight: usize,
     /// Certificate authorities (PEM files) trusted for registries beside the system's: a
     /// registry whose certificate an internal CA issued.
     #[arg(long = "registry-ca", env = "ZUNDOKO_REGISTRY_CA", value_delimiter = ',', value_name = "PEM")]
@@ -168,6 +173,7 @@ impl RegistryArgs {
             timeout,
             max_module_bytes: self.max_module_mib << 20,
             concurrent_pulls: self.concurrent_pulls.max(1),
+            max_pulls_in_flight: self.max_pulls_in_flight.max(1),
             cache_dir: self.cache_dir.clone(),
             cache_max_bytes: self.cache_max_mib << 20,
             min_poll: Duration::from_secs(self.min_poll_secs),

@@ -156,7 +156,7 @@ impl Registry {
             cache.disk().set_max_bytes(settings.cache_max_bytes);
         }
         Wire::check_extra_ca(&settings.extra_ca_pem)?;
-        let permits = Permits::new(settings.concurrent_pulls);
+        let permits = Permits::new(settings.concurrent_pulls, settings.max_pulls_in_flight);
         let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
         Ok(Arc::new(Registry { settings, permits, cache, wire: OnceLock::new(), keys }))
     }
@@ -165,7 +165,7 @@ impl Registry {
     /// (what the environment decides, the certificate store, is read when a registry is asked).
     pub fn unconfigured() -> Arc<Registry> {
         let settings = RegistrySettings::default();
-        let (permits, keys) = (Permits::new(settings.concurrent_pulls), Arc::new(OperatorKeys::new(Vec::new(), Vec::new())));
+        let (permits, keys) = (Permits::new(settings.concurrent_pulls, settings.max_pulls_in_flight), Arc::new(OperatorKeys::new(Vec::new(), Vec::new())));
         Arc::new(Registry { settings, permits, cache: None, wire: OnceLock::new(), keys })
     }
 

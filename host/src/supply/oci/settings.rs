@@ -20,6 +20,9 @@ pub struct RegistrySettings {
     /// Tries of pulls at once from any one registry, across every rule set (per registry: a
     /// registry that never answers holds only its own, see `permits.rs`).
     pub concurrent_pulls: usize,
+    /// Tries of pulls at once across every registry (`--max-pulls-in-flight`): N registries
+    /// that never answer hold at most this many, not N times `concurrent_pulls`.
+    pub max_pulls_in_flight: usize,
     /// Where pulled blobs are kept (`DIR/oci/`); nothing is kept without it.
     pub cache_dir: Option<PathBuf>,
     /// The most the cache may hold (every file under it: blobs, compiled code, tag and
@@ -59,6 +62,7 @@ impl Default for RegistrySettings {
             tries: 3,
             max_module_bytes: 64 << 20,
             concurrent_pulls: 2,
+            max_pulls_in_flight: super::permits::DEFAULT_MAX_PULLS_IN_FLIGHT,
             cache_dir: None,
             cache_max_bytes: crate::supply::disk_cache::DEFAULT_MAX_MIB << 20,
             trusted_keys: Vec::new(),
