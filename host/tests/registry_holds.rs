@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use common::registry::{SilentRegistry, TestRegistry};
 use common::rules::*;
 use common::running::eventually;
 use oci_client::secrets::RegistryAuth;
+use sha2::Digest as _;
 use zundoko_operator::crd::{ModuleSource, ZundokoRulesSpec};
 use zundoko_operator::operator::ModuleSources;
 use zundoko_operator::supply::contract::rules::Rules;
@@ -106,6 +108,35 @@ async fn a_followed_tag_whose_registry_fails_is_not_moved_by_an_older_record() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let status = rules_status(&cluster, "followed").await;
     assert!(rolling(&status), "the cache's older record moved the followed tag: {status:?}");
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_record_of_a_tag_no_rule_set_names_any_more_is_removed() {
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (classic, japanese) = (module_bytes("zundoko-classic"), module_bytes("zundoko-strict-ja"));
+    registry.push("rules/kept:v1", &classic, None).await;
+    registry.push("rules/dropped:v1", &japanese, None).await;
+    let cache = registry.dir().join("unnamed-cache");
+    // A tag's record is named by the sha256 of the tag's full name (oci/cache.rs).
+    let record = |tag: &str| cache.join("oci/tags").join(hex::encode(sha2::Sha256::digest(format!("{}/{tag}", registry.addr))));
+    // Left by an earlier process: a tag no rule set names.
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(cache.join("oci/tags")).unwrap();
+    std::fs::write(record("rules/long-gone:v1"), "sha256:00 00\n").unwrap();
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    // No grace: a record is removed at the first look once unnamed.
+    let settings = RegistrySettings { cache_dir: Some(cache.clone()), tag_record_grace: Duration::ZERO, ..registry.settings() };
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), settings);
+    for name in ["kept", "dropped"] {
+        create_rules(&cluster, name, ZundokoRulesSpec { source: ModuleSource::oci(&format!("{}/rules/{name}:v1", registry.addr)), sha256: None, candidate: None }).await;
+        wait_rules(&cluster, name, "its artifact serves", |s| s.phase.as_deref() == Some("Active")).await;
+    }
+    assert!(record("rules/kept:v1").exists() && record("rules/dropped:v1").exists(), "each tag resolved has its record: {:?}", tag_records(&cache));
+    assert!(!record("rules/long-gone:v1").exists(), "the record no rule set names stayed once they were listed");
+    rules_api(&cluster).delete("dropped", &Default::default()).await.unwrap();
+    eventually("the deleted rule set's tag record removed", Duration::from_secs(15), async || !record("rules/dropped:v1").exists()).await;
+    assert!(record("rules/kept:v1").exists(), "the record of a tag a rule set names was removed");
     operator.stop().await;
 }
 

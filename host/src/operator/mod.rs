@@ -81,6 +81,10 @@ pub async fn start(
     let raw = crate::process::api_metrics::observed(client, shared.metrics.clone());
     let client = fence::guarded(raw.clone(), Fence::open(config.api_timeout));
     shared.registry = crate::supply::oci::Registry::new(config.registry.clone()).map_err(anyhow::Error::msg)?;
+    // --module-oci's tag is named for the process's life: its record in the cache stays.
+    if let Some(oci) = &config.modules.oci {
+        shared.registry.name_tag_always(&oci.reference);
+    }
     // --trusted-keys read again as they change, on every replica: a key removed stops the
     // default module it alone verified too, not only rule sets.
     shared.registry.keys().keep_current();

@@ -39,6 +39,7 @@ use crate::crd::{Hikawa, ReplicaCount, ZundokoRules, ZundokoRulesStatus};
 use crate::process::leader::ShardTable;
 use crate::process::metrics::Metrics;
 use crate::supply::ModuleLoader;
+use crate::supply::oci::ModuleRef;
 use crate::supply::sandbox::RulesModule;
 use crate::supply::serving::{RuleSets, Serving, Unavailable};
 use crate::supply::sources::rulesets::{Checked, Problem, Sources};
@@ -136,7 +137,7 @@ pub async fn run(
     });
     let (store, writer) = reflector::store();
     let rule_sets = {
-        let (store, ctx) = (store.clone(), ctx.clone());
+        let (store, ctx, registry) = (store.clone(), ctx.clone(), settings.registry.clone());
         reflector::reflector(
             writer,
             watch(Api::<ZundokoRules>::all(client), watcher::Config::default()).default_backoff().modify(|zr| {
@@ -145,12 +146,22 @@ pub async fn run(
             }),
         )
         .inspect(move |event| match event {
-            Ok(Event::Apply(zr) | Event::InitApply(zr)) => ctx.sets.announce(&zr.name_any()),
-            Ok(Event::Delete(zr)) => ctx.forget(&zr.name_any(), zr.uid().as_deref()),
+            Ok(Event::InitApply(zr)) => ctx.sets.announce(&zr.name_any()),
+            // Apply and Delete come only once listed: the tags the rule sets name, told again.
+            Ok(Event::Apply(zr)) => {
+                ctx.sets.announce(&zr.name_any());
+                registry.rule_sets_name(&named_references(&store.state()));
+            }
+            Ok(Event::Delete(zr)) => {
+                ctx.forget(&zr.name_any(), zr.uid().as_deref());
+                registry.rule_sets_name(&named_references(&store.state()));
+            }
             Ok(Event::InitDone) => {
                 let alive: std::collections::HashSet<String> = store.state().iter().map(|zr| zr.name_any()).collect();
                 ctx.sets.retain(|name| alive.contains(name));
                 ctx.sets.set_synced();
+                // Every source seen now: the cache's records of tags none names can go.
+                registry.rule_sets_name(&named_references(&store.state()));
             }
             // Without the ZundokoRules CRD there are no rule sets: Hikawas naming one hear so.
             Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => ctx.sets.set_synced(),
@@ -195,6 +206,12 @@ pub async fn run(
         })
         .await;
     info!("the ZundokoRules controller stopped");
+}
+
+/// The registry references the rule sets name (a source's, a candidate's).
+fn named_references(rule_sets: &[Arc<ZundokoRules>]) -> Vec<ModuleRef> {
+    let sources = rule_sets.iter().flat_map(|zr| std::iter::once(&zr.spec.source).chain(zr.spec.candidate.as_ref().map(|c| &c.source)));
+    sources.filter_map(|source| source.oci.as_ref()?.reference.parse().ok()).collect()
 }
 
 fn names_configmap(zr: &ZundokoRules, namespace: &str, name: &str) -> bool {

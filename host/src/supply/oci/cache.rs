@@ -148,8 +148,23 @@ impl BlobCache {
     }
 
     /// A tag record's file name: the SHA-256 of the tag's full name.
-    fn tag_file(reference: &ModuleRef) -> String {
+    pub(super) fn tag_file(reference: &ModuleRef) -> String {
         hex::encode(Sha256::digest(Self::tag_name(reference).as_bytes()))
+    }
+
+    /// The names of the tag records kept (writes in flight aside).
+    pub(super) fn tag_records(&self) -> Vec<String> {
+        let entries = self.disk.folder(Kept::Tags).entries().unwrap_or_default();
+        entries.into_iter().filter(|(name, _)| !name.starts_with(crate::supply::cache_files::TEMP_PREFIX)).map(|(name, _)| name).collect()
+    }
+
+    /// Remove the tag record `name` (one no source names any more).
+    pub(super) fn remove_tag_record(&self, name: &str) {
+        let folder = self.disk.folder(Kept::Tags);
+        match folder.remove(name) {
+            Ok(()) => tracing::debug!(path = %folder.path().join(name).display(), "removed a tag record no source names"),
+            Err(error) => tracing::warn!(path = %folder.path().join(name).display(), %error, "could not remove a tag record no source names"),
+        }
     }
 
     /// The entry `name` of a folder, opened if it is a regular file of at most `max` bytes

@@ -18,6 +18,7 @@ mod permits;
 pub mod registry;
 mod settings;
 pub mod signature;
+mod tag_records;
 /// Public only for the fuzz targets and property tests (fuzz/, host/tests/fuzzed_boundaries/).
 #[doc(hidden)]
 pub mod wire;

@@ -3,7 +3,7 @@
 //! handed on to be compiled, and the signature (if keys are trusted) against the trusted keys;
 //! what it pulled goes to the blob cache, which serves it again without the registry.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
@@ -19,6 +19,7 @@ use super::permits::Permits;
 use super::wire::Wire;
 use super::reference::ModuleRef;
 use super::signature::{self, Found, SignKey, TrustedKey};
+use super::tag_records::TagSources;
 pub use super::settings::{RegistrySettings, registry_allowed};
 
 /// A manifest (or a signature's payload) is small: these bound what is read of them.
@@ -134,6 +135,8 @@ pub struct Registry {
     wire: OnceLock<Wire>,
     /// The operator's trusted keys as they are now.
     keys: Arc<OperatorKeys>,
+    /// Which tags the sources name: the cache's records of the others are removed.
+    tag_sources: Mutex<TagSources>,
 }
 
 
@@ -158,7 +161,8 @@ impl Registry {
         Wire::check_extra_ca(&settings.extra_ca_pem)?;
         let permits = Permits::new(settings.concurrent_pulls, settings.max_pulls_in_flight);
         let keys = Arc::new(OperatorKeys::new(settings.trusted_keys.clone(), settings.trusted_key_paths.clone()));
-        Ok(Arc::new(Registry { settings, permits, cache, wire: OnceLock::new(), keys }))
+        let tag_sources = Mutex::new(TagSources::new(settings.tag_record_grace));
+        Ok(Arc::new(Registry { settings, permits, cache, wire: OnceLock::new(), keys, tag_sources }))
     }
 
     /// A registry client with the default settings: no cache, no keys; nothing in it can fail
@@ -166,7 +170,8 @@ impl Registry {
     pub fn unconfigured() -> Arc<Registry> {
         let settings = RegistrySettings::default();
         let (permits, keys) = (Permits::new(settings.concurrent_pulls, settings.max_pulls_in_flight), Arc::new(OperatorKeys::new(Vec::new(), Vec::new())));
-        Arc::new(Registry { settings, permits, cache: None, wire: OnceLock::new(), keys })
+        let tag_sources = Mutex::new(TagSources::new(settings.tag_record_grace));
+        Arc::new(Registry { settings, permits, cache: None, wire: OnceLock::new(), keys, tag_sources })
     }
 
     /// The HTTP client of pulls, built the first time one is needed (and tried again at the
@@ -179,6 +184,32 @@ impl Registry {
         let origins = Origins { insecure: settings.insecure.clone(), allowed: settings.allowed.clone(), trusted_realms: settings.trusted_realms.clone() };
         let wire = Wire::new(origins, settings.timeout, &settings.extra_ca_pem).map_err(|detail| PullError::NoCertificateStore { detail })?;
         Ok(self.wire.get_or_init(|| wire))
+    }
+
+    /// `reference`'s tag (`--module-oci`'s) is named for the process's life: its record stays.
+    pub fn name_tag_always(&self, reference: &ModuleRef) {
+        if reference.digest.is_none() {
+            self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).name_always(BlobCache::tag_file(reference));
+        }
+    }
+
+    /// The rule sets, as listed now, name these references: from now on the cache's records
+    /// of tags no source names are removed once past their grace (`tag_records.rs`).
+    pub fn rule_sets_name<'a>(&self, references: impl IntoIterator<Item = &'a ModuleRef>) {
+        let named = references.into_iter().filter(|r| r.digest.is_none()).map(BlobCache::tag_file).collect();
+        self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).rule_sets_name(named);
+        self.remove_unnamed_tags();
+    }
+
+    /// Remove the records of tags no source names, past their grace (none until the rule
+    /// sets are listed).
+    fn remove_unnamed_tags(&self) {
+        let Some(cache) = &self.cache else { return };
+        let present = cache.tag_records();
+        let remove = self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).to_remove(&present, std::time::Instant::now());
+        for record in remove {
+            cache.remove_tag_record(&record);
+        }
     }
 
     /// The operator's trusted keys (`--trusted-keys`) as they are now.
@@ -261,6 +292,8 @@ impl Registry {
             Ok(digest) => {
                 if let Some(cache) = &self.cache {
                     cache.put_tag(reference, &digest);
+                    // Each record written is a time to look for the ones no source names.
+                    self.remove_unnamed_tags();
                 }
                 Ok(digest)
             }

@@ -52,6 +52,9 @@ pub struct RegistrySettings {
     /// `--min-poll-secs`: a rule set's followed tag is resolved again no more often than this,
     /// whatever its `pollSeconds` says (each new artifact is pulled and kept).
     pub min_poll: Duration,
+    /// How long a tag record no source names is kept once the rule sets are listed
+    /// (`tag_records.rs`, [`GRACE`](super::tag_records::GRACE); no flag: tests shorten it).
+    pub tag_record_grace: Duration,
 }
 
 impl Default for RegistrySettings {
@@ -72,6 +75,7 @@ impl Default for RegistrySettings {
             allowed: Vec::new(),
             trusted_realms: Vec::new(),
             min_poll: super::registry::DEFAULT_MIN_POLL,
+            tag_record_grace: super::tag_records::GRACE,
         }
     }
 }
