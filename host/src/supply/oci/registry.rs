@@ -206,7 +206,7 @@ impl Registry {
     fn remove_unnamed_tags(&self) {
         let Some(cache) = &self.cache else { return };
         let present = cache.tag_records();
-        let remove = self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).to_remove(&present, std::time::Instant::now());
+        let remove = self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).due_for_removal(&present, std::time::Instant::now());
         for record in remove {
             cache.remove_tag_record(&record);
         }

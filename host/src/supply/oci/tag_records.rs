@@ -52,7 +52,7 @@ impl TagSources {
 
     /// Which of the records `present` to remove at `now`: those no source names that were seen
     /// unnamed at least the grace ago. None while the rule sets have not been listed.
-    pub fn to_remove(&mut self, present: &[String], now: Instant) -> Vec<String> {
+    pub fn due_for_removal(&mut self, present: &[String], now: Instant) -> Vec<String> {
         let Some(rule_sets) = &self.rule_sets else { return Vec::new() };
         let unnamed: HashSet<&String> = present.iter().filter(|r| !self.fixed.contains(*r) && !rule_sets.contains(*r)).collect();
         // A record named again, or gone, starts afresh.
@@ -86,12 +86,12 @@ mod tests {
         sources.name_always("module-oci".into());
         let start = Instant::now();
         let present = names(&["module-oci", "rule-set-a", "gone"]);
-        assert!(sources.to_remove(&present, start).is_empty());
-        assert!(sources.to_remove(&present, start + GRACE * 10).is_empty(), "unlisted rule sets may name any of them");
+        assert!(sources.due_for_removal(&present, start).is_empty());
+        assert!(sources.due_for_removal(&present, start + GRACE * 10).is_empty(), "unlisted rule sets may name any of them");
         sources.rule_sets_name(HashSet::from(["rule-set-a".to_string()]));
         // Listed now: the grace starts now, not at the first look.
-        assert!(sources.to_remove(&present, start + GRACE * 10).is_empty());
-        assert_eq!(sources.to_remove(&present, start + GRACE * 11), ["gone"]);
+        assert!(sources.due_for_removal(&present, start + GRACE * 10).is_empty());
+        assert_eq!(sources.due_for_removal(&present, start + GRACE * 11), ["gone"]);
     }
 
     #[test]
@@ -101,18 +101,18 @@ mod tests {
         let start = Instant::now();
         sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]));
         let present = names(&["module-oci", "a", "b", "old"]);
-        assert!(sources.to_remove(&present, start).is_empty(), "within its grace");
+        assert!(sources.due_for_removal(&present, start).is_empty(), "within its grace");
         // The rule set naming b is deleted, then created again within the grace.
         sources.rule_sets_name(HashSet::from(["a".to_string()]));
-        assert!(sources.to_remove(&present, start + GRACE / 2).is_empty());
+        assert!(sources.due_for_removal(&present, start + GRACE / 2).is_empty());
         sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]));
-        assert_eq!(sources.to_remove(&present, start + GRACE), ["old"], "unnamed since the start: its grace is over");
+        assert_eq!(sources.due_for_removal(&present, start + GRACE), ["old"], "unnamed since the start: its grace is over");
         // b unnamed again later: a grace of its own from then, not from its first.
         sources.rule_sets_name(HashSet::from(["a".to_string()]));
         let present = names(&["module-oci", "a", "b"]);
-        assert!(sources.to_remove(&present, start + GRACE * 2).is_empty());
-        assert_eq!(sources.to_remove(&present, start + GRACE * 3), ["b"]);
+        assert!(sources.due_for_removal(&present, start + GRACE * 2).is_empty());
+        assert_eq!(sources.due_for_removal(&present, start + GRACE * 3), ["b"]);
         // What the sources name stays, however long.
-        assert!(sources.to_remove(&names(&["module-oci", "a"]), start + GRACE * 100).is_empty());
+        assert!(sources.due_for_removal(&names(&["module-oci", "a"]), start + GRACE * 100).is_empty());
     }
 }
