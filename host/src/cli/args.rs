@@ -190,11 +190,7 @@ impl RegistryArgs {
     pub fn auth(&self, reference: &crate::supply::oci::ModuleRef) -> Result<oci_client::secrets::RegistryAuth> {
         match &self.registry_auth {
             None => Ok(oci_client::secrets::RegistryAuth::Anonymous),
-            Some(path) => {
-                let json = std::fs::read(path).with_context(|| format!("cannot read registry credentials {}", path.display()))?;
-                crate::supply::oci::auth::from_docker_config(&json, &reference.registry)
-                    .map_err(|e| anyhow::anyhow!("registry credentials {}: {e}", path.display()))
-            }
+            Some(path) => crate::supply::oci::auth::from_docker_config_file(path, &reference.registry).map_err(anyhow::Error::msg),
         }
     }
 }

@@ -24,6 +24,17 @@ fn host_of(key: &str) -> &str {
     key.split('/').next().unwrap_or(key)
 }
 
+/// The most a docker config file (`--registry-auth`, read again at every pull) may hold: a
+/// Secret's own limit. A bigger file is not read.
+pub const MAX_DOCKER_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The credentials the docker config file `path` gives `registry`, the file read within
+/// [`MAX_DOCKER_CONFIG_BYTES`] (`given_files.rs`). An error names the file, never its content.
+pub fn from_docker_config_file(path: &std::path::Path, registry: &str) -> Result<RegistryAuth, String> {
+    let json = super::given_files::read_within(path, MAX_DOCKER_CONFIG_BYTES).map_err(|why| format!("registry credentials {}: {why}", path.display()))?;
+    from_docker_config(&json, registry).map_err(|why| format!("registry credentials {}: {why}", path.display()))
+}
+
 /// The credentials a docker config gives `registry`; anonymous if it names none. An error
 /// names what is malformed (never the secret itself).
 pub fn from_docker_config(json: &[u8], registry: &str) -> Result<RegistryAuth, String> {
@@ -57,6 +68,24 @@ fn where_it_fails(error: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credentials_file_is_read_only_within_its_cap() {
+        let dir = crate::supply::disk_cache::private_temp_dir("zundoko-auth-file-").unwrap();
+        let file = dir.join("config.json");
+        let json = br#"{"auths":{"r.io":{"username":"a","password":"b"}}}"#.to_vec();
+        std::fs::write(&file, &json).unwrap();
+        assert!(matches!(from_docker_config_file(&file, "r.io").unwrap(), RegistryAuth::Basic(u, _) if u == "a"));
+        // Valid JSON, one byte over the cap (spaces after it): refused unread, naming the file
+        // and the cap.
+        let mut big = json.clone();
+        big.resize(MAX_DOCKER_CONFIG_BYTES as usize + 1, b' ');
+        std::fs::write(&file, &big).unwrap();
+        let refused = from_docker_config_file(&file, "r.io").unwrap_err();
+        assert!(refused.contains(&file.display().to_string()) && refused.contains("1048576-byte limit"), "{refused}");
+        assert!(from_docker_config_file(std::path::Path::new("/dev/zero"), "r.io").is_err_and(|e| e.contains("not a regular file")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn finds_the_registry_in_any_spelling() {

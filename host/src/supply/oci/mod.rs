@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod artifact;
 pub mod cache;
+pub mod given_files;
 pub mod reference;
 pub mod keys;
 mod origins;

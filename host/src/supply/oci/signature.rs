@@ -97,30 +97,11 @@ impl TrustedKey {
 /// for comments around it. A bigger file is no key, and is not read.
 pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
 
-/// A key file's text, read within [`MAX_KEY_FILE_BYTES`] before anything is buffered: opened
-/// through links (a mounted Secret's entries are links into its `..data` folder) and without
-/// blocking (a FIFO put in a key's place does not hang the read, which runs every second),
-/// `fstat`-checked as a regular file within the cap, then read up to the cap (a file that grew
-/// since the check is stopped there and refused).
+/// A key file's text, read within [`MAX_KEY_FILE_BYTES`] before anything is buffered
+/// (`given_files.rs`: through the kubelet's links, without blocking, a regular file only).
 fn read_key_file(file: &Path) -> Result<String, String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let unreadable = |why: String| format!("cannot read trusted key {}: {why}", file.display());
-    let too_big = |size: u64| format!("trusted key {} is {size} bytes or more, over the {MAX_KEY_FILE_BYTES}-byte limit of a key file: not read", file.display());
-    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(file).map_err(|e| unreadable(e.to_string()))?;
-    let found = opened.metadata().map_err(|e| unreadable(e.to_string()))?;
-    if !found.file_type().is_file() {
-        return Err(unreadable(format!("not a regular file ({:?})", found.file_type())));
-    }
-    if found.len() > MAX_KEY_FILE_BYTES {
-        return Err(too_big(found.len()));
-    }
-    let mut text = Vec::with_capacity(found.len() as usize);
-    opened.take(MAX_KEY_FILE_BYTES + 1).read_to_end(&mut text).map_err(|e| unreadable(e.to_string()))?;
-    if text.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(too_big(text.len() as u64));
-    }
-    String::from_utf8(text).map_err(|_| unreadable("not UTF-8 text (a PEM key is ASCII)".into()))
+    let bytes = super::given_files::read_within(file, MAX_KEY_FILE_BYTES).map_err(|why| format!("trusted key {}: {why}", file.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("trusted key {}: not UTF-8 text (a PEM key is ASCII)", file.display()))
 }
 
 /// `sha256:` and the first 16 hex digits of the DER public key's SHA-256.

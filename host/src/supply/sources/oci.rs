@@ -37,8 +37,7 @@ impl OciSource {
     fn auth(&self) -> Result<RegistryAuth, PullError> {
         let Some(path) = &self.auth_file else { return Ok(RegistryAuth::Anonymous) };
         let bad = |detail: String| PullError::Unauthorized { registry: self.reference.registry.clone(), reference: self.reference.to_string(), detail };
-        let json = std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-        auth::from_docker_config(&json, &self.reference.registry).map_err(|e| bad(format!("{}: {e}", path.display())))
+        auth::from_docker_config_file(path, &self.reference.registry).map_err(bad)
     }
 
     /// The digest the reference names now (with the credentials read for it). `serving`: a
