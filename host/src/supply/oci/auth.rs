@@ -18,10 +18,12 @@ struct Entry {
     password: Option<String>,
 }
 
-/// `HOST[:PORT]` of an `auths` key, which may be written as a URL (`https://host/v1/`).
-fn host_of(key: &str) -> &str {
+/// `HOST[:PORT]` of an `auths` key, which may be written as a URL (`https://host/v1/`), in
+/// the one spelling a reference's registry has (`docker login` files Docker Hub's credentials
+/// under `https://index.docker.io/v1/`, while a reference names `docker.io`).
+fn host_of(key: &str) -> String {
     let key = key.strip_prefix("https://").or_else(|| key.strip_prefix("http://")).unwrap_or(key);
-    key.split('/').next().unwrap_or(key)
+    super::reference::canonical_host(key.split('/').next().unwrap_or(key))
 }
 
 /// The most a docker config file (`--registry-auth`, read again at every pull) may hold: a
@@ -39,7 +41,8 @@ pub fn from_docker_config_file(path: &std::path::Path, registry: &str) -> Result
 /// names what is malformed (never the secret itself).
 pub fn from_docker_config(json: &[u8], registry: &str) -> Result<RegistryAuth, String> {
     let config: DockerConfig = serde_json::from_slice(json).map_err(|e| format!("not a docker config.json ({{\"auths\": ...}}): {}", where_it_fails(&e)))?;
-    let Some(entry) = config.auths.iter().find(|(key, _)| host_of(key) == registry).map(|(_, e)| e) else {
+    let registry_host = super::reference::canonical_host(registry);
+    let Some(entry) = config.auths.iter().find(|(key, _)| host_of(key) == registry_host).map(|(_, e)| e) else {
         return Ok(RegistryAuth::Anonymous);
     };
     if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
@@ -93,6 +96,12 @@ mod tests {
         assert!(matches!(from_docker_config(json, "127.0.0.1:5000").unwrap(), RegistryAuth::Basic(u, p) if u == "u" && p == "p"));
         assert!(matches!(from_docker_config(json, "other.io").unwrap(), RegistryAuth::Basic(u, p) if u == "a" && p == "b"));
         assert!(matches!(from_docker_config(json, "elsewhere.io").unwrap(), RegistryAuth::Anonymous));
+        // `docker login`'s key for Docker Hub serves a reference's `docker.io`, and hosts
+        // match whatever their case.
+        let hub = br#"{"auths":{"https://index.docker.io/v1/":{"username":"hub","password":"p"},"Ghcr.IO":{"username":"gh","password":"p"}}}"#;
+        assert!(matches!(from_docker_config(hub, "docker.io").unwrap(), RegistryAuth::Basic(u, _) if u == "hub"));
+        assert!(matches!(from_docker_config(hub, "ghcr.io").unwrap(), RegistryAuth::Basic(u, _) if u == "gh"));
+        assert!(matches!(from_docker_config(hub, "quay.io").unwrap(), RegistryAuth::Anonymous));
         let bad = from_docker_config(br#"{"auths":{"r.io":{"auth":"bm9jb2xvbg=="}}}"#, "r.io").unwrap_err();
         assert!(bad.contains("not user:password") && !bad.contains("nocolon"), "{bad}");
         assert!(from_docker_config(b"nope", "r.io").unwrap_err().contains("not a docker config"));

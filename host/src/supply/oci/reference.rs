@@ -108,11 +108,19 @@ pub fn canonical_repository(reference: &str) -> String {
         Some((first, rest)) if first.contains('.') || first.contains(':') || first == "localhost" => (first.to_ascii_lowercase(), rest),
         _ => (DOCKER_HUB.to_string(), named),
     };
-    let host = if LEGACY_DOCKER_HUB.contains(&host.as_str()) { DOCKER_HUB.to_string() } else { host };
+    let host = canonical_host(&host);
     if host == DOCKER_HUB && !path.contains('/') {
         return format!("{host}/library/{path}");
     }
     format!("{host}/{path}")
+}
+
+/// A registry host as containers/image names it: in lowercase, Docker Hub's other spellings
+/// (`index.docker.io`, where `docker login` files its credentials, and `registry-1.docker.io`)
+/// written `docker.io`.
+pub fn canonical_host(host: &str) -> String {
+    let host = host.to_ascii_lowercase();
+    if LEGACY_DOCKER_HUB.contains(&host.as_str()) { DOCKER_HUB.to_string() } else { host }
 }
 
 /// Docker Hub, as containers/image writes it; and how else it is written.
