@@ -39,6 +39,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("supply/oci/", 3),
     ("supply/loader.rs", 3),
     ("supply/disk_cache.rs", 3),
+    ("supply/tenant.rs", 3),
+    ("supply/shares.rs", 3),
     ("supply/cache_files.rs", 3),
     ("supply/sandbox/", 3),
     ("supply/sandbox/wasi/", 3),

@@ -16,7 +16,10 @@ pub mod disk_cache;
 pub mod oci;
 pub mod sandbox;
 pub mod serving;
+pub mod shares;
 pub mod sources;
+pub mod tenant;
 
 pub use digest::digest;
 pub use loader::ModuleLoader;
+pub use tenant::Tenant;

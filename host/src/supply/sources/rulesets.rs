@@ -24,6 +24,7 @@ use crate::supply::digest::normalize_pin;
 use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, WhoCompiles};
+use crate::supply::tenant::Tenant;
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
 
@@ -280,7 +281,8 @@ impl Sources {
     /// Compile and check a module's fetched bytes (off the async workers), once per digest;
     /// a compile waits its turn as the rule set `uid`'s (compile_queue.rs).
     async fn load(&self, fetched: Fetched, uid: &str) -> Result<Arc<RulesModule>, Problem> {
-        let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(uid.to_owned()));
+        // Cluster-scoped rule sets are the cluster's (supply/tenant.rs).
+        let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(Tenant::Cluster, uid.to_owned()));
         tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> { Ok(modules.load_for(who, &fetched.bytes, &fetched.digest)?) })
         .await
         .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
