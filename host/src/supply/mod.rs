@@ -12,6 +12,7 @@ pub mod contract;
 pub mod digest;
 pub mod fetch;
 pub mod cache_files;
+pub mod cache_shares;
 pub mod disk_cache;
 pub mod oci;
 pub mod sandbox;

@@ -35,6 +35,25 @@ impl Tenant {
     }
 }
 
+tokio::task_local! {
+    /// Whose pulls this task makes, while [`Tenant::pulling`] runs.
+    static PULLING_FOR: Tenant;
+}
+
+impl Tenant {
+    /// Run `work` (a rule set's resolves and pulls) with its pulls as this tenant's: the
+    /// registry's permits read it (`oci/permits.rs`), so the registry's calls in between need
+    /// not carry it. Outside, pulls are the cluster's (the default module's, the CLI's).
+    pub async fn pulling<F: Future>(self, work: F) -> F::Output {
+        PULLING_FOR.scope(self, work).await
+    }
+
+    /// Whose pulls this task makes now.
+    pub fn pulling_now() -> Tenant {
+        PULLING_FOR.try_with(Clone::clone).unwrap_or_default()
+    }
+}
+
 /// The cluster tenant's metrics label.
 pub const CLUSTER_LABEL: &str = "_cluster";
 

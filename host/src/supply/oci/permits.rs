@@ -3,40 +3,33 @@
 //! tarpit a rule-set author points at) hold every permit until its deadline: every other
 //! registry's pull waited its own deadline out queued behind it and failed. Per registry, a
 //! tarpit holds only its own.
+//!
+//! And per tenant (`supply/shares.rs`): while another tenant's pulls run or wait, a tenant's
+//! registries together get `--concurrent-pulls` tries at once, the next permit going to the
+//! tenant holding fewest: a tenant with ten registries gets no more pulls than one with one (a
+//! tarpit of its own then holds its own share). A tenant alone keeps every registry's.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use crate::supply::shares::{Share, Shares};
+use crate::supply::tenant::Tenant;
 
 pub(super) struct Permits {
-    /// Tries at once per registry.
-    each: usize,
-    /// By registry (`HOST[:PORT]`, lowercase); a registry no pull holds or waits for is dropped.
-    by_registry: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// By registry (`HOST[:PORT]`, lowercase), shared between tenants.
+    shares: Arc<Shares<String>>,
 }
+
+/// A try's permit, given back when dropped.
+pub(super) type Permit = Share<String>;
 
 impl Permits {
     pub(super) fn new(each: usize) -> Self {
-        Permits { each: each.max(1), by_registry: Mutex::default() }
+        Permits { shares: Shares::new(each, each) }
     }
 
-    /// Wait for a permit to pull from `registry`; held until dropped. `None` only if the
-    /// registry's semaphore were closed, which none is: the pull then goes without.
-    pub(super) async fn acquire(&self, registry: &str) -> Option<OwnedSemaphorePermit> {
-        let semaphore = {
-            let mut by_registry = self.by_registry.lock().unwrap_or_else(|p| p.into_inner());
-            // Held by the map alone: no pull holds or waits for a permit of it.
-            by_registry.retain(|_, semaphore| Arc::strong_count(semaphore) > 1);
-            by_registry.entry(registry.to_ascii_lowercase()).or_insert_with(|| Arc::new(Semaphore::new(self.each))).clone()
-        };
-        semaphore.acquire_owned().await.ok()
-    }
-
-    /// Registries the map holds.
-    #[cfg(test)]
-    fn registries(&self) -> usize {
-        self.by_registry.lock().unwrap_or_else(|p| p.into_inner()).len()
+    /// Wait for a permit for `tenant` to pull from `registry`; held until dropped.
+    pub(super) async fn acquire(&self, tenant: Tenant, registry: &str) -> Permit {
+        self.shares.acquire(tenant, registry.to_ascii_lowercase()).await
     }
 }
 
@@ -48,20 +41,39 @@ mod tests {
     #[tokio::test]
     async fn a_registry_holding_its_permits_leaves_others_theirs() {
         let permits = Permits::new(2);
-        let tarpit = [permits.acquire("tarpit.example:5000").await, permits.acquire("TARPIT.example:5000").await];
-        assert!(tarpit.iter().all(Option::is_some));
+        let tarpit = [permits.acquire(Tenant::Cluster, "tarpit.example:5000").await, permits.acquire(Tenant::Cluster, "TARPIT.example:5000").await];
         // Its third try waits; another registry's does not (one bound for all: it would wait).
-        let third = permits.acquire("tarpit.example:5000");
+        let third = permits.acquire(Tenant::Cluster, "tarpit.example:5000");
         tokio::pin!(third);
         assert!(futures::poll!(third.as_mut()).is_pending(), "the tarpit's own bound holds");
-        let other = permits.acquire("registry.example");
+        let other = permits.acquire(Tenant::Cluster, "registry.example");
         tokio::pin!(other);
-        let Poll::Ready(Some(other)) = futures::poll!(other.as_mut()) else { panic!("another registry's pull queued behind the tarpit") };
+        let Poll::Ready(other) = futures::poll!(other.as_mut()) else { panic!("another registry's pull queued behind the tarpit") };
         drop(tarpit);
-        assert!(third.await.is_some());
+        let _third = third.await;
         drop(other);
-        // The next pull forgets the registries nobody holds a permit of.
-        let _next = permits.acquire("next.example").await;
-        assert_eq!(permits.registries(), 1, "registries no pull holds are forgotten");
+        assert_eq!(permits.shares.held_by(&Tenant::Cluster), 1);
+    }
+
+    #[tokio::test]
+    async fn a_tenant_with_ten_registries_pulls_no_more_at_once_than_one_with_one() {
+        let permits = Permits::new(2);
+        let (a, b) = (Tenant::Namespace("a".into()), Tenant::Namespace("b".into()));
+        let _b = permits.acquire(b.clone(), "b.example").await;
+        // b pulls: a's ten registries get two tries at once between them, not twenty.
+        let registries: Vec<String> = (0..10).map(|r| format!("r{r}.example")).collect();
+        let (mut waiting, mut held) = (Vec::new(), Vec::new());
+        for registry in &registries {
+            for _ in 0..2 {
+                let mut try_ = Box::pin(permits.acquire(a.clone(), registry));
+                match futures::poll!(try_.as_mut()) {
+                    Poll::Ready(permit) => held.push(permit),
+                    Poll::Pending => waiting.push(try_),
+                }
+            }
+        }
+        assert_eq!((held.len(), permits.shares.held_by(&a)), (2, 2), "a tenant's registries together: its share");
+        let mut b_again = Box::pin(permits.acquire(b.clone(), "b.example"));
+        assert!(futures::poll!(b_again.as_mut()).is_ready(), "b's second try does not queue behind a's");
     }
 }

@@ -218,7 +218,9 @@ impl SandboxEngine {
                 // Kept as it comes, and mapped from a sealed copy, never whole in memory
                 // (compiled_cache.rs). Code that would not fit the cache's room is refused as it
                 // comes: kept, it would push the cache past its bound (and its volume's).
-                let room = cache.disk().room();
+                // Its tenant's part of the room, while other tenants keep files too.
+                let tenant = super::compile_queue::WhoCompiles::on_this_thread().tenant();
+                let (room, part) = cache.disk().room_for(&tenant);
                 let (mut handed, mut over) = (crate::supply::disk_cache::MAC_BYTES as u64, false);
                 let loaded = cache.compile_keep_and_load(&self.engine, bytes, |sink| {
                     compiler.compile_to(bytes, &self.limits, &mut |piece: &[u8]| {
@@ -231,7 +233,10 @@ impl SandboxEngine {
                     })
                 });
                 if over {
-                    return Err(GuestError::CacheFull { room });
+                    return Err(match part {
+                        Some(room) => GuestError::CacheShareFull { tenant: tenant.to_string(), room },
+                        None => GuestError::CacheFull { room },
+                    });
                 }
                 let loaded = loaded?;
                 loaded.map_err(|e| GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}")))
