@@ -470,4 +470,41 @@ mod tests {
         assert_eq!(std::fs::read(dir.join("blob")).unwrap(), [9u8; KEY_BYTES], "the other name is left alone");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// `size` bytes written into the cache as `name` for `tenant`, as a pull writes a blob.
+    fn write_for(cache: &DiskCache, name: &str, size: usize, tenant: &Tenant) {
+        let mut made = cache.folder(Kept::Blobs).create_new().unwrap();
+        made.file.write_all(&vec![0u8; size]).unwrap();
+        made.publish(name).unwrap();
+        cache.collect((Kept::Blobs, name), tenant);
+    }
+
+    #[test]
+    fn a_cache_shared_by_two_tenants_collects_from_the_one_over_its_part_and_gives_it_only_its_part() {
+        let dir = private_temp_dir("zundoko-cache-shares-").unwrap();
+        let cache = DiskCache::open(&dir).unwrap();
+        // 1 MiB: 512 KiB each while both keep files.
+        cache.set_max_bytes(1 << 20);
+        let (a, b) = (Tenant::Namespace("a".into()), Tenant::Namespace("b".into()));
+        write_for(&cache, "b-old", 256 << 10, &b);
+        assert_eq!(cache.room_for(&a).1.map(|part| part >> 10), Some(512), "with b there, a has its part");
+        for i in 0..4 {
+            write_for(&cache, &format!("a-{i}"), 256 << 10, &a);
+        }
+        // 1 MiB written after b's 256 KiB: by use alone b's file, the oldest, would have gone.
+        let there = |name: &str| cache.folder(Kept::Blobs).open_entry(name, 1 << 20).unwrap().is_some();
+        assert!(there("b-old"), "b, within its part, kept its file");
+        assert!(!there("a-0"), "a, over its part, lost its oldest");
+        let usage: std::collections::HashMap<_, _> = cache.usage().into_iter().collect();
+        assert_eq!(usage[&b], 256 << 10);
+        assert!(usage[&a] <= 768 << 10, "a keeps {} KiB", usage[&a] >> 10);
+        // Alone, a tenant has no part: all the room.
+        let _ = std::fs::remove_dir_all(&dir);
+        let dir = private_temp_dir("zundoko-cache-shares-").unwrap();
+        let alone = DiskCache::open(&dir).unwrap();
+        alone.set_max_bytes(1 << 20);
+        write_for(&alone, "a-0", 600 << 10, &a);
+        assert_eq!(alone.room_for(&a).1, None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

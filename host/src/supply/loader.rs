@@ -27,6 +27,11 @@ impl ModuleLoader {
         ModuleLoader { engine, plan_limits, compiled: Mutex::default(), recent: Mutex::default() }
     }
 
+    /// The engine the modules run on (its call turns, by tenant).
+    pub fn engine(&self) -> &SandboxEngine {
+        &self.engine
+    }
+
     pub fn plan_limits(&self) -> &PlanLimits {
         &self.plan_limits
     }

@@ -40,6 +40,8 @@ struct State<K> {
     tenants: HashMap<Tenant, Load>,
     /// By arrival.
     waiting: Vec<Waiter<K>>,
+    /// Shares given since the start, by tenant (what the metrics show).
+    given: HashMap<Tenant, u64>,
 }
 
 #[derive(Default)]
@@ -85,7 +87,7 @@ pub struct Share<K: Clone + Eq + Hash> {
 
 impl<K: Clone + Eq + Hash> Shares<K> {
     pub fn new(per_item: usize, per_tenant: usize) -> Arc<Self> {
-        let state = State { next_ticket: 0, served: 0, items: HashMap::new(), tenants: HashMap::new(), waiting: Vec::new() };
+        let state = State { next_ticket: 0, served: 0, items: HashMap::new(), tenants: HashMap::new(), waiting: Vec::new(), given: HashMap::new() };
         Arc::new(Shares { state: Mutex::new(state), per_item: per_item.max(1), per_tenant: per_tenant.max(1) })
     }
 
@@ -129,6 +131,11 @@ impl<K: Clone + Eq + Hash> Shares<K> {
         self.lock().tenants.get(tenant).map_or(0, |load| load.held)
     }
 
+    /// Shares given since the start, by tenant.
+    pub fn given(&self) -> Vec<(Tenant, u64)> {
+        self.lock().given.iter().map(|(tenant, given)| (tenant.clone(), *given)).collect()
+    }
+
     /// Shares waited for now.
     pub fn waiting(&self) -> usize {
         self.lock().waiting.len()
@@ -144,6 +151,7 @@ impl<K: Clone + Eq + Hash> Shares<K> {
             let waiter = state.waiting.remove(at);
             state.served += 1;
             let served = state.served;
+            *state.given.entry(waiter.tenant.clone()).or_default() += 1;
             let load = state.tenants.entry(waiter.tenant.clone()).or_default();
             (load.waiting, load.held, load.last_served) = (load.waiting - 1, load.held + 1, served);
             let item = state.items.entry(waiter.item.clone()).or_default();

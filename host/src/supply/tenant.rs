@@ -54,6 +54,34 @@ impl Tenant {
     }
 }
 
+/// Each tenant's use since the start, for the metrics (`process/tenant_metrics.rs`): call turns
+/// given, compile waits, pull tries and cache bytes, from what counts them.
+pub fn usage(
+    calls: &[(Tenant, u64)],
+    compile_waits: &[(Tenant, std::time::Duration)],
+    pulls: &[(Tenant, u64)],
+    cache: &[(Tenant, u64)],
+) -> Vec<crate::process::tenant_metrics::TenantUse> {
+    let mut by_tenant = std::collections::BTreeMap::<&Tenant, crate::process::tenant_metrics::TenantUse>::new();
+    for (tenant, turns) in calls {
+        by_tenant.entry(tenant).or_insert_with(|| named(tenant)).call_turns += turns;
+    }
+    for (tenant, waited) in compile_waits {
+        by_tenant.entry(tenant).or_insert_with(|| named(tenant)).compile_wait_seconds += waited.as_secs_f64();
+    }
+    for (tenant, tries) in pulls {
+        by_tenant.entry(tenant).or_insert_with(|| named(tenant)).pulls += tries;
+    }
+    for (tenant, bytes) in cache {
+        by_tenant.entry(tenant).or_insert_with(|| named(tenant)).cache_bytes += bytes;
+    }
+    by_tenant.into_values().collect()
+}
+
+fn named(tenant: &Tenant) -> crate::process::tenant_metrics::TenantUse {
+    crate::process::tenant_metrics::TenantUse { namespace: tenant.label().to_owned(), ..Default::default() }
+}
+
 /// The cluster tenant's metrics label.
 pub const CLUSTER_LABEL: &str = "_cluster";
 

@@ -27,6 +27,11 @@ impl Permits {
         Permits { shares: Shares::new(each, each) }
     }
 
+    /// Tries given since the start, by tenant.
+    pub(super) fn given(&self) -> Vec<(Tenant, u64)> {
+        self.shares.given()
+    }
+
     /// Wait for a permit for `tenant` to pull from `registry`; held until dropped.
     pub(super) async fn acquire(&self, tenant: Tenant, registry: &str) -> Permit {
         self.shares.acquire(tenant, registry.to_ascii_lowercase()).await

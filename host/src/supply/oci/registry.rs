@@ -186,6 +186,11 @@ impl Registry {
         &self.keys
     }
 
+    /// Tries given a permit since the start, by tenant (the metrics' pulls).
+    pub fn pulls_by_tenant(&self) -> Vec<(crate::supply::tenant::Tenant, u64)> {
+        self.permits.given()
+    }
+
     pub fn settings(&self) -> &RegistrySettings {
         &self.settings
     }

@@ -82,6 +82,8 @@ struct State {
     turns: u64,
     last_turn: BTreeMap<String, u64>,
     tenant_turn: BTreeMap<Tenant, u64>,
+    /// How long each tenant's compiles waited for their turn, since the start.
+    waited: BTreeMap<Tenant, std::time::Duration>,
 }
 
 impl State {
@@ -127,7 +129,7 @@ pub static COMPILES: CompileQueue = CompileQueue::new();
 impl CompileQueue {
     pub const fn new() -> Self {
         CompileQueue {
-            state: Mutex::new(State { busy: false, next_ticket: 0, waiting: Vec::new(), turns: 0, last_turn: BTreeMap::new(), tenant_turn: BTreeMap::new() }),
+            state: Mutex::new(State { busy: false, next_ticket: 0, waiting: Vec::new(), turns: 0, last_turn: BTreeMap::new(), tenant_turn: BTreeMap::new(), waited: BTreeMap::new() }),
             turn_over: Condvar::new(),
         }
     }
@@ -147,6 +149,7 @@ impl CompileQueue {
         let ticket = state.next_ticket;
         state.next_ticket += 1;
         let (key, tenant) = (who.key().to_owned(), who.tenant());
+        let came = std::time::Instant::now();
         state.waiting.push((ticket, who));
         while state.busy || state.next() != Some(ticket) {
             state = self.turn_over.wait(state).unwrap_or_else(|p| p.into_inner());
@@ -156,6 +159,7 @@ impl CompileQueue {
         state.turns += 1;
         let turns = state.turns;
         state.last_turn.insert(key, turns);
+        *state.waited.entry(tenant.clone()).or_default() += came.elapsed();
         state.tenant_turn.insert(tenant, turns);
         if state.last_turn.len() > REMEMBERED
             && let Some(oldest) = state.last_turn.iter().min_by_key(|(_, turn)| **turn).map(|(k, _)| k.clone())
@@ -168,6 +172,11 @@ impl CompileQueue {
             state.tenant_turn.remove(&oldest);
         }
         CompileTurn { queue: self }
+    }
+
+    /// How long each tenant's compiles waited for their turn, since the start.
+    pub fn waited(&self) -> Vec<(Tenant, std::time::Duration)> {
+        self.lock().waited.iter().map(|(tenant, waited)| (tenant.clone(), *waited)).collect()
     }
 
     /// Compiles waiting for their turn.

@@ -23,7 +23,7 @@ mod turns;
 mod wasi;
 
 pub use bindings::{RULES_EXPORT, WORLD};
-pub use compile_queue::WhoCompiles;
+pub use compile_queue::{COMPILES, WhoCompiles};
 pub use error::{GuestError, PlanRejection};
 pub use guest_threads::GuestThreads;
 pub use host_state::GuestLog;
