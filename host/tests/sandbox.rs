@@ -176,8 +176,8 @@ async fn decide_async_decides_quick_and_slow_calls_alike() {
     let quick: Arc<dyn Rules> = Arc::new(engine().load(&module_bytes("zundoko-classic")).unwrap());
     let tight = SandboxEngine::new(SandboxLimits { inline_fuel: 1_000, ..SandboxLimits::default() }).unwrap();
     let slow: Arc<dyn Rules> = Arc::new(tight.load(&module_bytes("zundoko-classic")).unwrap());
-    let a = zundoko_operator::supply::contract::rules::decide_async(quick, observed.clone(), limits.clone()).await;
-    let b = zundoko_operator::supply::contract::rules::decide_async(slow, observed, limits).await;
+    let a = zundoko_operator::supply::contract::rules::decide_async(quick, observed.clone(), limits.clone(), zundoko_operator::supply::Tenant::Cluster).await;
+    let b = zundoko_operator::supply::contract::rules::decide_async(slow, observed, limits, zundoko_operator::supply::Tenant::Cluster).await;
     assert_eq!(a.outcome.unwrap(), b.outcome.unwrap());
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::wasi_calls::{SlotWatcher, cores, hoard_module, holding};
+use zundoko_operator::supply::Tenant;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 
 /// The memory one call reserves, at most (its 4 MiB cap and what the virtual WASI may hold):
@@ -80,7 +81,7 @@ fn another_modules_call_does_not_wait_for_a_busy_modules_turns() {
     // Every turn of the busy module taken, as its long calls would take them (held here, so no
     // call of its ends and gives one back while the other module's call runs).
     let (_, busy_turns) = busy.own_threads().expect("a WASI module has turns");
-    let held: Vec<_> = (0..turns).map(|_| futures::executor::block_on(busy_turns.acquire())).collect();
+    let held: Vec<_> = (0..turns).map(|_| futures::executor::block_on(busy_turns.acquire(Tenant::Cluster))).collect();
     // A call of the busy module now waits for a turn...
     let (busy_done, busy_call) = std::sync::mpsc::channel();
     let waiting = {
@@ -121,7 +122,7 @@ async fn async_and_blocking_callers_share_one_count_of_turns() {
             let (rules, observed) = (rules.clone(), Arc::new(observed.clone()));
             tokio::spawn(async move {
                 for _ in 0..3 {
-                    decide_async(rules.clone(), observed.clone(), PlanLimits::default()).await.outcome.map(drop)?;
+                    decide_async(rules.clone(), observed.clone(), PlanLimits::default(), Tenant::Cluster).await.outcome.map(drop)?;
                 }
                 Ok::<(), GuestError>(())
             })
@@ -142,4 +143,56 @@ async fn async_and_blocking_callers_share_one_count_of_turns() {
     eprintln!("{} calls, half blocking and half async, {turns} turns: at most {most_at_once} at once", 12 * turns);
     assert!(most_at_once >= 1, "the watcher saw the calls");
     assert!(most_at_once <= turns, "{most_at_once} calls of one module at once with {turns} turns: blocking and async callers counted apart");
+}
+
+/// Ten busy modules of tenant a and one of tenant b (`supply/shares.rs`): each module called
+/// by as many reconciles at once as it has turns, over and over. While b's calls are made,
+/// b's one module gets about as many calls as a's ten together, not a tenth of them. Counted
+/// in calls made, not time; the memory reservation admits every call at once, so the tenants'
+/// share alone bounds them. Seen failing without the tenants' bound: a made about ten calls
+/// for each of b's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_with_ten_busy_modules_gets_no_more_calls_than_a_tenant_with_one() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use zundoko_operator::supply::contract::plan_check::PlanLimits;
+    use zundoko_operator::supply::contract::rules::{Rules, decide_async};
+    let turns = cores();
+    let callers = 11 * turns;
+    let limits = SandboxLimits { memory_bytes: 4 << 20, max_memory_bytes: (callers + 4) * (RESERVED_PER_CALL_MIB << 20), ..SandboxLimits::default() };
+    let engine = SandboxEngine::new(limits).unwrap().with_calls_per_module(turns);
+    let (a, b) = (Tenant::Namespace("tenant-a".into()), Tenant::Namespace("tenant-b".into()));
+    let mut modules: Vec<(Tenant, Arc<dyn Rules>)> = (0..10).map(|i| (a.clone(), load(&engine, 1_000_000_000 + i, callers) as Arc<dyn Rules>)).collect();
+    modules.push((b.clone(), load(&engine, 2_000_000_000, callers)));
+    let observed = Arc::new(spinning(1_000_000));
+    let (made_by_a, made_by_b, b_done) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+    // b's reconciles make eight calls each; a's call until b's are done. b's come first.
+    let (mut b_callers, mut a_callers) = (Vec::new(), Vec::new());
+    for (tenant, rules) in modules.iter().rev() {
+        for _ in 0..turns {
+            let (tenant, rules, observed, b_done) = (tenant.clone(), rules.clone(), observed.clone(), b_done.clone());
+            let (is_b, made) = if tenant == b { (true, made_by_b.clone()) } else { (false, made_by_a.clone()) };
+            let caller = tokio::spawn(async move {
+                let mut calls = 0;
+                while if is_b { calls < 8 } else { !b_done.load(Ordering::SeqCst) } {
+                    decide_async(rules.clone(), observed.clone(), PlanLimits::default(), tenant.clone()).await.outcome.map(drop)?;
+                    calls += 1;
+                    made.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok::<_, GuestError>(())
+            });
+            if is_b { b_callers.push(caller) } else { a_callers.push(caller) }
+        }
+    }
+    for caller in b_callers {
+        tokio::time::timeout(Duration::from_secs(300), caller).await.expect("b's calls were made").unwrap().unwrap();
+    }
+    let (by_a, by_b) = (made_by_a.load(Ordering::SeqCst), made_by_b.load(Ordering::SeqCst));
+    b_done.store(true, Ordering::SeqCst);
+    for caller in a_callers {
+        tokio::time::timeout(Duration::from_secs(300), caller).await.expect("a's calls ended").unwrap().unwrap();
+    }
+    eprintln!("{turns} turns a module: while b's one module made {by_b} calls, a's ten made {by_a}");
+    assert_eq!(by_b, 8 * turns);
+    // Without the tenants' share: about ten of a's calls for each of b's.
+    assert!(by_a <= 2 * by_b + 2 * turns, "a's ten modules made {by_a} calls while b's one made {by_b}: more than their share");
 }

@@ -61,11 +61,12 @@ pub async fn start(
     let disk = engine.compiled_cache().map(|cache| cache.disk().clone());
     let modules = Arc::new(ModuleLoader::new(engine, config.controller.plan_limits.clone()));
     // The cache (blobs and compiled code) is bounded by --cache-max-mib; what serves is spared.
-    if let Some(disk) = disk {
+    if let Some(disk) = &disk {
         disk.set_max_bytes(config.registry.cache_max_bytes);
         let loader = Arc::downgrade(&modules);
         disk.set_in_use(Arc::new(move |digest| loader.upgrade().is_some_and(|l| l.serves(digest))));
     }
+    let calls = modules.engine().call_shares().clone();
     let mut shared = Shared::new(slot.clone(), modules);
     // How used instance slots are reset, as the self-check settled it: in the metrics and
     // /readyz, and in the log as a warning when the scan failed it and was turned off (the
@@ -88,6 +89,14 @@ pub async fn start(
     // --trusted-keys read again as they change, on every replica: a key removed stops the
     // default module it alone verified too, not only rule sets.
     shared.registry.keys().keep_current();
+    // Each tenant's use in the metrics, read when they are scraped.
+    {
+        let registry = shared.registry.clone();
+        shared.metrics.tenants.read_with(Box::new(move || {
+            let cache = disk.as_ref().map(|disk| disk.usage()).unwrap_or_default();
+            crate::supply::tenant::usage(&calls.given(), &crate::supply::sandbox::COMPILES.waited(), &registry.pulls_by_tenant(), &cache)
+        }));
+    }
     // Not ready until the API server has answered once (before the first try too).
     shared.health.set_api_unreachable(Some("not reached yet".into()));
     let http_addr = match config.http_addr {

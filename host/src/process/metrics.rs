@@ -109,6 +109,8 @@ pub struct SwapLabels {
 
 pub struct Metrics {
     registry: Registry,
+    /// Each tenant's use, by namespace (`tenant_metrics.rs`).
+    pub tenants: super::tenant_metrics::TenantMetrics,
     reconciles: Counter,
     reconcile_errors: Family<ReasonLabels, Counter>,
     guest_call_seconds: Histogram,
@@ -147,8 +149,11 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("zundoko");
+        let tenants = super::tenant_metrics::TenantMetrics::register(&mut registry);
         let mut metrics = Metrics {
-            registry: Registry::with_prefix("zundoko"),
+            registry,
+            tenants,
             reconciles: Counter::default(),
             reconcile_errors: Family::default(),
             // 10 us .. 0.7 s: a fresh instance plus call is tens of microseconds.
@@ -261,6 +266,7 @@ impl Metrics {
 
     /// Prometheus / OpenMetrics text.
     pub fn encode(&self) -> String {
+        self.tenants.refresh();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out

@@ -11,3 +11,4 @@ pub mod leader;
 pub mod memory;
 pub mod metrics;
 pub mod telemetry;
+pub mod tenant_metrics;

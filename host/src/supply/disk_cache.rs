@@ -28,6 +28,8 @@ use std::time::{Duration, SystemTime};
 use hmac::{KeyInit as _, Mac as _};
 
 use crate::supply::cache_files::{Folder, TEMP_PREFIX};
+use crate::supply::cache_shares::{self, Owners, Weighed};
+use crate::supply::tenant::Tenant;
 
 /// `--cache-max-mib`'s default: two versions of an interpreter's module (a CPython component:
 /// an 18 MB blob and 35 MiB of code each) with room, well under deploy/'s emptyDir of 256Mi.
@@ -93,6 +95,8 @@ pub struct DiskCache {
     in_use: RwLock<Option<InUse>>,
     collecting: Mutex<()>,
     warned_full: AtomicBool,
+    /// Whose each file is (`cache_shares.rs`).
+    owners: Owners,
 }
 
 static OPEN: Mutex<Vec<(PathBuf, Weak<DiskCache>)>> = Mutex::new(Vec::new());
@@ -152,6 +156,7 @@ impl DiskCache {
             in_use: RwLock::new(None),
             collecting: Mutex::new(()),
             warned_full: AtomicBool::new(false),
+            owners: Owners::default(),
         });
         open.push((root, Arc::downgrade(&cache)));
         Ok(cache)
@@ -240,27 +245,33 @@ impl DiskCache {
     }
 
     /// Remove the least recently used files until everything under the cache fits the bound,
-    /// sparing what serves and `keep` (just written, in its folder).
-    pub fn collect(&self, keep: (Kept, &str)) {
+    /// sparing what serves and `keep` (just written, in its folder, for `writer`): first those
+    /// of the tenants over their part (`cache_shares.rs`).
+    pub fn collect(&self, keep: (Kept, &str), writer: &Tenant) {
         let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
+        self.owners.record(keep.0 as u8, keep.1, writer);
         let max = self.max_bytes();
-        let (mut entries, fixed) = self.scan();
+        let (entries, fixed) = self.scan();
+        self.owners.retain(|folder, name| entries.iter().any(|e| e.kept as u8 == folder && e.name == name));
         let mut total: u64 = fixed + entries.iter().map(|e| e.size).sum::<u64>();
         if total <= max {
             self.warned_full.store(false, Ordering::Relaxed);
             return;
         }
-        entries.sort_by_key(|e| e.modified);
+        let owners: Vec<Tenant> = entries.iter().map(|e| self.owners.of(e.kept as u8, &e.name)).collect();
+        let weighed: Vec<Weighed<'_>> = entries.iter().zip(&owners).map(|(e, owner)| Weighed { owner, size: e.size, used: e.modified }).collect();
+        let order = cache_shares::removal_order(&weighed, max, writer);
         let mut spared = Spared::new(self);
-        for entry in entries {
+        for entry in order.into_iter().map(|at| &entries[at]) {
             if total <= max {
                 break;
             }
-            if (entry.kept, entry.name.as_str()) == keep || spared.spares(&entry) {
+            if (entry.kept, entry.name.as_str()) == keep || spared.spares(entry) {
                 continue;
             }
             if self.folder(entry.kept).remove(&entry.name).is_ok() {
-                tracing::debug!(folder = ?entry.kept, name = %entry.name, size = entry.size, "collected from the module cache (least recently used)");
+                let owner = self.owners.of(entry.kept as u8, &entry.name);
+                tracing::debug!(folder = ?entry.kept, name = %entry.name, size = entry.size, tenant = %owner, "collected from the module cache (its tenant over its part first, then least recently used)");
                 total -= entry.size;
             }
         }
@@ -276,12 +287,39 @@ impl DiskCache {
     /// What a new entry may take: the bound less what no collection can remove (what serves,
     /// the key, the writes in flight), and no more than the file system has free.
     pub fn room(&self) -> u64 {
+        self.room_for(&Tenant::Cluster).0
+    }
+
+    /// [`room`](Self::room) for what `tenant` writes, and its part's room if other tenants
+    /// keep files too (`cache_shares.rs`): its part less what of its own serves. The room is
+    /// the smaller of the two.
+    pub fn room_for(&self, tenant: &Tenant) -> (u64, Option<u64>) {
         let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
         let (entries, fixed) = self.scan();
         let mut spared = Spared::new(self);
-        let held = fixed + entries.iter().filter(|e| spared.spares(e)).map(|e| e.size).sum::<u64>();
+        let owners: Vec<Tenant> = entries.iter().map(|e| self.owners.of(e.kept as u8, &e.name)).collect();
+        let (mut held, mut own_held) = (fixed, 0);
+        for (entry, owner) in entries.iter().zip(&owners) {
+            if spared.spares(entry) {
+                held += entry.size;
+                own_held += if owner == tenant { entry.size } else { 0 };
+            }
+        }
         let free = self.root.free_bytes().unwrap_or(u64::MAX);
-        self.max_bytes().saturating_sub(held).min(free)
+        let room = self.max_bytes().saturating_sub(held).min(free);
+        let weighed: Vec<Weighed<'_>> = entries.iter().zip(&owners).map(|(e, owner)| Weighed { owner, size: e.size, used: e.modified }).collect();
+        let part = cache_shares::part(self.max_bytes(), cache_shares::tenants(&weighed, tenant).len()).map(|part| part.saturating_sub(own_held).min(room));
+        (part.unwrap_or(room), part)
+    }
+
+    /// Bytes each tenant keeps in the cache now (files from before a restart: the cluster's).
+    pub fn usage(&self) -> Vec<(Tenant, u64)> {
+        let (entries, _) = self.scan();
+        let mut by_tenant = std::collections::BTreeMap::<Tenant, u64>::new();
+        for entry in &entries {
+            *by_tenant.entry(self.owners.of(entry.kept as u8, &entry.name)).or_default() += entry.size;
+        }
+        by_tenant.into_iter().collect()
     }
 
     /// The digest the tag record `name` holds, if it is a record at all (its MAC is not
@@ -430,6 +468,43 @@ mod tests {
         let relinked = load_or_make_key(&root).unwrap();
         assert_ne!(relinked, [9u8; KEY_BYTES], "a hard-linked key file is not believed");
         assert_eq!(std::fs::read(dir.join("blob")).unwrap(), [9u8; KEY_BYTES], "the other name is left alone");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `size` bytes written into the cache as `name` for `tenant`, as a pull writes a blob.
+    fn write_for(cache: &DiskCache, name: &str, size: usize, tenant: &Tenant) {
+        let mut made = cache.folder(Kept::Blobs).create_new().unwrap();
+        made.file.write_all(&vec![0u8; size]).unwrap();
+        made.publish(name).unwrap();
+        cache.collect((Kept::Blobs, name), tenant);
+    }
+
+    #[test]
+    fn a_cache_shared_by_two_tenants_collects_from_the_one_over_its_part_and_gives_it_only_its_part() {
+        let dir = private_temp_dir("zundoko-cache-shares-").unwrap();
+        let cache = DiskCache::open(&dir).unwrap();
+        // 1 MiB: 512 KiB each while both keep files.
+        cache.set_max_bytes(1 << 20);
+        let (a, b) = (Tenant::Namespace("a".into()), Tenant::Namespace("b".into()));
+        write_for(&cache, "b-old", 256 << 10, &b);
+        assert_eq!(cache.room_for(&a).1.map(|part| part >> 10), Some(512), "with b there, a has its part");
+        for i in 0..4 {
+            write_for(&cache, &format!("a-{i}"), 256 << 10, &a);
+        }
+        // 1 MiB written after b's 256 KiB: by use alone b's file, the oldest, would have gone.
+        let there = |name: &str| cache.folder(Kept::Blobs).open_entry(name, 1 << 20).unwrap().is_some();
+        assert!(there("b-old"), "b, within its part, kept its file");
+        assert!(!there("a-0"), "a, over its part, lost its oldest");
+        let usage: std::collections::HashMap<_, _> = cache.usage().into_iter().collect();
+        assert_eq!(usage[&b], 256 << 10);
+        assert!(usage[&a] <= 768 << 10, "a keeps {} KiB", usage[&a] >> 10);
+        // Alone, a tenant has no part: all the room.
+        let _ = std::fs::remove_dir_all(&dir);
+        let dir = private_temp_dir("zundoko-cache-shares-").unwrap();
+        let alone = DiskCache::open(&dir).unwrap();
+        alone.set_max_bytes(1 << 20);
+        write_for(&alone, "a-0", 600 << 10, &a);
+        assert_eq!(alone.room_for(&a).1, None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -27,6 +27,11 @@ impl ModuleLoader {
         ModuleLoader { engine, plan_limits, compiled: Mutex::default(), recent: Mutex::default() }
     }
 
+    /// The engine the modules run on (its call turns, by tenant).
+    pub fn engine(&self) -> &SandboxEngine {
+        &self.engine
+    }
+
     pub fn plan_limits(&self) -> &PlanLimits {
         &self.plan_limits
     }
@@ -63,8 +68,12 @@ impl ModuleLoader {
         if let Some(module) = self.get(digest) {
             return Ok(module);
         }
-        let module = who.around(|| self.engine.load(bytes))?;
-        smoke_test(&module, &self.plan_limits)?;
+        // The smoke test's call too is the tenant's (turns.rs reads who loads on this thread).
+        let module = who.around(|| -> Result<RulesModule, GuestError> {
+            let module = self.engine.load(bytes)?;
+            smoke_test(&module, &self.plan_limits)?;
+            Ok(module)
+        })?;
         let module = Arc::new(module);
         let mut compiled = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
         compiled.retain(|_, m| m.strong_count() > 0);

@@ -12,11 +12,15 @@ pub mod contract;
 pub mod digest;
 pub mod fetch;
 pub mod cache_files;
+pub mod cache_shares;
 pub mod disk_cache;
 pub mod oci;
 pub mod sandbox;
 pub mod serving;
+pub mod shares;
 pub mod sources;
+pub mod tenant;
 
 pub use digest::digest;
 pub use loader::ModuleLoader;
+pub use tenant::Tenant;

@@ -39,6 +39,7 @@ use crate::supply::contract::RecordDecision as _;
 use crate::supply::contract::rules::{Rules, decide_async};
 use crate::supply::sandbox::ModuleIdentity;
 use crate::supply::serving::CandidateDecision;
+use crate::supply::tenant::Tenant;
 
 /// A step either goes on with its result or ends the reconcile with an action.
 type Step<T> = ControlFlow<Action, T>;
@@ -79,11 +80,12 @@ async fn reconcile_inner(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Actio
         Ok(chosen) => chosen,
         Err(unavailable) => return Err(turn.failed(&hikawa, seen, unavailable, None, owed).await),
     };
-    let (place, owed) = step!(take_place(&turn, &hikawa, rules.as_ref(), owed).await);
+    let tenant = tenant(&hikawa);
+    let (place, owed) = step!(take_place(&turn, &hikawa, rules.as_ref(), &tenant, owed).await);
     let children = children.unwrap_or_else(|| turn.owned(&hikawa));
     // What the rules see is what the next decision waits to see again.
     (seen.zundokos, seen.kiyoshi) = (children.zundokos.len() as u32, children.kiyoshi.is_some());
-    let decided = decide(&turn, &hikawa, rules, candidate.as_ref(), children).await;
+    let decided = decide(&turn, &hikawa, rules, tenant, candidate.as_ref(), children).await;
     // The place is for the call: the writes that follow wait on the API server, not the module.
     drop(place);
     let (observed, module, plan) = match decided {
@@ -216,6 +218,14 @@ fn choose(ctx: &Context, hikawa: &Hikawa, uid: &str) -> Step<Chosen> {
     }
 }
 
+/// Whose share of the calls the Hikawa's decision takes (`supply/tenant.rs`): the owner of the
+/// rules that decide, not the Hikawa's namespace. The default module and cluster-scoped rule
+/// sets are the cluster's (a namespaced rule set, which serves its own namespace's Hikawas only,
+/// is its namespace's).
+fn tenant(_hikawa: &Hikawa) -> Tenant {
+    Tenant::Cluster
+}
+
 /// How many words the Hikawa's status claims (the index reads that far for missing words).
 fn claimed(hikawa: &Hikawa) -> u32 {
     hikawa.status.as_ref().map_or(0, |s| s.num_zundokos_said)
@@ -259,9 +269,9 @@ async fn gate(turn: &Turn<'_>, looked: Looked) -> Step<Looked> {
 /// are all taken, a place in its line (woken when one frees): the Hikawa then holds none of the
 /// controller's slots while it waits, and another rule set's Hikawas never wait behind a slow
 /// module's calls. The Events owed go out meanwhile.
-async fn take_place<'a>(turn: &Turn<'a>, hikawa: &Hikawa, rules: &dyn Rules, owed: Owed) -> Step<(Place<'a>, Owed)> {
+async fn take_place<'a>(turn: &Turn<'a>, hikawa: &Hikawa, rules: &dyn Rules, tenant: &Tenant, owed: Owed) -> Step<(Place<'a>, Owed)> {
     let ctx = turn.ctx;
-    match ctx.places.enter(rules, ObjectRef::from_obj(hikawa)) {
+    match ctx.places.enter(rules, tenant, ObjectRef::from_obj(hikawa)) {
         Ok(place) => Continue((place, owed)),
         Err(InLine { retry_in }) => {
             ctx.metrics.not_decided("module-busy");
@@ -278,13 +288,14 @@ async fn decide(
     turn: &Turn<'_>,
     hikawa: &Hikawa,
     rules: Arc<dyn Rules>,
+    tenant: Tenant,
     candidate: Option<&CandidateDecision>,
     children: Owned,
 ) -> std::result::Result<(Arc<Observed>, Arc<ModuleIdentity>, Plan), (Error, Option<Arc<ModuleIdentity>>)> {
     let ctx = turn.ctx;
     let entropy = ctx.entropy.draw(&turn.uid);
     let observed = Arc::new(observe(hikawa, children, now_ms(), entropy));
-    let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone()).await;
+    let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone(), tenant).await;
     ctx.metrics.decided(&decision);
     if let Some(candidate) = candidate {
         ctx.rulesets.record(candidate, decision.outcome.is_ok());

@@ -13,9 +13,13 @@ use crate::controllers::writes::status::rfc3339_millis;
 use crate::crd::{RolloutSpec, ZundokoRules};
 use crate::supply::serving::rollout::Thresholds;
 use crate::supply::sources::rulesets::{Checked, Problem, SourceSpec};
+use crate::supply::tenant::Tenant;
 
 /// A source's ConfigMap is read (and a new module compiled) at most this often per rule set:
 /// a ConfigMap rewritten in a loop costs at most one compile a second.
+/// Whose share of the pulls and compiles a rule set's sources take: cluster-scoped
+/// `ZundokoRules` are the cluster's (`supply/tenant.rs`; a namespaced rule set's, its namespace).
+const TENANT: Tenant = Tenant::Cluster;
 const READ_EVERY: Duration = Duration::from_secs(1);
 
 /// What the check step hands the others.
@@ -107,7 +111,7 @@ impl Context {
     async fn check_source(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Result<Checked, Duration>, Error> {
         let (last, read_at) = self.with_memo(uid, |m| (if candidate { m.candidate.clone() } else { m.stable.clone() }, m.read_at[usize::from(candidate)]));
         let wait = read_at.map(|at| READ_EVERY.saturating_sub(at.elapsed())).filter(|d| !d.is_zero());
-        let Some(checked) = self.sources.check(uid, spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
+        let Some(checked) = self.sources.check((&TENANT, uid), spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
             return Ok(Err(wait.unwrap_or(Duration::from_millis(200))));
         };
         let fresh = last.as_ref().is_none_or(|l| l.spec != checked.spec || l.resource_version != checked.resource_version);
@@ -149,7 +153,7 @@ impl Context {
         if let Some(known) = due {
             return known;
         }
-        let resolved = self.sources.resolve(oci).await;
+        let resolved = self.sources.resolve(&TENANT, oci).await;
         self.with_memo(uid, |m| {
             let last = m.followed.take().filter(|f| f.written == written);
             let mut moved_at = last.as_ref().map(|l| l.moved_at.clone()).unwrap_or_default();

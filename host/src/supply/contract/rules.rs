@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use zundoko_rules::{Observed, Plan, RuleSet};
 
 use crate::supply::sandbox::{GuestError, GuestLog, GuestOutcome, GuestThreads, ModuleIdentity, RulesModule, Turns};
+use crate::supply::tenant::Tenant;
 use crate::supply::contract::plan_check::{self, PlanLimits};
 
 /// Something that can make a decision: the wasm sandbox or native rules.
@@ -116,8 +117,9 @@ fn checked(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits, outcome:
 /// [`decide`] without blocking the async workers: a quick call (nearly all: microseconds, see
 /// `SandboxLimits::inline_fuel`) is made here, without a thread handoff; one that needs more is
 /// made again, whole, off the async runtime (on the module's own threads if it has them, else
-/// on tokio's blocking pool), so a slow guest never stalls the async workers.
-pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits) -> Decision {
+/// on tokio's blocking pool), so a slow guest never stalls the async workers. Its turn is
+/// `tenant`'s: the owner of the rules (`supply/tenant.rs`), whose modules share their calls.
+pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits, tenant: Tenant) -> Decision {
     let started = Instant::now();
     if let Some(outcome) = rules.reconcile_quick(&observed) {
         return checked(rules.as_ref(), &observed, &limits, outcome, started);
@@ -142,7 +144,7 @@ pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits
         // turn (it takes no other), which is given back once its result is on its way: the
         // thread is listed as idle by then, and the next call finds it.
         Some((threads, turns)) => {
-            let turn = turns.acquire().await;
+            let turn = turns.acquire(tenant).await;
             let (send, receive) = tokio::sync::oneshot::channel();
             let delivered = threads.start(
                 move || (turn.holding(decision), turn),
@@ -285,7 +287,7 @@ mod tests {
         let rules: Arc<dyn Rules> = slow.clone();
         let observed = Arc::new(Observed::default());
         let decisions: Vec<_> =
-            (0..12).map(|_| tokio::spawn(decide_async(rules.clone(), observed.clone(), PlanLimits::default()))).collect();
+            (0..12).map(|_| tokio::spawn(decide_async(rules.clone(), observed.clone(), PlanLimits::default(), Tenant::Cluster))).collect();
         for decision in decisions {
             let decision = decision.await.unwrap();
             assert!(decision.outcome.is_ok(), "{:?}", decision.outcome.err());

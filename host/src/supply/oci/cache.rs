@@ -184,12 +184,22 @@ impl BlobCache {
     /// Write under a fresh name and rename into place, so a reader never sees half a file;
     /// then bring the cache back under its bound.
     fn write(&self, kept: Kept, name: &str, bytes: &[u8]) {
+        // Whose pull this is (`Tenant::pulling`): while other tenants keep files too, a blob
+        // past its part of the room is not kept (cache_shares.rs).
+        let tenant = crate::supply::tenant::Tenant::pulling_now();
+        if kept == Kept::Blobs
+            && let (_, Some(part)) = self.disk.room_for(&tenant)
+            && bytes.len() as u64 > part
+        {
+            tracing::warn!(%tenant, size = bytes.len(), room = part, "a pulled blob was not kept in the module cache: it would take {tenant} past its part of --cache-max-mib");
+            return;
+        }
         let folder = self.disk.folder(kept);
         let written = folder.create_new().and_then(|mut made| made.file.write_all(bytes).and_then(|()| made.publish(name)));
         if let Err(error) = written {
             tracing::warn!(path = %folder.path().join(name).display(), %error, "could not write to the module cache");
         }
-        self.disk.collect((kept, name));
+        self.disk.collect((kept, name), &tenant);
     }
 }
 

@@ -217,6 +217,11 @@ impl Registry {
         &self.keys
     }
 
+    /// Tries given a permit since the start, by tenant (the metrics' pulls).
+    pub fn pulls_by_tenant(&self) -> Vec<(crate::supply::tenant::Tenant, u64)> {
+        self.permits.given()
+    }
+
     pub fn settings(&self) -> &RegistrySettings {
         &self.settings
     }
@@ -392,8 +397,9 @@ impl Registry {
         loop {
             tried += 1;
             let one_try = async {
-                // Inside the deadline, and per registry: a tarpit holds its own permits only.
-                let _permit = self.permits.acquire(&reference.registry).await;
+                // Inside the deadline, and per registry: a tarpit holds its own permits only; and
+                // per tenant: whose pull this is, the task says (`Tenant::pulling`).
+                let _permit = self.permits.acquire(crate::supply::tenant::Tenant::pulling_now(), &reference.registry).await;
                 op().await
             };
             let outcome = match tokio::time::timeout(self.settings.timeout, one_try).await {

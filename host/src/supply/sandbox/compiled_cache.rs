@@ -331,7 +331,7 @@ impl CompiledCache {
         if let Err(error) = finished {
             tracing::warn!(path = %self.folder().path().join(name).display(), %error, "could not keep a compiled module in the cache");
         }
-        self.disk.collect((Kept::Compiled, name));
+        self.disk.collect((Kept::Compiled, name), &super::compile_queue::WhoCompiles::on_this_thread().tenant());
     }
 
     fn drop_entry(&self, name: &str) {

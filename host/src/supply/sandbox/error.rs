@@ -31,6 +31,10 @@ pub enum GuestError {
         "the module's compiled code does not fit the cache's free space: over {room} bytes came back (--cache-max-mib less what serves now and the writes in flight, or less if the disk has less free); refused, not kept"
     )]
     CacheFull { room: u64 },
+    #[error(
+        "the module's compiled code does not fit {tenant}'s part of the cache: over {room} bytes came back (--cache-max-mib shared equally by the tenants keeping modules in it, less what of {tenant}'s serves now); refused, not kept"
+    )]
+    CacheShareFull { tenant: String, room: u64 },
     #[error("the module failed its smoke test: {0}")]
     SmokeTestFailed(String),
 
@@ -67,7 +71,7 @@ impl GuestError {
             GuestError::BadModuleMetadata { .. } => "BadModuleMetadata",
             GuestError::OverCeiling { .. } => "BudgetOverCeiling",
             GuestError::CompileFailed(_) => "CompileFailed",
-            GuestError::CacheFull { .. } => "CacheFull",
+            GuestError::CacheFull { .. } | GuestError::CacheShareFull { .. } => "CacheFull",
             GuestError::SmokeTestFailed(_) => "SmokeTestFailed",
             GuestError::OutOfCpuBudget { .. } => "OutOfCpuBudget",
             GuestError::MemoryCap { .. } => "MemoryCapExceeded",

@@ -17,7 +17,9 @@
 //! also take a turn of the module's own, at most as many at once as the node has cores
 //! (`turns.rs`: awaited without a thread by async callers). The turns are per module: a slow
 //! or hostile rule set waits on its own calls, never on another's (and its Hikawas beyond twice
-//! its turns wait in its line, not in the controller's slots: `controllers/hikawa/places.rs`).
+//! its turns wait in its line, not in the controller's slots: `controllers/hikawa/places.rs`);
+//! while other tenants' calls run or wait, a tenant's modules together take one module's turns
+//! (`supply/shares.rs`), so ten of them get no more of the cores than one.
 
 use std::sync::{Condvar, Mutex};
 

@@ -30,4 +30,4 @@ pub use host_state::GuestLog;
 pub use limits::SandboxLimits;
 pub use module::{GuestOutcome, ModuleIdentity, RulesModule, SandboxEngine};
 pub use reset_check::{PagemapScan, ResetPath};
-pub use turns::{Turn, Turns};
+pub use turns::{CallShares, Turn, Turns};

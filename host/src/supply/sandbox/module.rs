@@ -14,7 +14,7 @@ use super::guest_threads::GuestThreads;
 use super::host_state::{GuestLog, HostState};
 use super::in_flight::GUEST_MEMORY;
 use super::limits::SandboxLimits;
-use super::turns::Turns;
+use super::turns::{CallShares, Turns};
 use super::wasi::{self, CallInput};
 
 /// Who a module is: what `check` prints and what every Hikawa's status names.
@@ -100,8 +100,11 @@ pub struct SandboxEngine {
     compiler: Option<super::compiler_process::CompilerProcess>,
     /// The threads WASI modules' calls run on, kept between calls.
     threads: Arc<GuestThreads>,
-    /// How many of one WASI module's calls run at once: the node's cores (in_flight.rs).
+    /// How many of one WASI module's calls run at once: the node's cores (in_flight.rs); and
+    /// of one tenant's modules' together while other tenants' calls run or wait (turns.rs).
     calls_per_module: usize,
+    /// Every module's turns, shared between tenants.
+    calls: Arc<CallShares>,
     /// How used slots are reset, as the self-check at start settled it.
     reset: &'static super::reset_check::ResetPath,
 }
@@ -149,7 +152,8 @@ impl SandboxEngine {
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         let calls_per_module = cores.min(limits.max_concurrent_calls as usize);
         let threads = GuestThreads::new(GUEST_THREAD_STACK + limits.wasm_stack_bytes, calls_per_module);
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module, reset })
+        let calls = CallShares::new(calls_per_module, calls_per_module);
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module, calls, reset })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
@@ -162,6 +166,7 @@ impl SandboxEngine {
     /// then sets the count it asserts on, whatever machine it runs on.
     pub fn with_calls_per_module(mut self, calls: usize) -> Self {
         self.calls_per_module = calls.clamp(1, self.limits.max_concurrent_calls as usize);
+        self.calls = CallShares::new(self.calls_per_module, self.calls_per_module);
         self.threads = GuestThreads::new(GUEST_THREAD_STACK + self.limits.wasm_stack_bytes, self.calls_per_module);
         self
     }
@@ -180,6 +185,11 @@ impl SandboxEngine {
 
     pub fn limits(&self) -> &SandboxLimits {
         &self.limits
+    }
+
+    /// The turns every module of this engine takes, by tenant (what a test counts).
+    pub fn call_shares(&self) -> &Arc<CallShares> {
+        &self.calls
     }
 
     /// How used instance slots are reset (the self-check's outcome).
@@ -212,7 +222,9 @@ impl SandboxEngine {
                 // Kept as it comes, and mapped from a sealed copy, never whole in memory
                 // (compiled_cache.rs). Code that would not fit the cache's room is refused as it
                 // comes: kept, it would push the cache past its bound (and its volume's).
-                let room = cache.disk().room();
+                // Its tenant's part of the room, while other tenants keep files too.
+                let tenant = super::compile_queue::WhoCompiles::on_this_thread().tenant();
+                let (room, part) = cache.disk().room_for(&tenant);
                 let (mut handed, mut over) = (crate::supply::disk_cache::MAC_BYTES as u64, false);
                 let loaded = cache.compile_keep_and_load(&self.engine, bytes, |sink| {
                     compiler.compile_to(bytes, &self.limits, &mut |piece: &[u8]| {
@@ -225,7 +237,10 @@ impl SandboxEngine {
                     })
                 });
                 if over {
-                    return Err(GuestError::CacheFull { room });
+                    return Err(match part {
+                        Some(room) => GuestError::CacheShareFull { tenant: tenant.to_string(), room },
+                        None => GuestError::CacheFull { room },
+                    });
                 }
                 let loaded = loaded?;
                 loaded.map_err(|e| GuestError::CompileFailed(format!("the compiler process handed back code this engine cannot load: {e:#}")))
@@ -265,7 +280,7 @@ impl SandboxEngine {
             pre,
             uses_wasi,
             threads: Arc::clone(&self.threads),
-            turns: Turns::new(self.calls_per_module),
+            turns: Turns::of_module(&self.calls),
             limits,
             identity: Arc::new(ModuleIdentity {
                 info: ModuleInfo { name: String::new(), version: String::new(), description: String::new() },

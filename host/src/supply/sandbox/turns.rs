@@ -1,60 +1,73 @@
 //! A WASI module's turns: at most as many of its calls at once as the node has cores (why:
-//! `in_flight.rs`), one count for every caller.
+//! `in_flight.rs`), one count for every caller; and a tenant's modules together, while another
+//! tenant's calls run or wait, no more than one module's (`supply/shares.rs`): a tenant with ten
+//! slow modules gets the cores' share of a tenant with one, not ten times it.
 //!
 //! An async caller (`contract/rules.rs` `decide_async`) awaits its turn holding no thread, then
 //! makes the call while [`Turn::holding`] it; any other caller (a smoke test, the CLI) waits for
-//! its turn on its own thread when the call starts. A call counts once either way: a call made
-//! while its caller holds the turn takes none.
+//! its turn on its own thread when the call starts, as the tenant its thread loads for
+//! ([`WhoCompiles`]: a rule set's smoke test is its tenant's call). A call counts once either
+//! way: a call made while its caller holds the turn takes none.
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
+use super::compile_queue::WhoCompiles;
+use crate::supply::shares::{Share, Shares};
+use crate::supply::tenant::Tenant;
 
 thread_local! {
     /// Set while a caller that holds the module's turn makes its call on this thread.
     static HELD_HERE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// One module's turns, shared by its clones (another module's calls never wait on them).
+/// The turns of every module of an engine, shared between tenants: by module, a number each.
+pub type CallShares = Shares<u64>;
+
+/// One module's turns, shared by its clones (another module's calls never wait on them but
+/// through its tenant's share).
 #[derive(Clone)]
 pub struct Turns {
-    free: Arc<Semaphore>,
-    count: usize,
+    shares: Arc<CallShares>,
+    module: u64,
 }
 
 /// A turn an async caller awaited, given back when dropped.
-pub struct Turn(#[allow(dead_code, reason = "held for its drop")] OwnedSemaphorePermit);
+pub struct Turn(#[allow(dead_code, reason = "held for its drop")] Share<u64>);
 
 impl Turns {
+    /// `count` turns of a module alone (a test's, the CLI's): a scheduler of its own.
     pub fn new(count: usize) -> Self {
-        Turns { free: Arc::new(Semaphore::new(count)), count }
+        Turns::of_module(&Shares::new(count, count))
+    }
+
+    /// A new module's turns among `shares` (an engine's: every module it loads).
+    pub fn of_module(shares: &Arc<CallShares>) -> Self {
+        static MODULES: AtomicU64 = AtomicU64::new(0);
+        Turns { shares: shares.clone(), module: MODULES.fetch_add(1, Ordering::Relaxed) }
     }
 
     /// How many calls may run at once.
     pub fn count(&self) -> usize {
-        self.count
+        self.shares.per_item()
     }
 
-    /// Await a turn without holding a thread (first come, first served).
-    pub async fn acquire(&self) -> Turn {
-        // The semaphore is never closed: acquiring fails only on a closed one.
-        Turn(self.free.clone().acquire_owned().await.expect("a module's turns are never closed"))
+    /// Await a turn for a call for `tenant` without holding a thread (fair between tenants,
+    /// then modules).
+    pub async fn acquire(&self, tenant: Tenant) -> Turn {
+        Turn(self.shares.acquire(tenant, self.module).await)
     }
 
     /// The turn of a call about to run on this thread: none if its caller holds one (see
     /// [`Turn::holding`]), else one waited for here.
-    pub(super) fn for_call_here(&self) -> Option<SemaphorePermit<'_>> {
+    pub(super) fn for_call_here(&self) -> Option<Share<u64>> {
         if HELD_HERE.get() {
             return None;
         }
-        // A blocking caller: async ones go through `decide_async`, which holds the turn. tokio's
-        // semaphore is runtime-agnostic, so a plain thread may wait on it. Unconstrained by
-        // tokio's cooperative budget: a caller that blocks inside a task (the CLI's `simulate`,
-        // a test) would otherwise spend the task's budget and then be told to yield forever, a
-        // busy loop that never gets its turn.
-        let acquire = tokio::task::unconstrained(self.free.acquire());
-        Some(futures::executor::block_on(acquire).expect("a module's turns are never closed"))
+        // A blocking caller: async ones go through `decide_async`, which holds the turn. The
+        // shares' channel is runtime-agnostic, so a plain thread may wait on it.
+        Some(self.shares.acquire_blocking(WhoCompiles::on_this_thread().tenant(), self.module))
     }
 }
 
@@ -102,7 +115,7 @@ mod tests {
     fn a_call_made_holding_a_turn_takes_none_and_the_mark_ends_with_it_even_on_a_panic() {
         let turns = Turns::new(1);
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let turn = runtime.block_on(turns.acquire());
+        let turn = runtime.block_on(turns.acquire(Tenant::Cluster));
         // With the only turn held, a call that took a turn of its own would wait forever.
         assert!(turn.holding(|| turns.for_call_here().is_none()), "the caller's turn is the call's");
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| turn.holding(|| panic!("a guest call's panic"))));
@@ -111,8 +124,8 @@ mod tests {
         // Not marked any more: the next call on this thread takes its own turn, the one freed.
         let own = turns.for_call_here();
         assert!(own.is_some(), "a call after the held one takes a turn");
-        assert_eq!(turns.free.available_permits(), 0);
+        assert_eq!(turns.shares.held_by(&Tenant::Cluster), 1);
         drop(own);
-        assert_eq!(turns.free.available_permits(), 1, "given back");
+        assert_eq!(turns.shares.held_by(&Tenant::Cluster), 0, "given back");
     }
 }

@@ -24,6 +24,7 @@ use crate::supply::digest::normalize_pin;
 use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, WhoCompiles};
+use crate::supply::tenant::Tenant;
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
 
@@ -200,10 +201,11 @@ impl Sources {
 
     /// The digest a followed tag points at now, as the registry answers (never the cache's
     /// record of the tag: with the registry down, what serves keeps serving).
-    pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
+    /// Its permit is `tenant`'s.
+    pub async fn resolve(&self, tenant: &Tenant, oci: &OciSpec) -> Result<String, Problem> {
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
         let auth = self.auth(oci).await?;
-        self.registry.resolve_anew(reference, &auth).await.map_err(|e| Problem::from(&e))
+        tenant.clone().pulling(self.registry.resolve_anew(reference, &auth)).await.map_err(|e| Problem::from(&e))
     }
 
     /// The credentials of an artifact's pull secret (anonymous without one).
@@ -224,10 +226,10 @@ impl Sources {
 
     /// Check an artifact: pulled (or from the cache), checked against its digest and the
     /// trusted keys, then compiled and checked as any module.
-    async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str, uid: &str) -> Checked {
+    async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str, tenant: &Tenant, uid: &str) -> Checked {
         // The keys as they are before the pull: if they change meanwhile, it is checked again.
         let trust = self.trust(oci);
-        let (outcome, pinned) = self.pull(oci, spec.pin.clone(), pinned_by, uid).await;
+        let (outcome, pinned) = tenant.clone().pulling(self.pull(oci, spec.pin.clone(), pinned_by, tenant, uid)).await;
         // What was found is for this digest: asked again with it (the status records it), the
         // same answer holds.
         let mut spec = spec.clone();
@@ -244,7 +246,7 @@ impl Sources {
 
     /// The module an artifact holds, or why there is none; and the artifact pinned, once its
     /// digest is known.
-    async fn pull(&self, oci: &OciSpec, pin: Option<String>, pinned_by: &'static str, uid: &str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
+    async fn pull(&self, oci: &OciSpec, pin: Option<String>, pinned_by: &'static str, tenant: &Tenant, uid: &str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
         let reference = match &oci.reference {
             Ok(r) => r,
             Err(why) => return (Err(Problem::new("InvalidReference", why.clone(), false)), None),
@@ -274,13 +276,13 @@ impl Sources {
             Err(problem) => return (Err(problem), Some(pinned)),
         };
         tracing::info!(reference = %reference, %pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
-        (self.load(fetched, uid).await, Some(pinned))
+        (self.load(fetched, tenant, uid).await, Some(pinned))
     }
 
     /// Compile and check a module's fetched bytes (off the async workers), once per digest;
-    /// a compile waits its turn as the rule set `uid`'s (compile_queue.rs).
-    async fn load(&self, fetched: Fetched, uid: &str) -> Result<Arc<RulesModule>, Problem> {
-        let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(uid.to_owned()));
+    /// a compile waits its turn as the rule set `uid`'s, of `tenant` (compile_queue.rs).
+    async fn load(&self, fetched: Fetched, tenant: &Tenant, uid: &str) -> Result<Arc<RulesModule>, Problem> {
+        let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(tenant.clone(), uid.to_owned()));
         tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> { Ok(modules.load_for(who, &fetched.bytes, &fetched.digest)?) })
         .await
         .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
@@ -292,9 +294,11 @@ impl Sources {
     /// must be read again but `defer` says not now.
     ///
     /// An artifact is checked again only when its spec or digest changes, or, after a failure
-    /// that may pass (the registry down), once `retry` has passed since the last try. `uid`:
-    /// the rule set's, whose turn a compile waits for.
-    pub async fn check(&self, uid: &str, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool, retry: Duration) -> Result<Option<Checked>, kube::Error> {
+    /// that may pass (the registry down), once `retry` has passed since the last try. `whose`:
+    /// the rule set's tenant (its owner, whose share of the pulls and compiles it takes:
+    /// `supply/tenant.rs`) and uid (whose turn a compile waits for).
+    pub async fn check(&self, whose: (&Tenant, &str), spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool, retry: Duration) -> Result<Option<Checked>, kube::Error> {
+        let (tenant, uid) = whose;
         let cm = match &spec.source {
             SourceRef::ConfigMap(cm) => cm,
             SourceRef::Oci(oci) => {
@@ -308,7 +312,7 @@ impl Sources {
                 if defer {
                     return Ok(None);
                 }
-                return Ok(Some(self.check_oci(spec, oci, pinned_by, uid).await));
+                return Ok(Some(self.check_oci(spec, oci, pinned_by, tenant, uid).await));
             }
         };
         // With --require-signatures a ConfigMap's module is verified too: with other keys, again.
@@ -347,7 +351,7 @@ impl Sources {
         };
         let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
         let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
-            Ok(fetched) => self.load(fetched, uid).await,
+            Ok(fetched) => self.load(fetched, tenant, uid).await,
             Err(problem) => Err(problem),
         };
         Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
