@@ -1,8 +1,9 @@
 //! `explain NAMESPACE/HIKAWA [--word N | --song]`: a song's decisions explained from the
 //! cluster alone (issue 54). It reads the Hikawa, its children and their decision annotations
 //! (`read`), says what the Hikawa does or waits for (`waiting`) and when it is decided for next
-//! (`pacing`), and for `--word`/`--song` (and the last word of a Hikawa singing) rebuilds each word's input, proves it by its digest, fetches the module by digest
-//! (`module`) and replays the call in the sandbox (`replay`). Text for people, JSON for tools;
+//! (`pacing`), and for `--word`/`--song` (and the last word of a Hikawa singing) rebuilds each
+//! word's input, proves it by its digest, fetches the module by digest (`module`) and replays
+//! the call in the sandbox (`replay`). Text for people, JSON for tools;
 //! everything that came from the cluster or a module is escaped before it reaches a terminal.
 
 pub mod module;

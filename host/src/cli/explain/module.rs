@@ -1,7 +1,8 @@
 //! The module that made a decision, found by its digest: a local copy (`--module FILE`, its
 //! digest must be the recorded one), the default module's sources as a replica recorded them
-//! (`supply/sources/recorded.rs`) for a Hikawa that names no rule set, or what its rule set names (its source and its
-//! candidate's: a ConfigMap, a registry artifact; its status's pinned references), each fetched
+//! (`supply/sources/recorded.rs`) for a Hikawa that names no rule set, or what its rule set
+//! names (its source and its candidate's: a ConfigMap, a registry artifact; its status's
+//! pinned references), each fetched
 //! through the one fetch path (`supply/fetch.rs`: size bound, digest, signature checks as `run`
 //! makes them: an artifact verified by the rule set's own `publicKeys` beside the registry
 //! flags' trusted keys, bound to its repository with `requireIdentity`) and kept only if its
