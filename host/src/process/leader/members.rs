@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(records_of(&lease).len(), 1, "kept with every replica gone");
         // A member with nothing serving removes its record; none left, no annotation.
         let lease = with_records(lease, &beats(&[("a", 3)]), Some(("a", None)));
-        assert!(lease.metadata.annotations.unwrap().get(DEFAULT_MODULES_ANNOTATION).is_none());
+        assert!(!lease.metadata.annotations.unwrap().contains_key(DEFAULT_MODULES_ANNOTATION));
     }
 
     #[test]
