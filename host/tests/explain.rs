@@ -1,7 +1,9 @@
 //! `explain` against the local API server (issue 54): songs sung by the operator, then every
 //! word's decision rebuilt from the cluster, proven by its input digest and replayed in the
 //! sandbox; a child made by hand and a tampered annotation named; a Hikawa whose rule set is
-//! Rejected explained as waiting on it, with the operator stopped.
+//! Rejected explained as waiting on it, with the operator stopped; the pacing (a backoff, a
+//! next call) read from the cluster; a rule set's own keys applied to a replay's pull; the
+//! default module found from its replica's record.
 
 mod common;
 
@@ -16,7 +18,7 @@ use common::running::eventually;
 use common::{module_bytes, module_path};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
-use zundoko_operator::cli::explain::replay::Verdict;
+use zundoko_operator::cli::explain::replay::{Next, Verdict};
 use zundoko_operator::cli::explain::{Report, explain};
 use zundoko_operator::cli::{Cli, Command};
 use zundoko_operator::controllers::hikawa::provenance::{DECISION, Provenance};
@@ -161,6 +163,16 @@ async fn a_hikawa_waiting_on_a_rejected_rule_set_is_explained_with_the_operator_
     assert!(ruleset.message.as_deref().is_some_and(|m| m.contains(&pin)), "{ruleset:?}");
     assert!(report.words.is_empty(), "nothing said");
     assert!(state.shard.unread.as_deref().is_some_and(|why| why.contains("no such Lease")), "{:?}", state.shard);
+    // The pacing: the backoff its Warning Event records (the operator's memory is gone).
+    let pacing = state.pacing.as_ref().expect("a failing Hikawa's pacing");
+    let backoff = pacing.backoff.as_ref().unwrap_or_else(|| panic!("the backoff is read from the Warning Event: {pacing:?}"));
+    assert!(backoff.failures >= 1 && (50..=500).contains(&backoff.backoff_ms), "quick_settings' backoff: {backoff:?}");
+    assert_eq!(pacing.next_call_at.as_deref(), Some(backoff.at.as_str()));
+    // No replica retries it now: once the retry's time has passed, it is overdue.
+    let due: jiff::Timestamp = backoff.at.parse().unwrap();
+    eventually("the retry's time passed", Duration::from_secs(5), async || jiff::Timestamp::now() > due).await;
+    let later = run(&cluster, &["default/waiting"]).await;
+    assert!(later.state.pacing.as_ref().is_some_and(|p| p.overdue_ms.is_some_and(|late| late > 0)), "{:?}", later.state.pacing);
 
     // With leader election, the Lease of its shard names the replica that holds it.
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -287,4 +299,113 @@ async fn python_and_javascript_songs_replay_word_for_word() {
         assert!(report.words.len() >= 6 && report.words.iter().all(|w| w.verdict == Verdict::Matches), "{name}: {:?}", report.words);
         assert!(report.words.iter().all(|w| w.decision.as_ref().is_some_and(|d| d.module == digest(&bytes))), "{name}");
     }
+}
+
+/// "Why is it not singing?" while it waits for its next word: the next call is the last word's
+/// plan, replayed (the rules' requeue-after from its recorded `now`), read with the operator
+/// stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_singing_hikawas_next_call_is_its_last_words_plan_replayed() {
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    cluster.put_configmap(RULES_NS, "rules-classic", &module_bytes("zundoko-classic")).await;
+    create_rules(&cluster, "classic", plain("rules-classic")).await;
+    let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
+    // An hour between words: the song waits after its first.
+    sing(&cluster, "slow", 3_600_000, Some("classic"), &[]).await;
+    cluster.wait_words("default", &["slow".to_string()], 1, Duration::from_secs(30)).await;
+    eventually("Ready=True", Duration::from_secs(20), async || ready(&cluster, "slow").await.is_some_and(|(status, _, _)| status == "True")).await;
+    operator.stop().await;
+
+    let report = run(&cluster, &["default/slow"]).await;
+    assert_eq!(report.state.state, "singing", "{:?}", report.state);
+    let word = &report.words[0];
+    assert_eq!((word.position, &word.verdict, word.next_call), (1, &Verdict::Matches, Some(Next::AfterMs(3_600_000))), "{word:?}");
+    let pacing = report.state.pacing.as_ref().expect("the pacing of a singing Hikawa");
+    let decided = word.decision.as_ref().unwrap().now;
+    let at: jiff::Timestamp = pacing.next_call_at.as_deref().unwrap().parse().unwrap();
+    assert_eq!(at.as_millisecond(), decided + 3_600_000, "{pacing:?}");
+    assert_eq!(pacing.overdue_ms, None, "not due for an hour");
+    assert!(pacing.backoff.is_none());
+}
+
+/// A rule set's own `publicKeys` verify what `explain` pulls, as they verify `run`'s pull: a
+/// module signed by another key than the rule set names now is not replayed; neither is one
+/// that explain's own `--trusted-keys` do not verify (both must, as in `run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_sets_own_keys_verify_the_module_explain_pulls() {
+    use common::registry::TestRegistry;
+    use zundoko_operator::crd::ModuleSource;
+    use zundoko_operator::supply::oci::SignKey;
+    let Some(registry) = TestRegistry::start(false) else { return };
+    let (signer, stranger) = (SignKey::generate(), SignKey::generate());
+    let classic = module_bytes("zundoko-classic");
+    registry.push("rules/signed:v1", &classic, Some(&signer)).await;
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(RULES_NS).await;
+    let operator = cluster.operator_with_registry(wasm(&classic), quick_settings(), registry.settings());
+    let keyed = |key: &SignKey| {
+        let mut spec = ZundokoRulesSpec { source: ModuleSource::oci(&format!("{}/rules/signed:v1", registry.addr)), sha256: None, candidate: None };
+        spec.source.oci.as_mut().unwrap().public_keys = vec![key.public_pem()];
+        spec
+    };
+    create_rules(&cluster, "signed", keyed(&signer)).await;
+    wait_rules(&cluster, "signed", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    sing(&cluster, "verified", 0, Some("signed"), &[]).await;
+    cluster.wait_kiyoshied("default", &["verified".to_string()], Duration::from_secs(60)).await;
+    operator.stop().await;
+    let argv = ["default/verified", "--song", "--insecure-registry", registry.addr.as_str()];
+
+    let report = run(&cluster, &argv).await;
+    assert!(report.first_difference.is_none(), "signed by the rule set's key: {:?}", report.first_difference);
+
+    // The rule set now names a stranger's key: the signature does not verify, nothing replays.
+    let mut rules = rules_api(&cluster).get("signed").await.unwrap();
+    rules.spec = keyed(&stranger);
+    rules_api(&cluster).replace("signed", &PostParams::default(), &rules).await.unwrap();
+    let report = run(&cluster, &argv).await;
+    let first = report.first_difference.expect("refused");
+    assert_eq!((first.position, &first.verdict), (1, &Verdict::ModuleUnavailable));
+    assert!(first.reason.contains("SignatureNotVerified"), "{}", first.reason);
+
+    // The rule set's key right again, explain's own --trusted-keys a stranger's: refused too.
+    let mut rules = rules_api(&cluster).get("signed").await.unwrap();
+    rules.spec = keyed(&signer);
+    rules_api(&cluster).replace("signed", &PostParams::default(), &rules).await.unwrap();
+    let dir = common::kubelet::temp_dir("explain-keys");
+    let key_file = dir.join("stranger.pub");
+    std::fs::write(&key_file, stranger.public_pem()).unwrap();
+    let report = run(&cluster, &[&argv[..], &["--trusted-keys", key_file.to_str().unwrap()]].concat()).await;
+    let first = report.first_difference.expect("refused by the operator's keys");
+    assert!(first.reason.contains("SignatureNotVerified"), "{}", first.reason);
+}
+
+/// The default module found from the cluster: a replica as the Deployment runs it records the
+/// module it serves and its sources beside its beat in the members Lease; with the replica gone,
+/// `explain` fetches it from the ConfigMap recorded there, no `--module` needed. When that
+/// source serves another module since, it says what to pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_module_is_found_from_the_record_its_replica_keeps() {
+    use common::replica::{NS, ONE_SHARD, Replica, setup};
+    let setup = setup("explain-default", true).await;
+    let cluster = &setup.cluster;
+    let missing = setup.dir.join("no-module-file-here.wasm");
+    let mut replica = Replica::spawn_with("operator-a", &setup.kubeconfig, &setup.env, ONE_SHARD, &missing, &setup.dir);
+    cluster.create_hikawa("default", "plain", 0, &[]).await;
+    cluster.wait_kiyoshied("default", &["plain".to_string()], Duration::from_secs(120)).await;
+    // Gone gracefully: the last replica to leave keeps its record.
+    replica.terminate();
+    replica.child.wait().unwrap();
+
+    let report = run(cluster, &["default/plain", "--song", "--operator-namespace", NS]).await;
+    assert!(report.first_difference.is_none(), "{:?}\n{}", report.first_difference, replica.log());
+    assert!(report.words.iter().all(|w| w.verdict == Verdict::Matches && w.decision.as_ref().unwrap().replica == "operator-a"));
+
+    // The ConfigMap serves another module now: the words cannot be had from the cluster.
+    common::replica::put_module(cluster, "zundoko-strict-ja").await;
+    let report = run(cluster, &["default/plain", "--word", "1", "--operator-namespace", NS]).await;
+    let reason = &report.words[0].reason;
+    assert_eq!(report.words[0].verdict, Verdict::ModuleUnavailable, "{reason}");
+    assert!(reason.contains(&format!("serves {}", digest(&module_bytes("zundoko-strict-ja")))), "{reason}");
+    assert!(reason.contains("replica operator-a") && reason.contains("give --module FILE"), "{reason}");
 }

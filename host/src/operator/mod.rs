@@ -18,11 +18,13 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::controllers::hikawa::context::Shared;
+use crate::process::leader::members::Record;
 use crate::process::leader::{Fence, ShardTable, Sharding, fence};
 use crate::supply::ModuleLoader;
 use crate::supply::contract::rules::{NativeRules, RulesSlot};
 use crate::supply::sandbox::SandboxEngine;
-use crate::supply::sources::{SwapEvents, SwapOutcome, Swapper};
+use crate::supply::sources::recorded::DefaultModuleRecord;
+use crate::supply::sources::{Origin, SwapEvents, SwapOutcome, Swapper};
 
 mod config;
 pub mod controllers;
@@ -117,18 +119,32 @@ pub async fn start(
     });
 
     wait_for_api_server(&client, &config, &shared).await?;
+    // What this replica serves as its default module, and from where, kept beside its beat in
+    // the members Lease for `explain` (none for rules linked natively).
+    let mut record: Record = Arc::new(|| None);
     if config.modules.native.is_none() {
-        start_swapping(&client, &config, &shared).await?;
+        let swapper = start_swapping(&client, &config, &shared).await?;
+        let configured = configured_sources(&config.modules);
+        record = Arc::new(move || swapper.serving_from().map(|(digest, from)| DefaultModuleRecord::new(&digest, &from, &configured).to_value()));
     } else if let Some(rules) = slot.current() {
         shared.metrics.module_serving(rules.identity().label());
     }
 
-    let task = tokio::spawn(reconcile_held_shards(raw, client, shared.clone(), config, stopped));
+    let task = tokio::spawn(reconcile_held_shards(raw, client, shared.clone(), config, stopped, record));
     Ok(Running { shared, http_addr, task })
 }
 
-/// Load the first module, then keep offering what the sources see to the swapper.
-async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<()> {
+/// The default module's sources this replica was started with, as origins.
+fn configured_sources(sources: &ModuleSources) -> Vec<Origin> {
+    let file = sources.file.as_ref().map(|f| Origin::File(f.path.clone()));
+    let configmap = sources.configmap.as_ref().map(|cm| Origin::ConfigMap { namespace: cm.namespace.clone(), name: cm.name.clone(), key: cm.key.clone() });
+    let oci = sources.oci.as_ref().map(|oci| Origin::Oci(oci.reference.to_string()));
+    [file, configmap, oci].into_iter().flatten().collect()
+}
+
+/// Load the first module, then keep offering what the sources see to the swapper, which is
+/// returned.
+async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Shared) -> anyhow::Result<Arc<Swapper>> {
     let sources = &config.modules;
     anyhow::ensure!(
         sources.file.is_some() || sources.configmap.is_some() || sources.oci.is_some(),
@@ -206,8 +222,8 @@ async fn start_swapping(client: &Client, config: &OperatorConfig, shared: &Share
     if let Some(oci) = sources.oci.clone() {
         tokio::spawn(oci.watch(shared.registry.clone(), candidates.clone(), oci_served));
     }
-    tokio::spawn(swapper.serve(offers));
-    Ok(())
+    tokio::spawn(swapper.clone().serve(offers));
+    Ok(swapper)
 }
 
 /// Swap Events go on the operator's Pod when it knows its name, else on its namespace.
@@ -299,7 +315,7 @@ async fn tell_lost(events: SwapEvents, note: String) {
 /// Once a module serves: reconcile the Hikawas of the shards this replica holds (all of them
 /// without election) until shut down, then hand the shards back. `client` bounds every
 /// request; `raw` is what each shard's fenced client wraps.
-async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, config: OperatorConfig, stop: watch::Receiver<bool>, record: Record) -> anyhow::Result<()> {
     tokio::select! {
         _ = shared.rules.loaded() => {}
         _ = stopped(stop.clone()) => return Ok(()),
@@ -310,7 +326,7 @@ async fn reconcile_held_shards(raw: Client, client: Client, shared: Shared, conf
         controllers::run(client, table, shared.clone(), config.controller.clone(), stopped(stop)).await;
         return Ok(());
     };
-    let mut sharding = Sharding::start(raw, client.clone(), leader, config.api_timeout, shared.metrics.clone());
+    let mut sharding = Sharding::start(raw, client.clone(), leader, config.api_timeout, shared.metrics.clone(), record);
     // Shards lost past their renew deadline: said on the Pod, once the API server answers.
     let mut lost = std::mem::replace(&mut sharding.lost, mpsc::unbounded_channel().1);
     let pod_events = swap_events(&client, &config);

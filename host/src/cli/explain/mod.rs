@@ -1,11 +1,13 @@
 //! `explain NAMESPACE/HIKAWA [--word N | --song]`: a song's decisions explained from the
 //! cluster alone (issue 54). It reads the Hikawa, its children and their decision annotations
-//! (`read`), says what the Hikawa does or waits for (`waiting`), and for `--word`/`--song`
-//! rebuilds each word's input, proves it by its digest, fetches the module by digest
-//! (`module`) and replays the call in the sandbox (`replay`). Text for people, JSON for tools;
+//! (`read`), says what the Hikawa does or waits for (`waiting`) and when it is decided for next
+//! (`pacing`), and for `--word`/`--song` (and the last word of a Hikawa singing) rebuilds each
+//! word's input, proves it by its digest, fetches the module by digest (`module`) and replays
+//! the call in the sandbox (`replay`). Text for people, JSON for tools;
 //! everything that came from the cluster or a module is escaped before it reaches a terminal.
 
 pub mod module;
+pub mod pacing;
 pub mod read;
 pub mod replay;
 pub mod waiting;
@@ -65,24 +67,30 @@ pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
     let state = waiting::state(&read);
     let (ns, name) = read::split_key(&args.hikawa);
     let mut report = Report { hikawa: format!("{ns}/{name}"), state, words: Vec::new(), first_difference: None };
+    let singing = report.state.state == "singing";
     let chosen: Vec<usize> = match (args.word, args.song) {
         (Some(n), _) => {
             let at = read.children.iter().position(|c| c.index == n).with_context(|| format!("{ns}/{name} has no word {n} ({} children)", read.children.len()))?;
             vec![at]
         }
         (None, true) => (0..read.children.len()).collect(),
+        // While it sings, its last word is replayed: its plan says when the rules are called next.
+        (None, false) if singing && !read.children.is_empty() => vec![read.children.len() - 1],
         (None, false) => {
             report.words.extend(read.children.last().map(recorded));
+            report.state.pacing = pace(&read, &report, None);
             return Ok(report);
         }
     };
     let engine = args.sandbox.cli_engine(args.registry.cache_dir.as_deref())?;
     let ruleset = read.ruleset.as_ref().and_then(|r| r.as_ref().ok()).cloned();
-    let mut modules = module::Modules::new(&engine, &args.registry, client, args.module.clone(), ruleset);
+    let mut modules = module::Modules::new(&engine, &args.registry, client, args.module.clone(), ruleset, read.default_module.clone());
     let limits = args.sandbox.plan_limits();
     for at in chosen {
         report.words.push(replay::replay(&read.hikawa, &read.children, at, &mut modules, &limits).await);
     }
+    let last = read.children.last().and_then(|child| report.words.iter().find(|w| w.name == child.name));
+    report.state.pacing = pace(&read, &report, last);
     report.first_difference = report
         .words
         .iter()
@@ -90,6 +98,12 @@ pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
         .filter(|_| args.song)
         .map(|w| Difference { position: w.position, verdict: w.verdict.clone(), reason: w.reason.clone() });
     Ok(report)
+}
+
+/// When the Hikawa is decided for next; `last`: its last word, replayed.
+fn pace(read: &read::Read, report: &Report, last: Option<&replay::Word>) -> Option<pacing::Pacing> {
+    let ready = report.state.ready.as_ref().map(|(value, reason, _)| (value.as_str(), reason.as_str()));
+    pacing::pacing(read, &report.state.state, ready, last, jiff::Timestamp::now().as_millisecond())
 }
 
 /// A word with its recorded decision, not replayed.
@@ -114,6 +128,7 @@ fn recorded(child: &read::Child) -> replay::Word {
         rebuilt_input: None,
         plan: None,
         logs: Vec::new(),
+        next_call: None,
     }
 }
 
@@ -129,7 +144,7 @@ pub fn print(report: &Report, format: ExplainFormat, out: &mut dyn Write) -> Res
     writeln!(out, "Hikawa {}: {}", safe(&report.hikawa), safe(&s.state))?;
     writeln!(out, "  {}", safe(&s.summary))?;
     writeln!(out, "  words said {}, generation {} (last decided at {})", s.words_said, s.generation, s.observed_generation.map_or("-".into(), |g| g.to_string()))?;
-    for (label, value) in [("phase", &s.phase), ("message", &s.message), ("decided by", &s.decided_by), ("module", &s.module)] {
+    for (label, value) in [("phase", &s.phase), ("message", &s.message), ("decided by", &s.decided_by), ("module", &s.module), ("default module", &s.default_module)] {
         if let Some(value) = value {
             writeln!(out, "  {label}: {}", safe(value))?;
         }
@@ -148,6 +163,12 @@ pub fn print(report: &Report, format: ExplainFormat, out: &mut dyn Write) -> Res
         }
         (None, Some(why)) => writeln!(out, "  shard {} of {}: Lease {}: {}", shard.shard, shard.count, safe(&shard.lease), safe(why))?,
         (None, None) => writeln!(out, "  shard {} of {}: Lease {} held by no replica: no operator decides for it now", shard.shard, shard.count, safe(&shard.lease))?,
+    }
+    if let Some(p) = &s.pacing {
+        writeln!(out, "  next call: {} ({})", p.next_call_at.as_deref().map_or("none due".into(), safe), safe(&p.basis))?;
+        if let Some(late) = p.overdue_ms {
+            writeln!(out, "  overdue by {}.{:03} s: no decision has changed the Hikawa since (is the replica holding its shard deciding?)", late / 1000, late % 1000)?;
+        }
     }
     for (reason, note, count) in &s.warnings {
         writeln!(out, "  Warning {} (x{count}): {}", safe(reason), safe(note))?;

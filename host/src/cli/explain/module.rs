@@ -1,8 +1,12 @@
 //! The module that made a decision, found by its digest: a local copy (`--module FILE`, its
-//! digest must be the recorded one), or what the Hikawa's rule set names (its source and its
-//! candidate's: a ConfigMap, a registry artifact; its status's pinned references), each fetched
+//! digest must be the recorded one), the default module's sources as a replica recorded them
+//! (`supply/sources/recorded.rs`) for a Hikawa that names no rule set, or what its rule set
+//! names (its source and its candidate's: a ConfigMap, a registry artifact; its status's
+//! pinned references), each fetched
 //! through the one fetch path (`supply/fetch.rs`: size bound, digest, signature checks as `run`
-//! makes them) and kept only if its digest is the one recorded.
+//! makes them: an artifact verified by the rule set's own `publicKeys` beside the registry
+//! flags' trusted keys, bound to its repository with `requireIdentity`) and kept only if its
+//! digest is the one recorded.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,11 +17,14 @@ use kube::{Api, Client};
 use oci_client::secrets::RegistryAuth;
 
 use crate::cli::args::RegistryArgs;
+use crate::cli::explain::read::DefaultModule;
 use crate::crd::{ModuleSource, ZundokoRules};
 use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
-use crate::supply::oci::{ModuleRef, Registry};
+use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, SandboxEngine};
 use crate::supply::sources::configmap::DEFAULT_KEY;
+use crate::supply::sources::recorded::RecordedSource;
+use crate::supply::sources::rulesets::{SourceRef, SourceSpec};
 
 /// Modules by digest, fetched once each.
 pub struct Modules<'a> {
@@ -26,14 +33,23 @@ pub struct Modules<'a> {
     client: &'a Client,
     file: Option<PathBuf>,
     ruleset: Option<ZundokoRules>,
+    /// For a Hikawa that names no rule set: the default module as a replica recorded it.
+    default: Option<Result<DefaultModule, String>>,
     /// What each source gave (by digest), and what each could not give; filled on first need.
     fetched: Option<(HashMap<String, Fetched>, Vec<String>)>,
     loaded: HashMap<String, Result<Arc<RulesModule>, String>>,
 }
 
 impl<'a> Modules<'a> {
-    pub fn new(engine: &'a SandboxEngine, registry: &'a RegistryArgs, client: &'a Client, file: Option<PathBuf>, ruleset: Option<ZundokoRules>) -> Self {
-        Modules { engine, registry, client, file, ruleset, fetched: None, loaded: HashMap::new() }
+    pub fn new(
+        engine: &'a SandboxEngine,
+        registry: &'a RegistryArgs,
+        client: &'a Client,
+        file: Option<PathBuf>,
+        ruleset: Option<ZundokoRules>,
+        default: Option<Result<DefaultModule, String>>,
+    ) -> Self {
+        Modules { engine, registry, client, file, ruleset, default, fetched: None, loaded: HashMap::new() }
     }
 
     /// The module whose digest is `digest`, loaded; or why it cannot be had.
@@ -67,7 +83,14 @@ impl<'a> Modules<'a> {
         tried.extend(by_digest.values().map(|f| format!("{} serves {}", f.origin, f.digest)));
         tried.extend(problems.iter().cloned());
         if self.ruleset.is_none() {
-            tried.push("the Hikawa names no rule set: the operator's default module comes from its own flags (give --module FILE)".into());
+            tried.push(match &self.default {
+                Some(Ok(d)) => format!(
+                    "the Hikawa names no rule set, and of the default module's sources replica {} recorded (serving {} now) none that can be read from here serves it: give --module FILE with a copy of it",
+                    d.replica, d.record.digest
+                ),
+                Some(Err(why)) => format!("the Hikawa names no rule set, and the operator's default module is not recorded in the cluster ({why}): give --module FILE with a copy of the module its --module, --module-configmap or --module-oci names"),
+                None => "the Hikawa names no rule set: give --module FILE with a copy of the operator's default module".into(),
+            });
         }
         Err(format!("the module {digest} is not fetchable any more: {}", tried.join("; ")))
     }
@@ -77,15 +100,23 @@ impl<'a> Modules<'a> {
         self.registry.require_signatures.then(|| self.registry.settings().ok().and_then(|s| Registry::new(s).ok())).flatten()
     }
 
-    /// Every module the rule set names now, fetched.
+    /// Every module the rule set names now, fetched (the default module's recorded sources for
+    /// a Hikawa that names none).
     async fn fetch_sources(&self) -> (HashMap<String, Fetched>, Vec<String>) {
         let (mut by_digest, mut problems) = (HashMap::new(), Vec::new());
-        let Some(ruleset) = &self.ruleset else { return (by_digest, problems) };
-        let mut sources: Vec<&ModuleSource> = vec![&ruleset.spec.source];
-        sources.extend(ruleset.spec.candidate.as_ref().map(|c| &c.source));
-        // The references the status pinned (a tag resolved then may point elsewhere now).
+        let Some(ruleset) = &self.ruleset else {
+            if let Some(Ok(default)) = &self.default {
+                self.fetch_default(default, &mut by_digest, &mut problems).await;
+            }
+            return (by_digest, problems);
+        };
+        // Each source with the reference its status pinned (a tag resolved then may point
+        // elsewhere now), which its own keys verify as they verify the source.
         let status = ruleset.status.as_ref();
-        let pinned: Vec<String> = status.into_iter().flat_map(|s| [s.module.as_ref(), s.candidate.as_ref()]).flatten().filter_map(|m| m.reference.clone()).collect();
+        let mut sources: Vec<(&ModuleSource, Option<&str>)> = vec![(&ruleset.spec.source, status.and_then(|s| s.module.as_ref()?.reference.as_deref()))];
+        if let Some(candidate) = &ruleset.spec.candidate {
+            sources.push((&candidate.source, status.and_then(|s| s.candidate.as_ref()?.reference.as_deref())));
+        }
         let registry = match self.registry.settings().map_err(|e| e.to_string()).and_then(Registry::new) {
             Ok(registry) => Some(registry),
             Err(error) => {
@@ -93,7 +124,7 @@ impl<'a> Modules<'a> {
                 None
             }
         };
-        for source in sources {
+        for (source, pinned) in sources {
             if let Some(cm) = &source.config_map {
                 let key = cm.key.as_deref().unwrap_or(DEFAULT_KEY);
                 let object = match Api::<ConfigMap>::namespaced(self.client.clone(), &cm.namespace).get(&cm.name).await {
@@ -104,35 +135,66 @@ impl<'a> Modules<'a> {
                     }
                 };
                 let source = Source::ConfigMap { namespace: &cm.namespace, name: &cm.name, key, object: &object };
-                self.fetch_one(source, None, registry.as_deref(), &mut by_digest, &mut problems).await;
+                self.fetch_one(source, None, &[], registry.as_deref(), &mut by_digest, &mut problems).await;
             }
-            if let Some(oci) = &source.oci {
-                self.fetch_reference(&oci.reference, registry.as_deref(), &mut by_digest, &mut problems).await;
+            // The rule set's own `publicKeys` and `requireIdentity`, read as `run` reads them.
+            if let SourceRef::Oci(oci) = SourceSpec::new(source, None, None).source {
+                let keys = match oci.keys {
+                    Ok(keys) => keys,
+                    Err(why) => {
+                        problems.push(format!("{}: InvalidPublicKey: {why}", source.oci.as_ref().map_or("", |o| o.reference.as_str())));
+                        continue;
+                    }
+                };
+                let written = source.oci.as_ref().map(|o| o.reference.as_str());
+                for reference in written.into_iter().chain(pinned) {
+                    self.fetch_reference(reference, &keys, oci.identity, registry.as_deref(), &mut by_digest, &mut problems).await;
+                }
             }
-        }
-        for reference in &pinned {
-            self.fetch_reference(reference, registry.as_deref(), &mut by_digest, &mut problems).await;
         }
         (by_digest, problems)
     }
 
-    async fn fetch_reference(&self, reference: &str, registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
+    /// The default module's sources as its replica recorded them, with the operator's own
+    /// signature checks as given to `explain` (`--trusted-keys`, `--require-signatures`).
+    async fn fetch_default(&self, default: &DefaultModule, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
+        let registry = self.registry.settings().map_err(|e| e.to_string()).and_then(Registry::new);
+        for source in &default.record.sources {
+            match source {
+                RecordedSource::File(path) => problems.push(format!("the file {path} in replica {}'s pod (not readable from here)", default.replica)),
+                RecordedSource::ConfigMap { namespace, name, key } => match Api::<ConfigMap>::namespaced(self.client.clone(), namespace).get(name).await {
+                    Ok(object) => {
+                        let source = Source::ConfigMap { namespace, name, key, object: &object };
+                        self.fetch_one(source, None, &[], registry.as_deref().ok(), by_digest, problems).await;
+                    }
+                    Err(error) => problems.push(format!("ConfigMap {namespace}/{name}: {error}")),
+                },
+                RecordedSource::Oci(reference) => match &registry {
+                    Ok(registry) => self.fetch_reference(reference, &[], false, Some(registry), by_digest, problems).await,
+                    Err(error) => problems.push(format!("{reference}: no registry client: {error}")),
+                },
+            }
+        }
+    }
+
+    async fn fetch_reference(&self, reference: &str, keys: &[TrustedKey], identity: bool, registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
         match reference.parse::<ModuleRef>() {
             Ok(parsed) => {
-                let source = Source::Oci { reference: &parsed, digest: None, retry: false, identity: false };
-                self.fetch_one(source, Some(&parsed), registry, by_digest, problems).await;
+                let source = Source::Oci { reference: &parsed, digest: None, retry: false, identity };
+                self.fetch_one(source, Some(&parsed), keys, registry, by_digest, problems).await;
             }
             Err(error) => problems.push(format!("{reference}: {error}")),
         }
     }
 
-    async fn fetch_one(&self, source: Source<'_>, reference: Option<&ModuleRef>, registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch_one(&self, source: Source<'_>, reference: Option<&ModuleRef>, keys: &[TrustedKey], registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
         let origin = source.origin();
         let auth = match reference.map(|r| self.registry.auth(r)).transpose() {
             Ok(auth) => auth.unwrap_or(RegistryAuth::Anonymous),
             Err(error) => return problems.push(format!("{origin}: {error}")),
         };
-        match fetch_module(source, &auth, &[], registry, &Checks::default()).await {
+        match fetch_module(source, &auth, keys, registry, &Checks::default()).await {
             Ok(fetched) => {
                 by_digest.insert(fetched.digest.clone(), fetched);
             }

@@ -1,6 +1,7 @@
 //! What `explain` reads from the cluster, each read bounded: the Hikawa, its children (by label,
 //! paged, then by name for any index the label missed: a child made by hand may carry none),
-//! its rule set, and the Events about it.
+//! its rule set, the Events about it, its shard's Lease and, for the default module, the
+//! record the replicas keep in the members Lease.
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::events::v1::Event;
@@ -14,7 +15,9 @@ use crate::controllers::hikawa::apply::{HIKAWA_LABEL, label_value};
 use crate::controllers::hikawa::children::said_at;
 use crate::controllers::hikawa::provenance::DECISION;
 use crate::crd::{Hikawa, Kiyoshi, Zundoko, ZundokoRules};
-use crate::process::leader::assign::{SHARD_LABEL, lease_name, shard_of};
+use crate::process::leader::assign::{SHARD_LABEL, lease_name, members_lease_name, shard_of};
+use crate::process::leader::members::records_of;
+use crate::supply::sources::recorded::DefaultModuleRecord;
 
 /// The most children of one Hikawa read: past it, `explain` stops rather than buffer more.
 pub const MAX_CHILDREN: usize = 100_000;
@@ -62,6 +65,16 @@ pub struct Read {
     pub events: Vec<Event>,
     /// The Hikawa's shard (number, count) and its Lease's holder and renew time, if any.
     pub shard: Shard,
+    /// For a Hikawa that names no rule set: the default module as a replica recorded it in
+    /// the members Lease, or why none could be read.
+    pub default_module: Option<std::result::Result<DefaultModule, String>>,
+}
+
+/// The default module one replica recorded (`supply/sources/recorded.rs`).
+#[derive(Clone, Debug)]
+pub struct DefaultModule {
+    pub replica: String,
+    pub record: DefaultModuleRecord,
 }
 
 /// The Hikawa's shard and who holds it, as the Leases say.
@@ -129,7 +142,29 @@ pub async fn read(client: &Client, key: &str, leases: &Leases<'_>) -> Result<Rea
         .find_map(|z| z.labels().get(SHARD_LABEL).and_then(|v| v.split_once("-of-")).and_then(|(_, c)| c.parse::<u16>().ok()))
         .unwrap_or(leases.shards);
     let shard = shard(client, hikawa.metadata.uid.as_deref().unwrap_or_default(), count, leases).await;
-    Ok(Read { hikawa, children, ruleset, events, shard })
+    let default_module = match hikawa.spec.rules {
+        Some(_) => None,
+        None => Some(default_module(client, leases, shard.holder.as_ref().map(|h| h.0.as_str())).await),
+    };
+    Ok(Read { hikawa, children, ruleset, events, shard, default_module })
+}
+
+/// The default module recorded in the members Lease: the shard holder's record, else
+/// another replica's (they run the same Deployment), else why there is none.
+async fn default_module(client: &Client, leases: &Leases<'_>, holder: Option<&str>) -> std::result::Result<DefaultModule, String> {
+    let name = members_lease_name(leases.name);
+    let lease = match Api::<Lease>::namespaced(client.clone(), leases.namespace).get_opt(&name).await {
+        Ok(Some(lease)) => lease,
+        Ok(None) => return Err(format!("no Lease {}/{name}: leader election is off, or the operator runs in another namespace (--operator-namespace)", leases.namespace)),
+        Err(error) => return Err(format!("cannot read the Lease {}/{name}: {error}", leases.namespace)),
+    };
+    let records = records_of(&lease);
+    let chosen = holder.and_then(|h| records.get_key_value(h)).or_else(|| records.iter().next());
+    let Some((replica, value)) = chosen else {
+        return Err(format!("the Lease {}/{name} holds no default module record (no replica serves one, or the operator predates the record)", leases.namespace));
+    };
+    let record = DefaultModuleRecord::from_value(value).map_err(|why| format!("replica {replica}'s record in {}/{name}: {why}", leases.namespace))?;
+    Ok(DefaultModule { replica: replica.clone(), record })
 }
 
 /// The Hikawa's shard and its Lease's holder.

@@ -5,7 +5,7 @@
 //! operator calls it, and the words it says are compared with the children written.
 
 use serde::Serialize;
-use zundoko_rules::{ChildKind, Observed, Said};
+use zundoko_rules::{ChildKind, NextCall, Observed, Said};
 
 use crate::cli::explain::module::Modules;
 use crate::cli::explain::read::Child;
@@ -61,6 +61,20 @@ pub struct Word {
     pub plan: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<String>,
+    /// When the replayed plan has the rules called again ([`zundoko_rules::Plan::next_call`], as the
+    /// operator paces it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_call: Option<Next>,
+}
+
+/// A plan's next call, for output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Next {
+    /// This many milliseconds after the decision's `now`.
+    AfterMs(u64),
+    /// Only when something the plan did not do changes (the Hikawa, its children, the module).
+    WhenSomethingChanges,
 }
 
 /// A recorded decision, for output.
@@ -120,6 +134,7 @@ pub async fn replay(hikawa: &Hikawa, children: &[Child], at: usize, modules: &mu
         rebuilt_input: None,
         plan: None,
         logs: Vec::new(),
+        next_call: None,
     };
     let fail = |word: &mut Word, verdict, reason: String| {
         word.verdict = verdict;
@@ -181,6 +196,10 @@ pub async fn replay(hikawa: &Hikawa, children: &[Child], at: usize, modules: &mu
         }
     };
     word.plan = Some(plan.to_string());
+    word.next_call = Some(match plan.next_call(&observed) {
+        NextCall::After(ms) => Next::AfterMs(ms),
+        NextCall::WhenSomethingChanges => Next::WhenSomethingChanges,
+    });
     let kind = if child.kiyoshi { ChildKind::Kiyoshi } else { ChildKind::Zundoko };
     let said = plan.says().any(|s| s.kind == kind && s.name == child.name && s.word == child.word);
     if !said {

@@ -1,6 +1,7 @@
 //! "Why is it not singing?": what the operator waits for, in its own terms, read only from the
 //! cluster (the Hikawa's status and conditions, its rule set's status, the Events about it),
-//! never from the operator's memory, so it answers with the operator down.
+//! never from the operator's memory, so it answers with the operator down. When it is decided
+//! for next is `pacing.rs`'s.
 
 use k8s_openapi::api::events::v1::Event;
 use serde::Serialize;
@@ -36,6 +37,13 @@ pub struct State {
     pub warnings: Vec<(String, String, i32)>,
     /// Its shard and the replica that holds it.
     pub shard: crate::cli::explain::read::Shard,
+    /// For a Hikawa that names no rule set: the default module its replica recorded, and where
+    /// it may be had (or why that is not recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_module: Option<String>,
+    /// When it is decided for next (`pacing.rs`; filled once the last word is replayed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<crate::cli::explain::pacing::Pacing>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -44,6 +52,8 @@ pub struct RuleSetState {
     pub phase: Option<String>,
     pub reason: Option<String>,
     pub message: Option<String>,
+    /// Its Ready condition is True: a module serves its Hikawas.
+    pub serving: bool,
 }
 
 /// Read what the Hikawa waits for from what `read` found.
@@ -54,9 +64,11 @@ pub fn state(read: &Read) -> State {
     let ruleset = read.ruleset.as_ref().map(|r| match r {
         Ok(r) => {
             let s = r.status.clone().unwrap_or_default();
-            RuleSetState { name: kube::ResourceExt::name_any(r), phase: s.phase, reason: s.reason, message: s.message }
+            // Serving is its Ready condition (Active, RollingOut and RolledBack all serve).
+            let serving = s.conditions.iter().any(|c| c.type_ == CONDITION_READY && c.status == "True");
+            RuleSetState { name: kube::ResourceExt::name_any(r), phase: s.phase, reason: s.reason, message: s.message, serving }
         }
-        Err(why) => RuleSetState { name: hikawa.spec.rules.clone().unwrap_or_default(), phase: None, reason: Some("RuleSetNotReadable".into()), message: Some(why.clone()) },
+        Err(why) => RuleSetState { name: hikawa.spec.rules.clone().unwrap_or_default(), phase: None, reason: Some("RuleSetNotReadable".into()), message: Some(why.clone()), serving: false },
     });
     let warnings: Vec<(String, String, i32)> = read
         .events
@@ -70,7 +82,7 @@ pub fn state(read: &Read) -> State {
     let generation = hikawa.metadata.generation.unwrap_or(0);
     let (state, summary) = if kiyoshied {
         ("done".to_string(), "the song is over: Kiyoshi was said".to_string())
-    } else if let Some(rs) = ruleset.as_ref().filter(|rs| rs.phase.as_deref() != Some("Ready")) {
+    } else if let Some(rs) = ruleset.as_ref().filter(|rs| !rs.serving) {
         let phase = rs.phase.as_deref().unwrap_or("not checked yet");
         let reason = rs.reason.as_deref().unwrap_or("no reason given");
         let message = rs.message.as_deref().unwrap_or("");
@@ -101,5 +113,10 @@ pub fn state(read: &Read) -> State {
         ruleset,
         warnings,
         shard: read.shard.clone(),
+        default_module: read.default_module.as_ref().map(|d| match d {
+            Ok(d) => format!("replica {} serves {} (from {})", d.replica, d.record.digest, serde_json::to_string(&d.record.sources).unwrap_or_default()),
+            Err(why) => why.clone(),
+        }),
+        pacing: None,
     }
 }

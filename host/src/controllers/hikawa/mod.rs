@@ -6,7 +6,7 @@
 //! (`status`) and Events (`controllers/writes/events.rs`; `pace/warnings.rs` lends it the
 //! pacing's memory of the last Warning). `reconcile` holds one reconcile's steps, `wakes` what
 //! else wakes a Hikawa, `entropy` each decision's entropy, `provenance` the record of each
-//! decision on the children it made.
+//! decision on the children it made, `retry` the record of a failure's backoff on its Event.
 
 pub mod apply;
 pub mod children;
@@ -19,6 +19,7 @@ pub mod pace;
 pub mod places;
 pub mod provenance;
 mod reconcile;
+pub mod retry;
 pub mod status;
 mod wakes;
 

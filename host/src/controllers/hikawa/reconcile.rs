@@ -32,7 +32,9 @@ use crate::controllers::hikawa::controller::{UNSAID_RETRY, WAITING_FALLBACK};
 use crate::controllers::hikawa::observe::observe;
 use crate::controllers::hikawa::pace::{Footprint, Gate};
 use crate::controllers::hikawa::places::{InLine, Place};
+use crate::controllers::hikawa::retry::{RETRY, Retry};
 use crate::controllers::hikawa::status;
+use crate::controllers::writes::status::rfc3339_millis;
 use crate::crd::Hikawa;
 use crate::process::leader::{Entered, InFlight};
 use crate::supply::contract::RecordDecision as _;
@@ -255,7 +257,7 @@ async fn gate(turn: &Turn<'_>, looked: Looked) -> Step<Looked> {
                     pace.idle_burst, pace.idle_per_sec
                 );
                 warn!(retry_in_ms = retry_in.as_millis() as u64, "{note}");
-                turn.w.events.warn(&ctx.pace.warnings, &looked.hikawa, "Throttled", &note, "Decide").await;
+                turn.w.events.warn(&ctx.pace.warnings, &looked.hikawa, "Throttled", &note, "Decide", None).await;
             }
             Err(retry_in)
         }
@@ -362,9 +364,9 @@ impl Turn<'_> {
         requeue.map_or_else(Action::await_change, Action::requeue)
     }
 
-    /// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event) at once
-    /// if it will not go away by itself, else once it has happened three times in a row; then
-    /// back off. The Said Events `owed` are published first. Returns the error for the error
+    /// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event carrying
+    /// the backoff, `retry.rs`) at once if it will not go away by itself, else once it has
+    /// happened three times in a row; then back off. The Said Events `owed` are published first. Returns the error for the error
     /// policy.
     async fn failed(&self, hikawa: &Hikawa, seen: Footprint, error: Error, module: Option<&ModuleIdentity>, owed: Owed) -> Error {
         let (ctx, w, uid) = (self.ctx, self.w, self.uid.as_str());
@@ -376,8 +378,13 @@ impl Turn<'_> {
         // is recorded on it (the new holder decides afresh).
         if error.reason() != "NotLeading" && (error.is_lasting() || ctx.pace.failures(uid) + 1 >= 3) {
             let message = error.to_string();
+            // The backoff this failure gets (`pace.failed` below), due from the reconcile's
+            // start, goes on its Event: the cluster's record of when it is tried again.
+            let (backoff, failures) = ctx.pace.next_failure(uid);
+            let due = now_ms() - self.started.elapsed().as_millis() as i64 + backoff.as_millis() as i64;
+            let retry = Retry { at: rfc3339_millis(due), backoff_ms: backoff.as_millis() as u64, failures }.value();
             // The Event first: whoever sees the failed status finds its Event already there.
-            w.events.warn(&ctx.pace.warnings, hikawa, error.reason(), &message, "Decide").await;
+            w.events.warn(&ctx.pace.warnings, hikawa, error.reason(), &message, "Decide", Some((RETRY, &retry))).await;
             let failed = status::after_failure(hikawa.status.as_ref(), left.generation, error.reason(), &message, module, now_ms());
             match apply::write_status(ctx, w, hikawa, failed).await {
                 Ok((stored, _)) => left.status = Some(stored),

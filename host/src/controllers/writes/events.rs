@@ -99,8 +99,9 @@ impl EventSink {
     }
 
     /// Publish a Warning; the same reason and note again for the same Hikawa counts on the
-    /// Event already there (its `series`) instead of making another.
-    pub async fn warn(&self, memory: &impl WarningMemory, hikawa: &Hikawa, reason: &str, note: &str, action: &str) {
+    /// Event already there (its `series`) instead of making another. `annotation` (a key and
+    /// its value) goes on the Event in the same write, and is replaced by each repeat's.
+    pub async fn warn(&self, memory: &impl WarningMemory, hikawa: &Hikawa, reason: &str, note: &str, action: &str, annotation: Option<(&str, &str)>) {
         let (ns, uid) = (hikawa.namespace().unwrap_or_default(), hikawa.uid().unwrap_or_default());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
         let now = jiff::Timestamp::now();
@@ -109,14 +110,20 @@ impl EventSink {
         let (note, reason) = (note.as_str(), truncate_bytes(reason, MAX_FIELD_BYTES));
         if let Some((name, count)) = memory.repeated(&uid, reason, note) {
             let count = count.saturating_add(1);
-            let patch = serde_json::json!({ "series": EventSeries { count, last_observed_time: MicroTime(now) } });
+            let mut patch = serde_json::json!({ "series": EventSeries { count, last_observed_time: MicroTime(now) } });
+            if let Some((key, value)) = annotation {
+                patch["metadata"] = serde_json::json!({ "annotations": { key: value } });
+            }
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => return memory.remember(&uid, reason, note, name, count),
                 // Gone (expired, deleted): make a new one.
                 Err(error) => tracing::debug!(%error, "could not count a repeated Warning; publishing a new one"),
             }
         }
-        let event = self.event(hikawa, EventType::Warning, reason, note, action, None, now);
+        let mut event = self.event(hikawa, EventType::Warning, reason, note, action, None, now);
+        if let Some((key, value)) = annotation {
+            event.metadata.annotations = Some([(key.to_string(), value.to_string())].into());
+        }
         match api.create(&PostParams::default(), &event).await {
             Ok(created) => memory.remember(&uid, reason, note, created.name_any(), 1),
             Err(error) => tracing::warn!(hikawa = %hikawa.name_any(), %error, reason, "could not publish a Warning Event"),

@@ -10,8 +10,12 @@
 //! conflict and beats again next period (a member lives for a whole lease duration, several
 //! periods). A member unseen for a lease duration is dropped from the record by whoever
 //! writes next; a live one dropped by mistake puts itself back at its next beat.
+//!
+//! Beside its beat each member keeps a record of the default module it serves
+//! ([`DEFAULT_MODULES_ANNOTATION`]), for `explain`: read from the cluster, with the operator down.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -25,6 +29,15 @@ pub const MEMBERS_ANNOTATION: &str = "zundokokiyoshi.kaitoy.github.com/members";
 
 /// Beats as recorded: identity -> counter.
 pub type Beats = BTreeMap<String, u64>;
+
+/// The annotation where each member keeps the record of the default module it serves
+/// (identity -> a JSON value this file does not read: `supply/sources/recorded.rs` defines
+/// it), so `explain` finds that module from the cluster. It goes with the beats: no request
+/// of its own.
+pub const DEFAULT_MODULES_ANNOTATION: &str = "zundokokiyoshi.kaitoy.github.com/default-modules";
+
+/// This replica's record now (`None`: no default module serves, or none is recorded).
+pub type Record = Arc<dyn Fn() -> Option<serde_json::Value> + Send + Sync>;
 
 /// One replica's view of the members.
 #[derive(Debug)]
@@ -92,12 +105,53 @@ fn with_beats(mut lease: Lease, beats: &Beats) -> Lease {
     lease
 }
 
-/// Beat every `every` until `stop`, publishing the live members' count; then leave.
-pub async fn run(client: Client, namespace: String, name: String, mut membership: Membership, every: Duration, live: watch::Sender<usize>, mut stop: watch::Receiver<bool>) {
+/// The default module records a Lease holds: identity -> record.
+pub fn records_of(lease: &Lease) -> BTreeMap<String, serde_json::Value> {
+    lease.metadata.annotations.as_ref().and_then(|a| a.get(DEFAULT_MODULES_ANNOTATION)).and_then(|json| serde_json::from_str(json).ok()).unwrap_or_default()
+}
+
+/// `lease` with `mine` (an identity and its record, `None` to remove it) written, and the
+/// records of members not in `beats` dropped; unless no member is left: then the last to leave
+/// keeps its record, so the cluster still names the default module with every replica gone.
+fn with_records(mut lease: Lease, beats: &Beats, mine: Option<(&str, Option<serde_json::Value>)>) -> Lease {
+    let mut records = records_of(&lease);
+    match mine {
+        Some((identity, Some(record))) => {
+            records.insert(identity.into(), record);
+        }
+        Some((identity, None)) => {
+            records.remove(identity);
+        }
+        None => {}
+    }
+    if !beats.is_empty() {
+        records.retain(|member, _| beats.contains_key(member));
+    }
+    let annotations = lease.metadata.annotations.get_or_insert_with(Default::default);
+    match records.is_empty() {
+        true => annotations.remove(DEFAULT_MODULES_ANNOTATION),
+        false => annotations.insert(DEFAULT_MODULES_ANNOTATION.into(), serde_json::to_string(&records).expect("records serialize")),
+    };
+    lease
+}
+
+/// Beat every `every` until `stop`, publishing the live members' count and keeping `record`
+/// in the Lease; then leave.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    client: Client,
+    namespace: String,
+    name: String,
+    mut membership: Membership,
+    every: Duration,
+    record: Record,
+    live: watch::Sender<usize>,
+    mut stop: watch::Receiver<bool>,
+) {
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     loop {
         let now = Instant::now();
-        match beat_once(&api, &name, &mut membership, now).await {
+        match beat_once(&api, &name, &mut membership, record(), now).await {
             Ok(count) => {
                 if *live.borrow() != count {
                     info!(members = count, "replicas alive changed");
@@ -135,22 +189,24 @@ async fn leave_once(api: &Api<Lease>, name: &str, membership: &Membership) -> ku
         return Ok(());
     }
     let left = membership.leave(&beats);
-    api.replace(name, &PostParams::default(), &with_beats(lease, &left)).await.map(drop)
+    api.replace(name, &PostParams::default(), &with_records(with_beats(lease, &left), &left, None)).await.map(drop)
 }
 
 /// Read, observe, write this replica's beat. Returns the live members' count.
-async fn beat_once(api: &Api<Lease>, name: &str, membership: &mut Membership, now: Instant) -> kube::Result<usize> {
+async fn beat_once(api: &Api<Lease>, name: &str, membership: &mut Membership, record: Option<serde_json::Value>, now: Instant) -> kube::Result<usize> {
+    let identity = membership.identity.clone();
+    let mine = Some((identity.as_str(), record));
     match api.get_opt(name).await? {
         Some(lease) => {
             let beats = beats_of(&lease);
             membership.observe(&beats, now);
             let next = membership.beat(&beats, now);
-            api.replace(name, &PostParams::default(), &with_beats(lease, &next)).await?;
+            api.replace(name, &PostParams::default(), &with_records(with_beats(lease, &next), &next, mine)).await?;
         }
         None => {
             let lease = Lease { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, spec: None };
             let next = membership.beat(&Beats::new(), now);
-            api.create(&PostParams::default(), &with_beats(lease, &next)).await?;
+            api.create(&PostParams::default(), &with_records(with_beats(lease, &next), &next, mine)).await?;
         }
     }
     Ok(membership.live(now).len())
@@ -190,6 +246,23 @@ mod tests {
         assert_eq!(me.live(t0).len(), 1, "alone before the first read");
         assert_eq!(me.beat(&Beats::new(), t0), beats(&[("a", 1)]));
         assert_eq!(me.leave(&beats(&[("a", 1), ("b", 2)])), beats(&[("b", 2)]));
+    }
+
+    #[test]
+    fn each_member_keeps_its_record_and_the_last_to_leave_keeps_its_own() {
+        let record = |digest: &str| Some(serde_json::json!({ "digest": digest }));
+        let lease = with_records(Lease::default(), &beats(&[("a", 1), ("b", 1)]), Some(("a", record("x"))));
+        let lease = with_records(lease, &beats(&[("a", 1), ("b", 2)]), Some(("b", record("y"))));
+        assert_eq!(records_of(&lease).len(), 2);
+        // b gone from the beats: its record goes at the next write; a's is replaced.
+        let lease = with_records(lease, &beats(&[("a", 2)]), Some(("a", record("z"))));
+        assert_eq!(records_of(&lease), [("a".to_string(), record("z").unwrap())].into());
+        // a leaves last: its record stays (no member left to say otherwise).
+        let lease = with_records(lease, &Beats::new(), None);
+        assert_eq!(records_of(&lease).len(), 1, "kept with every replica gone");
+        // A member with nothing serving removes its record; none left, no annotation.
+        let lease = with_records(lease, &beats(&[("a", 3)]), Some(("a", None)));
+        assert!(!lease.metadata.annotations.unwrap().contains_key(DEFAULT_MODULES_ANNOTATION));
     }
 
     #[test]

@@ -196,7 +196,8 @@ pub struct Sharding {
 impl Sharding {
     /// Start: one election per shard, the members' beat and the balancer. `raw` is what each
     /// shard's fenced client wraps; `client` bounds every request (the Leases' own).
-    pub fn start(raw: Client, client: Client, settings: &ShardSettings, request_timeout: Duration, metrics: Arc<Metrics>) -> Sharding {
+    /// `record`: this replica's default module record, kept with its beat (`members.rs`).
+    pub fn start(raw: Client, client: Client, settings: &ShardSettings, request_timeout: Duration, metrics: Arc<Metrics>, record: members::Record) -> Sharding {
         let count = settings.count.clamp(1, assign::MAX_SHARDS);
         let mut elections = Vec::new();
         let mut controls = Vec::new();
@@ -217,6 +218,7 @@ impl Sharding {
             assign::members_lease_name(&settings.lease_prefix),
             Membership::new(&settings.identity, settings.durations.lease),
             settings.durations.retry,
+            record,
             live_tx,
             stopped.clone(),
         ));

@@ -7,6 +7,7 @@
 pub mod configmap;
 pub mod file;
 pub mod oci;
+pub mod recorded;
 pub mod rulesets;
 
 use std::sync::{Arc, Mutex};
@@ -165,16 +166,23 @@ pub struct Swapper {
     metrics: Arc<Metrics>,
     events: Option<SwapEvents>,
     last_rejected: Mutex<Option<String>>,
+    /// The module serving (its digest) and where it came from, for the record `explain` reads.
+    serving_from: Mutex<Option<(String, Origin)>>,
 }
 
 impl Swapper {
     pub fn new(modules: Arc<ModuleLoader>, pin: Option<String>, slot: Arc<RulesSlot>, metrics: Arc<Metrics>, events: Option<SwapEvents>) -> Self {
         let pin = pin.as_deref().map(normalize_pin);
-        Swapper { modules, pin, slot, metrics, events, last_rejected: Mutex::default() }
+        Swapper { modules, pin, slot, metrics, events, last_rejected: Mutex::default(), serving_from: Mutex::default() }
     }
 
     pub fn slot(&self) -> &Arc<RulesSlot> {
         &self.slot
+    }
+
+    /// The module serving (its digest) and where it came from, if one serves.
+    pub fn serving_from(&self) -> Option<(String, Origin)> {
+        self.serving_from.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
@@ -225,6 +233,7 @@ impl Swapper {
                 let new = module.identity().clone();
                 self.metrics.modules_compiled(self.modules.footprint());
                 let old = self.slot.swap(module).map(|r| r.identity().clone());
+                *self.serving_from.lock().unwrap_or_else(|p| p.into_inner()) = Some((new.digest.clone(), origin.clone()));
                 self.metrics.swap_accepted();
                 self.metrics.module_serving(new.label());
                 let old_digest = old.as_ref().map(|o| o.digest.clone());
@@ -264,6 +273,7 @@ impl Swapper {
             return SwapOutcome::Unchanged;
         }
         self.slot.clear();
+        *self.serving_from.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.metrics.module_withdrawn();
         *self.last_rejected.lock().unwrap() = Some(candidate.key().to_owned());
         let why = candidate.bytes.as_ref().err().map(String::as_str).unwrap_or_default();

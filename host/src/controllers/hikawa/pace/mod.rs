@@ -62,6 +62,13 @@ pub struct PaceSettings {
     pub backoff_max: Duration,
 }
 
+impl PaceSettings {
+    /// The delay after the `failures`-th failure in a row (1 for the first).
+    fn backoff(&self, failures: u32) -> Duration {
+        self.backoff_base.saturating_mul(1 << failures.saturating_sub(1).min(20)).min(self.backoff_max)
+    }
+}
+
 impl Default for PaceSettings {
     fn default() -> Self {
         PaceSettings {
@@ -219,12 +226,19 @@ impl Pace {
             e.refill(s, now);
             e.tokens -= 1.0;
             e.failures = e.failures.saturating_add(1);
-            let delay = s.backoff_base.saturating_mul(1 << (e.failures - 1).min(20)).min(s.backoff_max);
+            let delay = s.backoff(e.failures);
             e.left = Some(left);
             e.decided_at = now;
             e.due = Some(now + delay);
             (delay, e.failures)
         })
+    }
+
+    /// The backoff the next failure will get, and how many failures in a row it will be (what
+    /// [`Pace::failed`] then returns): recorded before it, on the failure's Warning Event.
+    pub fn next_failure(&self, uid: &str) -> (Duration, u32) {
+        let failures = self.failures(uid).saturating_add(1);
+        (self.settings.backoff(failures), failures)
     }
 
     /// How long until the next decision is due (after a failure: the backoff).
@@ -378,8 +392,12 @@ mod tests {
         let t0 = Instant::now();
         let delays: Vec<u128> = (0..4).map(|_| pace.failed("u", fp(0, "x"), t0).0.as_millis()).collect();
         assert_eq!(delays, [250, 500, 1000, 2000]);
-        assert_eq!(pace.failures("u"), 4);
-        assert_eq!(pace.gate("u", &fp(0, "x"), t0), Gate::Unchanged { due: Some(Duration::from_millis(2000)) });
+        // What the next failure will get, told before it (for its Warning Event), is what it gets.
+        let told = pace.next_failure("u");
+        assert_eq!((told.0.as_millis(), told.1), (4000, 5));
+        assert_eq!(pace.failed("u", fp(0, "x"), t0), told);
+        assert_eq!(pace.failures("u"), 5);
+        assert_eq!(pace.gate("u", &fp(0, "x"), t0), Gate::Unchanged { due: Some(Duration::from_millis(4000)) });
         pace.decided("u", fp(1, "x"), NextCall::WhenSomethingChanges, 1, t0);
         assert_eq!(pace.failures("u"), 0);
         pace.forget("u");
