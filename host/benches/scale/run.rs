@@ -24,6 +24,9 @@ pub(crate) struct Run {
     pub(crate) reconciles: u64,
     pub(crate) not_decided: Vec<(String, u64)>,
     pub(crate) requests: Vec<((String, String, String), u64)>,
+    /// The API server's answered requests and their durations' sum in seconds, by (verb,
+    /// resource, subresource): apiserver_request_duration_seconds.
+    pub(crate) durations: Vec<((String, String, String), u64, f64)>,
     pub(crate) watch_events: u64,
     pub(crate) watch_bytes: u64,
 }
@@ -56,5 +59,10 @@ impl Run {
 
     pub(crate) fn requests_total(&self) -> u64 {
         self.requests.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The server's mean duration in ms of one kind of request (`None`: none made).
+    pub(crate) fn mean_ms(&self, verb: &str, resource: &str, sub: &str) -> Option<f64> {
+        self.durations.iter().find(|((v, r, s), _, _)| v == verb && r == resource && s == sub).filter(|(_, n, _)| *n > 0).map(|(_, n, sum)| sum * 1000.0 / *n as f64)
     }
 }
