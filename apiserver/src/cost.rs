@@ -45,12 +45,12 @@ pub struct CostModel {
 /// writes of ../shared/measured/real-apiserver-write-latency.json (docs/benchmarks.md).
 pub const KUBE_APISERVER_1_32: CostModel = CostModel {
     lanes: 2,
-    base: Duration::from_micros(1_100),
-    per_object_kib: Duration::from_micros(300),
-    per_body_kib: Duration::from_micros(250),
-    per_managed_fields_kib: Duration::from_micros(400),
-    per_watcher: Duration::from_micros(60),
-    per_watcher_kib: Duration::from_micros(120),
+    base: Duration::from_micros(1_160),
+    per_object_kib: Duration::from_micros(400),
+    per_body_kib: Duration::from_micros(300),
+    per_managed_fields_kib: Duration::from_micros(1_000),
+    per_watcher: Duration::from_micros(350),
+    per_watcher_kib: Duration::from_micros(100),
 };
 
 /// Nothing charged, on one lane: what the --cost-* flags start from without a preset.
@@ -63,6 +63,26 @@ pub const FREE: CostModel = CostModel {
     per_watcher: Duration::ZERO,
     per_watcher_kib: Duration::ZERO,
 };
+
+/// The requests of one kind so far: how many were answered, their durations' sum and their
+/// facts' sums (the means say what the model charged them for).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub answered: u64,
+    pub duration: Duration,
+    pub facts: Facts,
+}
+
+impl Tally {
+    pub fn add(&mut self, duration: Duration, f: &Facts) {
+        self.answered += 1;
+        self.duration += duration;
+        self.facts.object_bytes += f.object_bytes;
+        self.facts.body_bytes += f.body_bytes;
+        self.facts.managed_fields_bytes += f.managed_fields_bytes;
+        self.facts.watchers += f.watchers;
+    }
+}
 
 /// What the model needs to know of one request, once it was handled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

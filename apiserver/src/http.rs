@@ -67,8 +67,8 @@ pub struct Inner {
     pub log: Mutex<Vec<RequestRecord>>,
     /// Requests so far by (verb, resource, subresource): unlike the log, never cut.
     pub counts: Mutex<HashMap<(String, String, String), u64>>,
-    /// How many were answered and their durations' sum, by the same key (watches excluded).
-    pub durations: Mutex<HashMap<(String, String, String), (u64, Duration)>>,
+    /// How many were answered, their durations and facts, by the same key (watches excluded).
+    pub durations: Mutex<HashMap<(String, String, String), cost::Tally>>,
     pub cost: Cost,
     pub addr: SocketAddr,
     pub bookmark_every: Duration,
@@ -304,8 +304,7 @@ fn push_log(inner: &Inner, r: RequestRecord) {
         let key = (r.verb.clone(), r.resource.clone(), r.subresource.clone());
         if !r.duration.is_zero() {
             let mut durations = inner.durations.lock().unwrap_or_else(|e| e.into_inner());
-            let (n, sum) = durations.entry(key.clone()).or_default();
-            (*n, *sum) = (*n + 1, *sum + r.duration);
+            durations.entry(key.clone()).or_default().add(r.duration, &r.facts);
         }
         *counts.entry(key).or_default() += 1;
     }

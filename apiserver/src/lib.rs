@@ -142,11 +142,12 @@ impl ApiServer {
         &self.inner.cost
     }
 
-    /// Requests handled so far with their durations' sum (the cost model's charge included),
-    /// by (verb, resource, subresource), sorted; watches and requests never answered left out.
-    pub fn request_durations(&self) -> Vec<((String, String, String), u64, Duration)> {
+    /// Requests answered so far, their durations' sum (the cost model's charge included) and
+    /// their facts' sums, by (verb, resource, subresource), sorted; watches and requests never
+    /// answered left out.
+    pub fn request_durations(&self) -> Vec<((String, String, String), cost::Tally)> {
         let durations = self.inner.durations.lock().unwrap_or_else(|e| e.into_inner());
-        let mut all: Vec<_> = durations.iter().map(|(k, (n, d))| (k.clone(), *n, *d)).collect();
+        let mut all: Vec<_> = durations.iter().map(|(k, t)| (k.clone(), *t)).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     }

@@ -73,6 +73,13 @@ pub(crate) fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Ru
             mean("patch", "hikawas", "status"),
             mean("update", "leases", "")
         );
+        println!(
+            "{:<8} charged for (object/body/managedFields, watchers): POST zundokos {}; POST events {}; PATCH hikawas/status {}",
+            r.name,
+            r.mean_facts("create", "zundokos", ""),
+            r.mean_facts("create", "events", ""),
+            r.mean_facts("patch", "hikawas", "status")
+        );
     }
     if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
         println!("{}", r.sizes);

@@ -16,7 +16,10 @@ pub(crate) async fn apiserver_process() {
     println!("requests {}", requests.join(","));
     println!("watch {events} {bytes}");
     let durations: Vec<String> =
-        server.request_durations().into_iter().map(|((verb, resource, sub), n, sum)| format!("{verb}/{resource}/{sub}={n}:{:.6}", sum.as_secs_f64())).collect();
+        server.request_durations().into_iter().map(|((verb, resource, sub), t)| {
+            let f = t.facts;
+            format!("{verb}/{resource}/{sub}={}:{:.6}:{}:{}:{}:{}", t.answered, t.duration.as_secs_f64(), f.object_bytes, f.body_bytes, f.managed_fields_bytes, f.watchers)
+        }).collect();
     println!("durations {}", durations.join(","));
     println!("cpu {:.3}", cpu_seconds("self"));
     std::process::exit(0);
@@ -75,10 +78,14 @@ impl Server {
                         .split(',')
                         .filter_map(|r| {
                             let (key, figures) = r.rsplit_once('=')?;
-                            let (n, sum) = figures.split_once(':')?;
+                            let mut figures = figures.split(':');
+                            let n: u64 = figures.next()?.parse().ok()?;
+                            let sum: f64 = figures.next()?.parse().ok()?;
+                            // The facts' sums: object, body, managedFields bytes and watchers.
+                            let facts: Vec<f64> = figures.filter_map(|x| x.parse().ok()).collect();
                             let mut parts = key.splitn(3, '/');
                             let key = (parts.next()?.to_string(), parts.next()?.to_string(), parts.next().unwrap_or("").to_string());
-                            Some((key, n.parse().ok()?, sum.parse().ok()?))
+                            Some((key, n, sum, facts))
                         })
                         .collect()
                 }
