@@ -11,6 +11,12 @@
 //!   watches, caches and reconciles.
 //! - `wasm`: `zundoko-operator run --module zundoko-classic.wasm` as its own process.
 //! - `native`: the same with `--native-rules classic` (no sandbox).
+//! - `bare` (when named in `ZUNDOKO_BENCH_RUNS`): issue 55's bare client (bare.rs), the three
+//!   writes of a word as a client that is not the operator makes them, one after the other.
+//!
+//! `ZUNDOKO_BENCH_COST=kube-1.32`: the API server charges every request as the calibrated cost
+//! model says (apiserver/src/cost.rs); each run then prints the server's mean ms per write kind
+//! and the facts it was charged for.
 //!
 //! Printed per run: words (children: Zundokos and Kiyoshis; each is a child, an Event and a
 //! status write), seconds from the first Hikawa created to the last Kiyoshi, words/s over the
