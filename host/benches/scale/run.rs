@@ -1,5 +1,9 @@
 //! What one run measured.
 
+/// One kind of request (verb, resource, subresource) as the API server tallied it: answered,
+/// seconds in all, and the sums of its facts.
+pub(crate) type Tallied = ((String, String, String), u64, f64, Vec<f64>);
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Run {
     pub(crate) name: String,
@@ -27,7 +31,7 @@ pub(crate) struct Run {
     /// The API server's answered requests, their durations' sum in seconds and the sums of
     /// what the cost model charged them for (object, body and managedFields bytes, watchers),
     /// by (verb, resource, subresource): apiserver_request_duration_seconds.
-    pub(crate) durations: Vec<((String, String, String), u64, f64, Vec<f64>)>,
+    pub(crate) durations: Vec<Tallied>,
     pub(crate) watch_events: u64,
     pub(crate) watch_bytes: u64,
 }
