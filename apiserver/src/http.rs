@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
@@ -18,7 +18,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use crate::cost::{self, Cost, Facts};
 use crate::discovery;
+use crate::route::{ResourceReq, parse_query, parse_resource_path, selected_name};
 use crate::faults::{Conn, Faults, Hold};
 use crate::ops::{self, DeleteOpts, FieldValidation, ListQuery, Target, WriteOpts};
 use crate::status::{ApiError, ApiResult};
@@ -50,6 +52,11 @@ pub struct RequestRecord {
     /// Held by a `partition_late` and processed when it healed (logged twice: held, code 0,
     /// at arrival; then processed, with its code and `late`).
     pub late: bool,
+    /// What the cost model charged it for (`cost.rs`; zero for a watch and a held request).
+    pub facts: Facts,
+    /// From its body read to its answer, the model's charge included (zero for a watch and a
+    /// held request): apiserver_request_duration_seconds.
+    pub duration: Duration,
 }
 
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -60,6 +67,9 @@ pub struct Inner {
     pub log: Mutex<Vec<RequestRecord>>,
     /// Requests so far by (verb, resource, subresource): unlike the log, never cut.
     pub counts: Mutex<HashMap<(String, String, String), u64>>,
+    /// How many were answered, their durations and facts, by the same key (watches excluded).
+    pub durations: Mutex<HashMap<(String, String, String), cost::Tally>>,
+    pub cost: Cost,
     pub addr: SocketAddr,
     pub bookmark_every: Duration,
 }
@@ -71,6 +81,8 @@ impl Inner {
             faults: Faults::default(),
             log: Mutex::new(vec![]),
             counts: Mutex::new(HashMap::new()),
+            durations: Mutex::new(HashMap::new()),
+            cost: Cost::default(),
             addr,
             bookmark_every,
         }
@@ -171,77 +183,6 @@ fn err_resp(e: &ApiError) -> Response<Body> {
     json_resp(e.code, &e.to_status(), &[])
 }
 
-struct ResourceReq {
-    verb: &'static str,
-    group: String,
-    version: String,
-    resource: String,
-    namespace: Option<String>,
-    name: Option<String>,
-    subresource: Option<String>,
-}
-
-/// Parses `/api/v1/...` and `/apis/G/V/...` resource paths.
-fn parse_resource_path(method: &Method, path: &str, query: &HashMap<String, String>) -> Option<ResourceReq> {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, version, mut rest) = match segs.as_slice() {
-        ["api", v, rest @ ..] if !rest.is_empty() => (String::new(), v.to_string(), rest.to_vec()),
-        ["apis", g, v, rest @ ..] if !rest.is_empty() => (g.to_string(), v.to_string(), rest.to_vec()),
-        _ => return None,
-    };
-    let mut watch_path = false;
-    if rest.first() == Some(&"watch") {
-        watch_path = true;
-        rest.remove(0);
-    }
-    if rest.iter().any(|s| s.is_empty()) || rest.is_empty() {
-        return None;
-    }
-    let core_ns_sub = group.is_empty() && rest.len() == 3 && rest[0] == "namespaces" && (rest[2] == "status" || rest[2] == "finalize");
-    let (namespace, resource, name, sub) = if rest[0] == "namespaces" && rest.len() >= 3 && !core_ns_sub {
-        if rest.len() > 5 {
-            return None;
-        }
-        (Some(rest[1].to_string()), rest[2].to_string(), rest.get(3).map(|s| s.to_string()), rest.get(4).map(|s| s.to_string()))
-    } else {
-        if rest.len() > 3 {
-            return None;
-        }
-        (None, rest[0].to_string(), rest.get(1).map(|s| s.to_string()), rest.get(2).map(|s| s.to_string()))
-    };
-    let watch = watch_path || matches!(query.get("watch").map(String::as_str), Some("true") | Some("1"));
-    let verb = match (method, name.is_some()) {
-        (&Method::GET, _) if watch => "watch",
-        (&Method::GET, true) => "get",
-        (&Method::GET, false) => "list",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, true) => "delete",
-        (&Method::DELETE, false) => "deletecollection",
-        _ => "unknown",
-    };
-    Some(ResourceReq { verb, group, version, resource, namespace, name, subresource: sub })
-}
-
-/// As kube-apiserver's RequestInfo: a list, watch or deletecollection whose field selector
-/// pins `metadata.name` names that object, so RBAC `resourceNames` can allow it.
-fn selected_name(verb: &str, query: &HashMap<String, String>) -> Option<String> {
-    if !matches!(verb, "list" | "watch" | "deletecollection") {
-        return None;
-    }
-    let selector = query.get("fieldSelector")?;
-    let mut names = selector.split(',').filter_map(|term| {
-        let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
-        (field.trim() == "metadata.name" && !field.ends_with('!')).then(|| value.trim().to_string())
-    });
-    names.next()
-}
-
-fn parse_query(q: Option<&str>) -> HashMap<String, String> {
-    form_urlencoded::parse(q.unwrap_or("").as_bytes()).into_owned().collect()
-}
-
 /// The `as=PartialObjectMetadata[List]` form kube-rs' metadata API asks for.
 fn wants_partial(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| first.contains("as=PartialObjectMetadata"))
@@ -279,6 +220,8 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         user_agent,
         at,
         late: false,
+        facts: Facts::default(),
+        duration: Duration::ZERO,
     };
     conn.set_user_agent(&record.user_agent);
     let hold = inner.faults.hold_if_partitioned(&conn, &record.user_agent);
@@ -292,7 +235,7 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
             tokio::spawn(async move {
                 inner.faults.healed(&record.user_agent).await;
                 let headers = Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent };
-                let code = match resource_request(&inner, rr, &query, &headers, &body) {
+                let code = match resource_request(&inner, rr, &query, &headers, &body, &mut Facts::default()) {
                     Ok(r) => r.status().as_u16(),
                     Err(e) => e.code,
                 };
@@ -319,10 +262,12 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         conn.cut();
         return std::future::pending().await;
     }
+    let started = Instant::now();
     let latency = inner.faults.latency(&record.user_agent);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    record.facts.body_bytes = body.len();
     // Authentication and authorization, then APF, come before routing, for every path.
     let resp = if let Some(refused) = inner.faults.refusal(&record.user_agent, &record.verb, &path) {
         err_resp(&refused)
@@ -330,7 +275,7 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         too_many_requests(secs)
     } else {
         match rr {
-            Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body) {
+            Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body, &mut record.facts) {
                 Ok(r) => r,
                 Err(e) => err_resp(&e),
             },
@@ -338,6 +283,12 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         }
     };
     record.code = resp.status().as_u16();
+    // A watch is a stream, not a request to charge; the rest pay for what they answered.
+    if record.verb != "watch" {
+        record.facts.object_bytes = hyper::body::Body::size_hint(resp.body()).exact().unwrap_or(0) as usize;
+        inner.cost.charge(&record.facts).await;
+        record.duration = started.elapsed();
+    }
     tracing::debug!(verb = %record.verb, path = %record.path, code = record.code, "request");
     push_log(&inner, record);
     if conn.held() {
@@ -351,6 +302,10 @@ fn push_log(inner: &Inner, r: RequestRecord) {
     {
         let mut counts = inner.counts.lock().unwrap_or_else(|e| e.into_inner());
         let key = (r.verb.clone(), r.resource.clone(), r.subresource.clone());
+        if !r.duration.is_zero() {
+            let mut durations = inner.durations.lock().unwrap_or_else(|e| e.into_inner());
+            durations.entry(key.clone()).or_default().add(r.duration, &r.facts);
+        }
         *counts.entry(key).or_default() += 1;
     }
     let mut log = inner.log.lock().unwrap_or_else(|e| e.into_inner());
@@ -433,7 +388,7 @@ struct Headers<'a> {
     user_agent: &'a str,
 }
 
-fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, String>, h: &Headers<'_>, body: &[u8]) -> ApiResult<Response<Body>> {
+fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, String>, h: &Headers<'_>, body: &[u8], facts: &mut Facts) -> ApiResult<Response<Body>> {
     let (content_type, accept, user_agent) = (h.content_type, h.accept, h.user_agent);
     let def = {
         let st = inner.store.lock();
@@ -465,6 +420,11 @@ fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, Str
     let target = Target { def: def.clone(), version: rr.version.clone(), namespace: rr.namespace.clone(), name: rr.name.clone(), subresource: rr.subresource.clone() };
     let store = &inner.store;
     let ok = |r: ops::Resp| json_resp(r.code, &r.body, &r.warnings);
+    // A write computes managedFields and fans out to the resource's watchers.
+    let mut written = |r: ops::Resp| {
+        (facts.managed_fields_bytes, facts.watchers) = (cost::managed_fields_bytes(&r.body), store.watchers(&def.storage));
+        ok(r)
+    };
     Ok(match rr.verb {
         "get" => {
             let obj = ops::get(store, &target)?;
@@ -528,11 +488,11 @@ fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, Str
                 .body(StreamBody::new(stream).boxed())
                 .unwrap()
         }
-        "create" => ok(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
-        "update" => ok(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
-        "patch" => ok(ops::patch(store, &target, content_type, body, &write_opts(q, user_agent)?)?),
-        "delete" => ok(ops::delete(store, &target, &delete_opts(q, body)?)?),
-        "deletecollection" => ok(ops::delete_collection(store, &target, &list_query(q), &delete_opts(q, body)?)?),
+        "create" => written(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
+        "update" => written(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
+        "patch" => written(ops::patch(store, &target, content_type, body, &write_opts(q, user_agent)?)?),
+        "delete" => written(ops::delete(store, &target, &delete_opts(q, body)?)?),
+        "deletecollection" => written(ops::delete_collection(store, &target, &list_query(q), &delete_opts(q, body)?)?),
         _ => return Err(ApiError::method_not_allowed()),
     })
 }

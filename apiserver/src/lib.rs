@@ -7,6 +7,7 @@
 
 mod celrules;
 mod convert;
+pub mod cost;
 mod discovery;
 pub mod faults;
 mod gc;
@@ -20,6 +21,7 @@ mod ops;
 mod patch;
 mod protobuf;
 mod registry;
+mod route;
 mod selectors;
 pub mod status;
 mod store;
@@ -133,6 +135,21 @@ impl ApiServer {
         let mut counts: Vec<_> = counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
         counts.sort();
         counts
+    }
+
+    /// The model that charges every request for what it costs a real server (none: nothing).
+    pub fn cost(&self) -> &cost::Cost {
+        &self.inner.cost
+    }
+
+    /// Requests answered so far, their durations' sum (the cost model's charge included) and
+    /// their facts' sums, by (verb, resource, subresource), sorted; watches and requests never
+    /// answered left out.
+    pub fn request_durations(&self) -> Vec<((String, String, String), cost::Tally)> {
+        let durations = self.inner.durations.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = durations.iter().map(|(k, t)| (k.clone(), *t)).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 
     /// Watch events sent to all watchers so far (bookmarks included) and their bytes.

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use zundoko_apiserver::cost::{self, CostModel};
 use zundoko_apiserver::{ApiServer, ServerConfig};
 
 #[derive(Parser, Debug)]
@@ -43,6 +44,71 @@ struct Args {
     /// Fault: drop every open watch every this many seconds.
     #[arg(long)]
     drop_watches_every: Option<f64>,
+    /// Charge every request what it would cost a real server (src/cost.rs): `none`, or
+    /// `kube-1.32` (calibrated against kube-apiserver v1.32 on 2 cores, docs/benchmarks.md).
+    /// The --cost-* flags change one of its parameters (from `none`: from zero, on 1 lane).
+    #[arg(long, default_value = "none", value_parser = ["none", "kube-1.32"])]
+    cost_model: String,
+    /// Cost model: requests served at once (the server's cores).
+    #[arg(long)]
+    cost_lanes: Option<usize>,
+    /// Cost model: microseconds every request costs.
+    #[arg(long)]
+    cost_base_us: Option<u64>,
+    /// Cost model: microseconds per KiB of the object answered (serialising it).
+    #[arg(long)]
+    cost_per_object_kib_us: Option<u64>,
+    /// Cost model: microseconds per KiB of the request's body (decoding, applying a patch).
+    #[arg(long)]
+    cost_per_body_kib_us: Option<u64>,
+    /// Cost model: microseconds per KiB of a written object's managedFields.
+    #[arg(long)]
+    cost_per_managed_fields_kib_us: Option<u64>,
+    /// Cost model: microseconds per open watch a write fans out to.
+    #[arg(long)]
+    cost_per_watcher_us: Option<u64>,
+    /// Cost model: microseconds per KiB of the written object, per open watch it fans out to.
+    #[arg(long)]
+    cost_per_watcher_kib_us: Option<u64>,
+}
+
+impl Args {
+    /// The cost model the flags say, if any.
+    fn cost_model(&self) -> Option<CostModel> {
+        let preset = match self.cost_model.as_str() {
+            "kube-1.32" => Some(cost::KUBE_APISERVER_1_32),
+            _ => None,
+        };
+        let tuned = [
+            self.cost_base_us,
+            self.cost_per_object_kib_us,
+            self.cost_per_body_kib_us,
+            self.cost_per_managed_fields_kib_us,
+            self.cost_per_watcher_us,
+            self.cost_per_watcher_kib_us,
+        ]
+        .iter()
+        .any(Option::is_some)
+            || self.cost_lanes.is_some();
+        let mut m = match (preset, tuned) {
+            (Some(m), _) => m,
+            (None, true) => cost::FREE,
+            (None, false) => return None,
+        };
+        let us = |flag: Option<u64>, to: &mut std::time::Duration| {
+            if let Some(us) = flag {
+                *to = std::time::Duration::from_micros(us);
+            }
+        };
+        us(self.cost_base_us, &mut m.base);
+        us(self.cost_per_object_kib_us, &mut m.per_object_kib);
+        us(self.cost_per_body_kib_us, &mut m.per_body_kib);
+        us(self.cost_per_managed_fields_kib_us, &mut m.per_managed_fields_kib);
+        us(self.cost_per_watcher_us, &mut m.per_watcher);
+        us(self.cost_per_watcher_kib_us, &mut m.per_watcher_kib);
+        m.lanes = self.cost_lanes.unwrap_or(m.lanes).max(1);
+        Some(m)
+    }
 }
 
 #[tokio::main]
@@ -53,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
-    let path = match args.kubeconfig_out.filter(|p| !p.is_empty()) {
+    let path = match args.kubeconfig_out.clone().filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
         None => std::env::temp_dir().join(format!("zundoko-apiserver-{}.kubeconfig", std::process::id())),
     };
@@ -85,6 +151,11 @@ async fn main() -> anyhow::Result<()> {
     }
     server.faults().set_conflict_rate(args.conflict_rate);
     server.faults().set_latency(std::time::Duration::from_millis(args.latency_ms));
+    let model = args.cost_model();
+    if let Some(m) = &model {
+        tracing::info!(model = ?m, "charging every request by the cost model");
+    }
+    server.cost().set_model(model);
     server.faults().set_watch_drop_every(args.drop_watches_every.map(std::time::Duration::from_secs_f64));
     println!("zundoko-apiserver listening on {}", server.url());
     println!("kubeconfig written to {}", path.display());

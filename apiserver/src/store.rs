@@ -118,6 +118,29 @@ pub struct Store {
     /// bytes: what the clients had to decode (for benchmarks).
     pub watch_events_sent: AtomicU64,
     pub watch_bytes_sent: AtomicU64,
+    /// Open watches by stored resource: the watchers a write fans out to (`cost.rs`).
+    watchers: Mutex<HashMap<GroupResource, usize>>,
+}
+
+/// One open watch of a resource, counted while it lives.
+pub struct Watching {
+    store: std::sync::Arc<Store>,
+    gr: GroupResource,
+}
+
+impl Watching {
+    pub fn new(store: std::sync::Arc<Store>, gr: GroupResource) -> Watching {
+        *store.watchers.lock().unwrap_or_else(|e| e.into_inner()).entry(gr.clone()).or_default() += 1;
+        Watching { store, gr }
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Some(n) = self.store.watchers.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&self.gr) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 impl Store {
@@ -129,6 +152,7 @@ impl Store {
             controllers: Notify::new(),
             watch_events_sent: AtomicU64::new(0),
             watch_bytes_sent: AtomicU64::new(0),
+            watchers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -136,6 +160,11 @@ impl Store {
     pub fn watch_sent(&self, bytes: usize) {
         self.watch_events_sent.fetch_add(1, Ordering::Relaxed);
         self.watch_bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Open watches of this stored resource now.
+    pub fn watchers(&self, gr: &GroupResource) -> usize {
+        self.watchers.lock().unwrap_or_else(|e| e.into_inner()).get(gr).copied().unwrap_or(0)
     }
 
     pub fn lock(&self) -> MutexGuard<'_, State> {

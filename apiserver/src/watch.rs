@@ -14,7 +14,7 @@ use crate::convert::to_external;
 use crate::ops::{ListQuery, Target, selectors};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, FieldError};
-use crate::store::{EventType, Store, meta_str};
+use crate::store::{EventType, Store, Watching, meta_str};
 use crate::table;
 
 #[derive(Debug, Clone, Default)]
@@ -164,7 +164,9 @@ pub fn start(
     let timeout = p.timeout.unwrap_or(Duration::from_secs(1800));
     let bookmarks = p.allow_bookmarks;
     drops.borrow_and_update();
+    let watching = Watching::new(store.clone(), em.filter.target.def.storage.clone());
     tokio::spawn(async move {
+        let _watching = watching;
         for b in initial {
             store.watch_sent(b.len());
             if tx.send(b).await.is_err() {

@@ -1,7 +1,8 @@
 //! What a running operator tells about its API requests and reconciles (issue 55's "see it"):
 //! `zundoko_rest_client_requests_total{verb,resource,code}` counts every request as client-go
 //! does, `zundoko_rest_client_request_duration_seconds` times them, and
-//! `zundoko_reconcile_duration_seconds{controller,result}` times each reconcile. A replica as
+//! `zundoko_reconcile_duration_seconds{controller,result}` times each reconcile,
+//! `zundoko_workqueue_queue_duration_seconds` and `zundoko_workqueue_depth` its queue. A replica as
 //! the cluster runs it sings one song against the local API server, and the figures must be the
 //! song's own: one successful create per word, each word's Event, its status patches.
 
@@ -42,4 +43,12 @@ async fn every_request_and_reconcile_of_a_song_is_counted_by_verb_resource_and_c
     let reconciles = metric("zundoko_reconcile_duration_seconds_count{controller=\"hikawa\",result=\"success\"}");
     assert!(reconciles >= words, "{reconciles} reconciles timed for {words} words");
     assert_eq!(metric("zundoko_reconcile_duration_seconds_count{controller=\"hikawa\",result=\"error\"}"), 0.0);
+    // The queue (controller-runtime's names): every word came from a reconcile that was due (the
+    // Hikawa's watch event, or the requeue the one before asked for), so at least one wait per
+    // word is timed, and never more than the reconciles started; once the song is over nothing
+    // is due any more.
+    let waits = metric("zundoko_workqueue_queue_duration_seconds_count{name=\"hikawa\"}");
+    assert!(waits >= words, "{waits} queue waits timed for {words} words");
+    assert!(waits <= metric("zundoko_reconcile_duration_seconds_count{controller=\"hikawa\",result=\"success\"}"), "{waits} waits, more than reconciles");
+    eventually("nothing due after the song", Duration::from_secs(10), async || op.metric("zundoko_workqueue_depth{name=\"hikawa\"} ") == Some(0.0)).await;
 }

@@ -43,7 +43,7 @@ fn run_compiles_every_module_in_its_compiler_process_and_never_falls_back_to_its
 #[test]
 fn the_self_checks_compile_in_runs_own_process_waits_its_turn() {
     // A rule set's compile holds the turn: the self-check's compile waits for it.
-    let held = COMPILES.turn_for(WhoCompiles::RuleSet("compiling-now".into()));
+    let held = COMPILES.turn_for(WhoCompiles::RuleSet(zundoko_operator::supply::Tenant::Cluster, "compiling-now".into()));
     let check = std::thread::spawn(|| reset_check::check_reset(false, false));
     while COMPILES.waiting_for(&WhoCompiles::DefaultModule) == 0 && !check.is_finished() {
         std::thread::yield_now();

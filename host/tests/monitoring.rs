@@ -181,6 +181,8 @@ fn exposed_metric_names() -> BTreeSet<String> {
     metrics.shard_handover("lost");
     metrics.api_request("create", "zundokos", "201", Duration::from_millis(3));
     metrics.reconcile_took("hikawa", true, Duration::from_millis(5));
+    metrics.queue_waited("hikawa", Duration::from_millis(1));
+    metrics.queue_depth_from("hikawa", Box::new(|| Some(0)));
     metrics.instance_reset("pagemap");
     metrics.tenants.read_with(Box::new(|| {
         vec![zundoko_operator::process::tenant_metrics::TenantUse { namespace: "team-a".into(), call_turns: 1, compile_wait_seconds: 0.5, pulls: 1, cache_bytes: 1 }]

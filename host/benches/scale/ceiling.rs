@@ -13,8 +13,10 @@ pub(crate) struct Song {
 pub(crate) async fn ceiling_client() {
     let n: usize = env_number("ZUNDOKO_BENCH_N", 1000);
     let concurrency: usize = env_number("ZUNDOKO_BENCH_CONCURRENCY", 16);
+    // The bare client's writes (bare.rs) instead of the operator's.
+    let bare = std::env::var("ZUNDOKO_BENCH_BARE").is_ok_and(|v| v == "1");
     let mut config = kube::Config::infer().await.expect("a kubeconfig");
-    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static("zundoko-operator/bench-ceiling")));
+    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(if bare { "bench-bare" } else { "zundoko-operator/bench-ceiling" })));
     let client = Client::try_from(config).expect("a client");
     let rules: Arc<dyn Rules> = Arc::new(NativeRules::new(zundoko_rules::classic()));
     // One process, every shard: the operator without election.
@@ -33,6 +35,7 @@ pub(crate) async fn ceiling_client() {
         // Native rules have no line: nothing is ever woken.
         places: zundoko_operator::controllers::hikawa::places::Places::new(concurrency as u16, tokio::sync::mpsc::unbounded_channel().0),
         entropy: zundoko_operator::controllers::hikawa::entropy::Entropy::new(None),
+        queue: Default::default(),
     });
     let queue: Arc<std::sync::Mutex<VecDeque<Song>>> = Arc::default();
     let ready = Arc::new(tokio::sync::Notify::new());
@@ -77,6 +80,19 @@ pub(crate) async fn ceiling_client() {
                     observed.entropy = rand::random();
                     let decision = decide(rules.as_ref(), &observed, &ctx.plan_limits);
                     let plan = decision.outcome.expect("the classic rules decide");
+                    if bare {
+                        let (created, kiyoshi) = bare_word(&ctx.client, &song.hikawa, &plan).await;
+                        words.fetch_add(created, Ordering::Relaxed);
+                        observed.apply(&plan);
+                        song.observed = observed;
+                        if kiyoshi {
+                            remaining.fetch_sub(1, Ordering::AcqRel);
+                        } else {
+                            queue.lock().unwrap().push_back(song);
+                            ready.notify_one();
+                        }
+                        continue;
+                    }
                     let applied = zundoko_operator::controllers::hikawa::apply::apply(&ctx, &ctx.writers[ctx.shards.shard_of(song.hikawa.metadata.uid.as_deref().unwrap_or_default()) as usize], &song.hikawa, &observed, &plan, &decision.module, Default::default())
                         .await
                         .expect("the API server takes the writes");
@@ -123,7 +139,8 @@ pub(crate) fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64) -> Run {
+/// The ceiling's run, or with `bare` the bare client's (bare.rs).
+pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64, bare: bool) -> Run {
     let server = fresh_server(latency_ms).await;
     let server_cpu = server.cpu();
     let mut command = Command::new(std::env::current_exe().expect("the benchmark's path"));
@@ -131,6 +148,7 @@ pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64) -> 
         .env(ROLE, "ceiling")
         .env("ZUNDOKO_BENCH_N", n.to_string())
         .env("ZUNDOKO_BENCH_CONCURRENCY", concurrency.to_string())
+        .env("ZUNDOKO_BENCH_BARE", if bare { "1" } else { "0" })
         .env("KUBECONFIG", &server.kubeconfig)
         .stderr(Stdio::inherit());
     let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("running the ceiling client");
@@ -144,7 +162,7 @@ pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64) -> 
         .map(|s| s.split(',').filter_map(|p| p.split_once(':')).filter_map(|(t, w)| Some((t.parse().ok()?, w.parse().ok()?))).collect())
         .unwrap_or_default();
     let mut run = Run {
-        name: "ceiling".into(),
+        name: if bare { "bare" } else { "ceiling" }.into(),
         words: number(0) as u64,
         seconds: number(1),
         client_cpu_s: number(2),

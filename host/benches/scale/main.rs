@@ -11,6 +11,12 @@
 //!   watches, caches and reconciles.
 //! - `wasm`: `zundoko-operator run --module zundoko-classic.wasm` as its own process.
 //! - `native`: the same with `--native-rules classic` (no sandbox).
+//! - `bare` (when named in `ZUNDOKO_BENCH_RUNS`): issue 55's bare client (bare.rs), the three
+//!   writes of a word as a client that is not the operator makes them, one after the other.
+//!
+//! `ZUNDOKO_BENCH_COST=kube-1.32`: the API server charges every request as the calibrated cost
+//! model says (apiserver/src/cost.rs); each run then prints the server's mean ms per write kind
+//! and the facts it was charged for.
 //!
 //! Printed per run: words (children: Zundokos and Kiyoshis; each is a child, an Event and a
 //! status write), seconds from the first Hikawa created to the last Kiyoshi, words/s over the
@@ -65,6 +71,7 @@ use zundoko_rules::Observed;
 // A file per part: the processes' figures from /proc, what a run measured, the API server's
 // process, the ceiling's client, the operator's process, the report; the API server's process
 // and the Hikawas to sing are shared with the replica benchmark (common/cluster.rs).
+mod bare;
 mod ceiling;
 #[path = "../common/cluster.rs"]
 mod cluster;
@@ -75,6 +82,7 @@ mod procfs;
 mod report;
 mod run;
 mod server;
+use bare::*;
 use ceiling::*;
 use cluster::*;
 use operator::*;
@@ -124,6 +132,10 @@ async fn bench() {
     println!("to the last Kiyoshi; RSS of the client process (idle: ready, before any Hikawa; peak: while the songs run; end: every song over); CPU per word of the");
     println!("client process (its own utime + stime) and of the API server process; requests and watch events (bytes the client");
     println!("decoded) per word. latency: what the API server waits before handling each request, for every client.");
+    match cost_model() {
+        Some(m) => println!("cost model (ZUNDOKO_BENCH_COST): every request charged as a real server would be, {m:?}"),
+        None => println!("cost model: none (ZUNDOKO_BENCH_COST=kube-1.32 charges each request as kube-apiserver v1.32 would)"),
+    }
     let total = Instant::now();
     let mut summary = Vec::new();
     let mut perf_taken = false;
@@ -140,7 +152,8 @@ async fn bench() {
                 let record = if perf_taken || run.trim() == "ceiling" { None } else { perf.as_deref() };
                 perf_taken |= record.is_some();
                 let mut r = match run.trim() {
-                    "ceiling" => run_ceiling(n, concurrency, latency_ms).await,
+                    "ceiling" => run_ceiling(n, concurrency, latency_ms, false).await,
+                    "bare" => run_ceiling(n, concurrency, latency_ms, true).await,
                     "wasm" => run_operator("wasm", n, concurrency, latency_ms, &["--module", module], record).await,
                     "native" => run_operator("native", n, concurrency, latency_ms, &["--native-rules", "classic"], record).await,
                     // The classic rules in Python and JavaScript (make guest-langs).

@@ -62,6 +62,25 @@ pub(crate) fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Ru
             mib(r.rss_start_peak_kib)
         );
     }
+    // The server's own request duration for a word's writes, as apiserver_request_duration_seconds.
+    for r in runs.iter().filter(|r| !r.durations.is_empty()) {
+        let mean = |verb, resource, sub| r.mean_ms(verb, resource, sub).map_or("-".into(), |ms| format!("{ms:.1}"));
+        println!(
+            "{:<8} server's mean ms: POST zundokos {}, POST events {}, PATCH hikawas/status {}, PUT leases {}",
+            r.name,
+            mean("create", "zundokos", ""),
+            mean("create", "events", ""),
+            mean("patch", "hikawas", "status"),
+            mean("update", "leases", "")
+        );
+        println!(
+            "{:<8} charged for (object/body/managedFields, watchers): POST zundokos {}; POST events {}; PATCH hikawas/status {}",
+            r.name,
+            r.mean_facts("create", "zundokos", ""),
+            r.mean_facts("create", "events", ""),
+            r.mean_facts("patch", "hikawas", "status")
+        );
+    }
     if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
         println!("{}", r.sizes);
     }
@@ -88,6 +107,16 @@ pub(crate) fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Ru
                 ratio(r.words_per_sec(), whole),
                 ratio(r.steady_words_per_sec(), steady)
             );
+        }
+    }
+    // Against the bare client's writes (bare.rs), the mean of its runs.
+    let bares: Vec<&Run> = runs.iter().filter(|r| r.name.starts_with("bare")).collect();
+    if !bares.is_empty() {
+        let mean = |f: fn(&Run) -> f64| bares.iter().map(|r| f(r)).sum::<f64>() / bares.len() as f64;
+        let (whole, steady) = (mean(Run::words_per_sec), mean(Run::steady_words_per_sec));
+        println!("bare (mean of {} runs): {whole:.0} words/s, {steady:.0} steady", bares.len());
+        for r in runs.iter().filter(|r| !r.name.starts_with("bare")) {
+            println!("{} / bare words/s: {:.2} ({:.2} steady)", r.name, ratio(r.words_per_sec(), whole), ratio(r.steady_words_per_sec(), steady));
         }
     }
     if let (Some(wasm), Some(native)) = (find("wasm"), find("native")) {

@@ -1,5 +1,9 @@
 //! What one run measured.
 
+/// One kind of request (verb, resource, subresource) as the API server tallied it: answered,
+/// seconds in all, and the sums of its facts.
+pub(crate) type Tallied = ((String, String, String), u64, f64, Vec<f64>);
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Run {
     pub(crate) name: String,
@@ -24,6 +28,10 @@ pub(crate) struct Run {
     pub(crate) reconciles: u64,
     pub(crate) not_decided: Vec<(String, u64)>,
     pub(crate) requests: Vec<((String, String, String), u64)>,
+    /// The API server's answered requests, their durations' sum in seconds and the sums of
+    /// what the cost model charged them for (object, body and managedFields bytes, watchers),
+    /// by (verb, resource, subresource): apiserver_request_duration_seconds.
+    pub(crate) durations: Vec<Tallied>,
     pub(crate) watch_events: u64,
     pub(crate) watch_bytes: u64,
 }
@@ -56,5 +64,22 @@ impl Run {
 
     pub(crate) fn requests_total(&self) -> u64 {
         self.requests.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The server's mean duration in ms of one kind of request (`None`: none made).
+    pub(crate) fn mean_ms(&self, verb: &str, resource: &str, sub: &str) -> Option<f64> {
+        self.durations.iter().find(|((v, r, s), ..)| v == verb && r == resource && s == sub).filter(|(_, n, ..)| *n > 0).map(|(_, n, sum, _)| sum * 1000.0 / *n as f64)
+    }
+
+    /// The mean facts of one kind of request, as `object/body/managedFields bytes, watchers`.
+    pub(crate) fn mean_facts(&self, verb: &str, resource: &str, sub: &str) -> String {
+        let Some((_, n, _, facts)) = self.durations.iter().find(|((v, r, s), ..)| v == verb && r == resource && s == sub).filter(|(_, n, ..)| *n > 0) else {
+            return "-".into();
+        };
+        let mean: Vec<f64> = facts.iter().map(|f| f / *n as f64).collect();
+        match mean.as_slice() {
+            [object, body, managed, watchers] => format!("{object:.0}/{body:.0}/{managed:.0} B, {watchers:.1} watchers"),
+            _ => "-".into(),
+        }
     }
 }

@@ -9,13 +9,30 @@ pub(crate) async fn apiserver_process() {
     let server = serve().await;
     let latency_ms: u64 = env_number("ZUNDOKO_BENCH_LATENCY_MS", 0);
     server.faults().set_latency(Duration::from_millis(latency_ms));
+    server.cost().set_model(cost_model());
     until_stdin_closes().await;
     let requests: Vec<String> = server.request_counts().into_iter().map(|((verb, resource, sub), n)| format!("{verb}/{resource}/{sub}={n}")).collect();
     let (events, bytes) = server.watch_events_sent();
     println!("requests {}", requests.join(","));
     println!("watch {events} {bytes}");
+    let durations: Vec<String> =
+        server.request_durations().into_iter().map(|((verb, resource, sub), t)| {
+            let f = t.facts;
+            format!("{verb}/{resource}/{sub}={}:{:.6}:{}:{}:{}:{}", t.answered, t.duration.as_secs_f64(), f.object_bytes, f.body_bytes, f.managed_fields_bytes, f.watchers)
+        }).collect();
+    println!("durations {}", durations.join(","));
     println!("cpu {:.3}", cpu_seconds("self"));
     std::process::exit(0);
+}
+
+/// `ZUNDOKO_BENCH_COST`: the API server's cost model (`kube-1.32`, the calibrated one, or
+/// `none`, the default: every request free but for the injected latency).
+pub(crate) fn cost_model() -> Option<zundoko_apiserver::cost::CostModel> {
+    match std::env::var("ZUNDOKO_BENCH_COST").as_deref() {
+        Ok("kube-1.32") => Some(zundoko_apiserver::cost::KUBE_APISERVER_1_32),
+        Ok("none") | Ok("") | Err(_) => None,
+        Ok(other) => panic!("ZUNDOKO_BENCH_COST={other}: none or kube-1.32"),
+    }
 }
 
 pub(crate) struct Server {
@@ -53,6 +70,22 @@ impl Server {
                             let mut parts = key.splitn(3, '/');
                             let key = (parts.next()?.to_string(), parts.next()?.to_string(), parts.next().unwrap_or("").to_string());
                             Some((key, n.parse().ok()?))
+                        })
+                        .collect()
+                }
+                "durations" => {
+                    run.durations = rest
+                        .split(',')
+                        .filter_map(|r| {
+                            let (key, figures) = r.rsplit_once('=')?;
+                            let mut figures = figures.split(':');
+                            let n: u64 = figures.next()?.parse().ok()?;
+                            let sum: f64 = figures.next()?.parse().ok()?;
+                            // The facts' sums: object, body, managedFields bytes and watchers.
+                            let facts: Vec<f64> = figures.filter_map(|x| x.parse().ok()).collect();
+                            let mut parts = key.splitn(3, '/');
+                            let key = (parts.next()?.to_string(), parts.next()?.to_string(), parts.next().unwrap_or("").to_string());
+                            Some((key, n, sum, facts))
                         })
                         .collect()
                 }

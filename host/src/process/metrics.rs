@@ -90,6 +90,15 @@ pub struct ReconcileLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The controller whose queue it is, as controller-runtime names a workqueue: `hikawa`.
+    pub name: String,
+}
+
+/// Reads a queue's depth when the metrics are read: (queue name, depth now).
+type DepthSource = Box<dyn Fn() -> Option<i64> + Send + Sync>;
+
 /// A histogram family's constructor (prometheus-client needs one per bucket layout).
 type HistogramOf = fn() -> Histogram;
 
@@ -137,6 +146,10 @@ pub struct Metrics {
     api_request_seconds: Family<RequestLabels, Histogram, HistogramOf>,
     api_requests: Family<RequestCodeLabels, Counter>,
     reconcile_seconds: Family<ReconcileLabels, Histogram, HistogramOf>,
+    queue_depth: Family<QueueLabels, Gauge>,
+    queue_wait_seconds: Family<QueueLabels, Histogram, HistogramOf>,
+    /// Each queue's depth, read at every scrape (it grows as requeues come due, with no event).
+    depth_sources: Mutex<Vec<(String, DepthSource)>>,
     /// The labels each rule set has in `ruleset_info` (a family cannot list its own).
     ruleset_shown: Mutex<HashMap<String, Vec<RuleSetLabels>>>,
 }
@@ -186,6 +199,10 @@ impl Metrics {
             api_requests: Family::default(),
             // 1 ms .. 16 s: a reconcile is a guest call and up to three writes.
             reconcile_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(1e-3, 2.0, 15))),
+            queue_depth: Family::default(),
+            // controller-runtime's buckets for workqueue_queue_duration_seconds: 10 ns .. 1,000 s.
+            queue_wait_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(10e-9, 10.0, 12))),
+            depth_sources: Mutex::default(),
             ruleset_shown: Mutex::default(),
         };
         metrics.registry.register("reconciles", "Hikawa reconciles run", metrics.reconciles.clone());
@@ -261,12 +278,27 @@ impl Metrics {
             "Time of one reconcile, by controller and result (success or error): the guest call, the plan check and the writes",
             metrics.reconcile_seconds.clone(),
         );
+        metrics.registry.register(
+            "workqueue_depth",
+            "Reconciles due and not started, by controller (as controller-runtime's): asked for by a watch event or a wake-up, or their requeue come",
+            metrics.queue_depth.clone(),
+        );
+        metrics.registry.register(
+            "workqueue_queue_duration_seconds",
+            "Time from a reconcile being due (its first ask, or its requeue's time) to its start, by controller (as controller-runtime's)",
+            metrics.queue_wait_seconds.clone(),
+        );
         metrics
     }
 
     /// Prometheus / OpenMetrics text.
     pub fn encode(&self) -> String {
         self.tenants.refresh();
+        for (name, source) in self.depth_sources.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            if let Some(depth) = source() {
+                self.queue_depth.get_or_create(&QueueLabels { name: name.clone() }).set(depth);
+            }
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
@@ -404,6 +436,20 @@ impl Metrics {
     pub fn reconcile_took(&self, controller: &str, succeeded: bool, took: std::time::Duration) {
         let result = if succeeded { "success" } else { "error" };
         self.reconcile_seconds.get_or_create(&ReconcileLabels { controller: controller.into(), result: result.into() }).observe(took.as_secs_f64());
+    }
+
+    /// A reconcile of the `name` controller started after waiting `wait` in its queue.
+    pub fn queue_waited(&self, name: &str, wait: std::time::Duration) {
+        self.queue_wait_seconds.get_or_create(&QueueLabels { name: name.into() }).observe(wait.as_secs_f64());
+    }
+
+    /// Where the `name` queue's depth is read from at each scrape, replacing an earlier source
+    /// (a controller of a new term); a source that answers `None` (its queue gone) leaves the
+    /// last figure.
+    pub fn queue_depth_from(&self, name: &str, source: DepthSource) {
+        let mut sources = self.depth_sources.lock().unwrap_or_else(|e| e.into_inner());
+        sources.retain(|(n, _)| n != name);
+        sources.push((name.to_string(), source));
     }
 
     /// How used instance slots are reset (one path, set once at start).

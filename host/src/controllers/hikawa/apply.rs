@@ -19,7 +19,7 @@ use crate::controllers::hikawa::status;
 use crate::controllers::writes::create::create;
 use crate::controllers::writes::events::EventType;
 use crate::controllers::writes::lean;
-use crate::controllers::writes::status::{rfc3339_millis, replacing_patch};
+use crate::controllers::writes::status::{changed_patch, rfc3339_millis};
 use crate::crd::SAID_AT;
 use crate::crd::{Hikawa, HikawaStatus, Kiyoshi, KiyoshiSpec, Zundoko, ZundokoSpec};
 use crate::process::leader::assign::SHARD_LABEL;
@@ -205,11 +205,12 @@ pub async fn write_status(ctx: &Context, w: &Writer, hikawa: &Hikawa, mut desire
 }
 
 /// The status merge patch from `hikawa` (as the decision saw it) to `desired`, on the
-/// condition that the Hikawa is still at the resourceVersion the decision saw.
+/// condition that the Hikawa is still at the resourceVersion the decision saw. Only what
+/// changed: the precondition makes the status it is applied to the one it was computed from.
 fn status_patch(hikawa: &Hikawa, desired: &HikawaStatus) -> serde_json::Value {
     serde_json::json!({
         "metadata": { "resourceVersion": hikawa.resource_version() },
-        "status": replacing_patch(hikawa.status.as_ref(), desired),
+        "status": changed_patch(hikawa.status.as_ref(), desired),
     })
 }
 
@@ -239,5 +240,6 @@ mod tests {
         let patch = status_patch(&hikawa, &HikawaStatus { num_zundokos_said: 4, ..HikawaStatus::default() });
         assert_eq!(patch["metadata"]["resourceVersion"], "41", "a precondition: a late or stale write is refused (409)");
         assert_eq!(patch["status"]["numZundokosSaid"], 4);
+        assert_eq!(patch["status"].as_object().map(|s| s.len()), Some(1), "only what changed: {patch}");
     }
 }

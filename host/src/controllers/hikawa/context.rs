@@ -9,6 +9,7 @@ use kube::Client;
 use crate::controllers::hikawa::children::ChildIndex;
 use crate::controllers::hikawa::pace::Pace;
 use crate::controllers::hikawa::places::Places;
+use crate::controllers::hikawa::queue::Queue;
 use crate::controllers::writes::events::EventSink;
 use crate::process::health::Health;
 use crate::process::leader::ShardTable;
@@ -82,4 +83,6 @@ pub struct Context {
     pub places: Places,
     /// Each decision's entropy: random, or seeded for a replay.
     pub entropy: Entropy,
+    /// When each Hikawa came due, for the queue's depth and wait.
+    pub queue: Queue,
 }

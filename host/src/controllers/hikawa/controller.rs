@@ -28,6 +28,7 @@ use crate::controllers::hikawa::context::{Context, Shared, Writer};
 use crate::controllers::hikawa::lean::{self, LeanHikawa};
 use crate::controllers::hikawa::pace::{Pace, PaceSettings};
 use crate::controllers::hikawa::places::Places;
+use crate::controllers::hikawa::queue::{self, Queue};
 use crate::supply::contract::plan_check::PlanLimits;
 use crate::controllers::hikawa::entropy::Entropy;
 use crate::controllers::hikawa::wakes;
@@ -109,7 +110,13 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         pace: Pace::new(settings.pace.clone()),
         places: Places::new(settings.concurrency, woken),
         entropy: Entropy::new(settings.entropy_seed),
+        queue: Queue::default(),
     });
+    {
+        // Weak: the metrics outlive this term's controller and must not keep its context.
+        let ctx = Arc::downgrade(&ctx);
+        shared.metrics.queue_depth_from(QUEUE, Box::new(move || ctx.upgrade().map(|ctx| ctx.queue.depth(std::time::Instant::now()) as i64)));
+    }
     // managedFields, labels and annotations (kubectl's last-applied-configuration among them:
     // up to 256 KiB) are never read here and are most of a small object: not even decoded
     // (lean.rs). A Hikawa
@@ -118,7 +125,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
     // `wait_until_ready`: kube wakes only one of its waiters, and the Controller is one.)
     let (listed, hikawas_listed) = tokio::sync::watch::channel(false);
     let hikawa_events = {
-        let (ctx, hikawas) = (ctx.clone(), hikawas.clone());
+        let (ctx, hikawas, asked) = (ctx.clone(), hikawas.clone(), asks(&ctx));
         reflector(
             writer,
             watcher(api::<LeanHikawa>(&client, ns), watcher::Config::default()).default_backoff().map_ok(lean::hikawa_event),
@@ -130,6 +137,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
                 ctx.entropy.forget(&uid);
                 ctx.rulesets.forget_member(&uid);
                 ctx.places.forget(&reflector::ObjectRef::from_obj(hikawa));
+                ctx.queue.forget(&queue::key_of(hikawa));
             }
             Event::InitDone => {
                 let alive: std::collections::HashSet<String> = hikawas.state().iter().filter_map(|h| h.uid()).collect();
@@ -140,16 +148,17 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
             _ => {}
         })
         .applied_objects()
+        .inspect_ok(asked)
     };
     // Only the children of the shards held: the watch follows them.
-    let zundokos = children::zundoko_stream(api(&client, ns), HIKAWA_LABEL, shards.held(), shards.count, ctx.children.clone());
-    let kiyoshis = children::kiyoshi_stream(api(&client, ns), HIKAWA_LABEL, shards.held(), shards.count, ctx.children.clone());
+    let zundokos = children::zundoko_stream(api(&client, ns), HIKAWA_LABEL, shards.held(), shards.count, ctx.children.clone()).inspect_ok(owner_asks(&ctx));
+    let kiyoshis = children::kiyoshi_stream(api(&client, ns), HIKAWA_LABEL, shards.held(), shards.count, ctx.children.clone()).inspect_ok(owner_asks(&ctx));
 
     let _readiness = readiness(&shards, &shared, &ctx, hikawas_listed);
-    let swapped = wakes::swapped(hikawas.clone(), shared.rules.swaps(), changed);
-    let taken = wakes::taken(hikawas.clone(), ctx.clone());
-    let covered = wakes::covered(hikawas.clone(), ctx.children.coverage(), ctx.shards.clone());
-    let place_free = wakes::place_free(in_line);
+    let swapped = wakes::swapped(hikawas.clone(), shared.rules.swaps(), changed).inspect(wakes_ask(&ctx));
+    let taken = wakes::taken(hikawas.clone(), ctx.clone()).inspect(wakes_ask(&ctx));
+    let covered = wakes::covered(hikawas.clone(), ctx.children.coverage(), ctx.shards.clone()).inspect(wakes_ask(&ctx));
+    let place_free = wakes::place_free(in_line).inspect(wakes_ask(&ctx));
     info!(namespace = ns.unwrap_or("(all)"), concurrency = settings.concurrency, "starting the Hikawa controller");
     Controller::for_stream(hikawa_events, hikawas)
         .owns_stream(zundokos)
@@ -168,6 +177,32 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         })
         .await;
     info!("the Hikawa controller stopped");
+}
+
+/// The Hikawa controller's queue, as controller-runtime names a workqueue in its metrics.
+pub const QUEUE: &str = "hikawa";
+
+// Every trigger stream tells the queue (queue.rs) that its Hikawa is due, before the
+// Controller's scheduler takes it: a Hikawa's own watch event, a child's (its owner, as
+// kube-runtime maps it), a wake-up.
+fn asks(ctx: &Arc<Context>) -> impl Fn(&Hikawa) + use<> {
+    let ctx = ctx.clone();
+    move |hikawa| ctx.queue.due(queue::key_of(hikawa), std::time::Instant::now())
+}
+
+fn owner_asks<C: kube::Resource>(ctx: &Arc<Context>) -> impl Fn(&C) + use<C> {
+    let ctx = ctx.clone();
+    move |child| {
+        let ns = child.meta().namespace.clone().unwrap_or_default();
+        for owner in child.meta().owner_references.iter().flatten().filter(|o| o.kind == "Hikawa") {
+            ctx.queue.due((ns.clone(), owner.name.clone()), std::time::Instant::now());
+        }
+    }
+}
+
+fn wakes_ask(ctx: &Arc<Context>) -> impl Fn(&reflector::ObjectRef<Hikawa>) + use<> {
+    let ctx = ctx.clone();
+    move |hikawa| ctx.queue.due((hikawa.namespace.clone().unwrap_or_default(), hikawa.name.clone()), std::time::Instant::now())
 }
 
 /// What readiness is made of while the controller runs: the shards held (none: a ready

@@ -6,7 +6,8 @@
 //! (`status`) and Events (`controllers/writes/events.rs`; `pace/warnings.rs` lends it the
 //! pacing's memory of the last Warning). `reconcile` holds one reconcile's steps, `wakes` what
 //! else wakes a Hikawa, `entropy` each decision's entropy, `provenance` the record of each
-//! decision on the children it made, `retry` the record of a failure's backoff on its Event.
+//! decision on the children it made, `retry` the record of a failure's backoff on its Event,
+//! `queue` when each Hikawa came due and how long it waited.
 
 pub mod apply;
 pub mod children;
@@ -18,6 +19,7 @@ pub mod observe;
 pub mod pace;
 pub mod places;
 pub mod provenance;
+pub mod queue;
 mod reconcile;
 pub mod retry;
 pub mod status;

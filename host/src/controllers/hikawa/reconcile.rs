@@ -28,11 +28,12 @@ use crate::controllers::hikawa::Choice;
 use crate::controllers::hikawa::apply::{self, Applied, Owed};
 use crate::controllers::hikawa::children::Owned;
 use crate::controllers::hikawa::context::{Context, Writer};
-use crate::controllers::hikawa::controller::{UNSAID_RETRY, WAITING_FALLBACK};
+use crate::controllers::hikawa::controller::{QUEUE, UNSAID_RETRY, WAITING_FALLBACK};
 use crate::controllers::hikawa::observe::observe;
 use crate::controllers::hikawa::pace::{Footprint, Gate};
 use crate::controllers::hikawa::places::{InLine, Place};
 use crate::controllers::hikawa::retry::{RETRY, Retry};
+use crate::controllers::hikawa::queue;
 use crate::controllers::hikawa::status;
 use crate::controllers::writes::status::rfc3339_millis;
 use crate::crd::Hikawa;
@@ -66,6 +67,9 @@ pub(super) fn now_ms() -> i64 {
 pub(super) async fn reconcile(hikawa: Arc<Hikawa>, ctx: Arc<Context>) -> Result<Action> {
     let span = info_span!("reconcile", hikawa = %key(&hikawa));
     let started = Instant::now();
+    if let Some(wait) = ctx.queue.started(&queue::key_of(hikawa.as_ref()), started) {
+        ctx.metrics.queue_waited(QUEUE, wait);
+    }
     let metrics = ctx.metrics.clone();
     let result = reconcile_inner(hikawa, ctx).instrument(span).await;
     metrics.reconcile_took("hikawa", result.is_ok(), started.elapsed());
@@ -128,14 +132,14 @@ fn admit(ctx: &Context, hikawa: &Hikawa) -> Result<Step<(String, u16, InFlight)>
         Entered::NotHeld => return Ok(Break(Action::await_change())),
         Entered::NotNow => {
             ctx.metrics.not_decided("lease-renewal-late");
-            return Ok(Break(Action::requeue(Duration::from_millis(100))));
+            return Ok(Break(ctx.queue.requeue(hikawa, Duration::from_millis(100))));
         }
     };
     ctx.metrics.reconciled();
     if !ctx.children.covers(shard) {
         ctx.metrics.not_decided("catching-up");
         // Woken when the shard is covered (`covered` in `controller.rs`), not by polling.
-        return Ok(Break(Action::requeue(WAITING_FALLBACK)));
+        return Ok(Break(ctx.queue.requeue(hikawa, WAITING_FALLBACK)));
     }
     Ok(Continue((uid, shard, in_flight)))
 }
@@ -213,7 +217,7 @@ fn choose(ctx: &Context, hikawa: &Hikawa, uid: &str) -> Step<Chosen> {
                 ctx.metrics.not_decided("catching-up");
                 // Woken when the rule sets are listed or this one serves (`swapped` in
                 // `controller.rs`).
-                Break(Action::requeue(WAITING_FALLBACK))
+                Break(ctx.queue.requeue(hikawa, WAITING_FALLBACK))
             }
             Choice::Unavailable(error) => Continue(Err(error)),
         },
@@ -264,7 +268,7 @@ async fn gate(turn: &Turn<'_>, looked: Looked) -> Step<Looked> {
     };
     looked.owed.publish(ctx, turn.w, &looked.hikawa, &turn.uid).await;
     // After publishing: a song that is over still comes back for a Said Event refused just now.
-    Break(again.map_or_else(Action::requeue, |due| turn.come_back(due)))
+    Break(again.map_or_else(|after| ctx.queue.requeue(&looked.hikawa, after), |due| turn.come_back(&looked.hikawa, due)))
 }
 
 /// Step 4: a place among the reconciles deciding with the module, or, when the module's places
@@ -278,7 +282,7 @@ async fn take_place<'a>(turn: &Turn<'a>, hikawa: &Hikawa, rules: &dyn Rules, ten
         Err(InLine { retry_in }) => {
             ctx.metrics.not_decided("module-busy");
             owed.publish(ctx, turn.w, hikawa, &turn.uid).await;
-            Break(turn.come_back(Some(retry_in)))
+            Break(turn.come_back(hikawa, Some(retry_in)))
         }
     }
 }
@@ -344,7 +348,7 @@ fn record(turn: &Turn<'_>, hikawa: &Hikawa, seen: Footprint, observed: &Observed
     let left = Footprint { zundokos: seen.zundokos + applied.zundokos, kiyoshi: seen.kiyoshi || applied.kiyoshi, status: Some(applied.status), ..seen };
     let words = applied.zundokos + u32::from(applied.kiyoshi);
     let requeue = ctx.pace.decided(&turn.uid, left, plan.next_call(observed), words, turn.started);
-    turn.come_back(requeue)
+    turn.come_back(hikawa, requeue)
 }
 
 impl Turn<'_> {
@@ -358,10 +362,10 @@ impl Turn<'_> {
 
     /// Reconcile again after `requeue` (or at the next change), but soon while a word's Event
     /// is still to publish, even if the song is over: nothing else would bring it back.
-    fn come_back(&self, requeue: Option<Duration>) -> Action {
+    fn come_back(&self, hikawa: &Hikawa, requeue: Option<Duration>) -> Action {
         let unsaid = self.ctx.pace.unsaid.any(&self.uid);
         let requeue = if unsaid { Some(requeue.map_or(UNSAID_RETRY, |r| r.min(UNSAID_RETRY))) } else { requeue };
-        requeue.map_or_else(Action::await_change, Action::requeue)
+        requeue.map_or_else(Action::await_change, |after| self.ctx.queue.requeue(hikawa, after))
     }
 
     /// Record a failure: on the Hikawa (Ready=False with the reason, a Warning Event carrying
@@ -400,5 +404,5 @@ pub(super) fn error_policy(hikawa: Arc<Hikawa>, error: &Error, ctx: Arc<Context>
     ctx.metrics.reconcile_failed(error.reason());
     let delay = ctx.pace.retry_in(&hikawa.uid().unwrap_or_default(), Instant::now());
     warn!(hikawa = %key(&hikawa), reason = error.reason(), %error, retry_in_ms = delay.as_millis() as u64, "reconcile failed");
-    Action::requeue(delay)
+    ctx.queue.requeue(hikawa.as_ref(), delay)
 }
