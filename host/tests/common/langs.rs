@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use super::compile_once::LoadOnce as _;
 use zundoko_operator::supply::sandbox::{RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::{Observed, Said};
@@ -72,7 +73,7 @@ pub struct CallFuel {
 /// interpreter compiles once for all of them) and called at 5 and 100 children, each call saying
 /// a word; None (said loudly) when it was not built and CI is not set.
 pub fn call_fuel(name: &str) -> Option<CallFuel> {
-    let module = roomy_engine().load(&lang_module(name)?).unwrap();
+    let module = roomy_engine().load_once(&lang_module(name)?).unwrap();
     let (at_5, at_100) = (word_fuel(&module, 5), word_fuel(&module, 100));
     Some(CallFuel { at_5, at_100, per_child: (at_100 - at_5) / 95 })
 }
