@@ -10,6 +10,11 @@ use std::path::PathBuf;
 
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine};
 
+/// The bound on the suite's shared compiled caches: the code of every interpreter's component the
+/// suite loads (a dozen, 35-40 MiB each) kept at once. Under the operator's default of 128 MiB,
+/// each component written evicted others, and the next test to load one compiled it again.
+pub const SUITE_CACHE_BYTES: u64 = 1 << 30;
+
 pub trait LoadOnce {
     /// [`SandboxEngine::load`], one process at a time for the same bytes, so that an engine with
     /// a compiled cache shared across the suite compiles them once.
@@ -18,7 +23,8 @@ pub trait LoadOnce {
 
 impl LoadOnce for SandboxEngine {
     fn load_once(&self, bytes: &[u8]) -> Result<RulesModule, GuestError> {
-        assert!(self.compiled_cache().is_some(), "load_once is for engines with a compiled cache: without one, the lock saves nothing");
+        let cache = self.compiled_cache().expect("load_once is for engines with a compiled cache: without one, the lock saves nothing");
+        cache.disk().set_max_bytes(SUITE_CACHE_BYTES);
         let locks = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-locks");
         std::fs::create_dir_all(&locks).unwrap_or_else(|e| panic!("{}: {e}", locks.display()));
         let digest = zundoko_operator::supply::digest::digest(bytes).replace(':', "-");

@@ -39,7 +39,7 @@ pub fn lang_fixture(name: &str) -> Option<Vec<u8>> {
 /// or JavaScript component takes tens of seconds to compile in a debug build: the tests share
 /// a compiled-module cache in target/ (wasmtime checks every file it loads from it).
 pub fn roomy_engine() -> SandboxEngine {
-    SandboxEngine::new(SandboxLimits {
+    let engine = SandboxEngine::new(SandboxLimits {
         fuel: 2_000_000_000,
         memory_bytes: 256 << 20,
         inline_fuel: 2_000_000_000,
@@ -47,7 +47,9 @@ pub fn roomy_engine() -> SandboxEngine {
     })
     .unwrap()
     .with_compiled_cache(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
-    .unwrap()
+    .unwrap();
+    engine.compiled_cache().expect("a cache was given").disk().set_max_bytes(super::compile_once::SUITE_CACHE_BYTES);
+    engine
 }
 
 /// A Hikawa (`hikawa-sample`, interval 500 ms) with `children` words said, Doko and Zun in turn,
