@@ -10,6 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::compile_once::LoadOnce as _;
 use common::langs::lang_module;
 use zundoko_operator::supply::sandbox::budget::{self, Budget};
 use zundoko_operator::supply::sandbox::{GuestError, SandboxEngine, SandboxLimits};
@@ -45,7 +46,7 @@ fn each_language_module_is_granted_exactly_the_budget_it_carries() {
         let Some(bytes) = lang_module(name) else { continue };
         let carried = budget::read(&bytes).unwrap();
         assert_eq!(carried, Budget { memory_mib: Some(memory_mib), fuel: Some(fuel), module_mib: Some(module_mib) }, "{name}'s section");
-        let module = engine.load(&bytes).unwrap_or_else(|e| panic!("{name} does not load: {e}"));
+        let module = engine.load_once(&bytes).unwrap_or_else(|e| panic!("{name} does not load: {e}"));
         let limits = module.limits();
         assert_eq!((limits.memory_bytes, limits.fuel, limits.module_bytes), ((memory_mib << 20) as usize, fuel, (module_mib << 20) as usize), "{name}");
         // The rest stays the operator's.
@@ -88,7 +89,7 @@ fn a_module_asking_for_less_than_the_defaults_gets_less() {
     let (memory_mib, fuel) = (16u64, 20_000_000u64);
     assert!(((memory_mib << 20) as usize) < defaults.memory_bytes && fuel < defaults.fuel);
     let thrifty = budget::with_section(&common::without_budget(&bytes), format!(r#"{{"memoryMiB":{memory_mib},"fuel":{fuel},"moduleMiB":16}}"#).as_bytes());
-    let module = engine(defaults).load(&thrifty).unwrap_or_else(|e| panic!("the thrifty module does not load: {e}"));
+    let module = engine(defaults).load_once(&thrifty).unwrap_or_else(|e| panic!("the thrifty module does not load: {e}"));
     assert_eq!((module.limits().memory_bytes, module.limits().fuel), ((memory_mib << 20) as usize, fuel));
     // A small call fits; the call at 1,000 children (26.2 M fuel: 1.3 times the budget) is
     // stopped at 20 M.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, quick_settings};
+use common::compile_once::LoadOnce as _;
 use common::running::eventually;
 use common::{fixture_bytes, module_bytes};
 use zundoko_operator::cli::simulate::simulate;
@@ -28,7 +29,7 @@ fn load(bytes: &[u8]) -> Arc<dyn Rules> {
 /// A Python or JavaScript fixture from target/fixtures/ (`make fixtures-langs`), loaded with an
 /// interpreter's room; None (said loudly) when it was not built and CI is not set.
 fn language_fixture(name: &str) -> Option<Arc<dyn Rules>> {
-    Some(Arc::new(common::langs::roomy_engine().load(&common::langs::lang_fixture(name)?).unwrap()))
+    Some(Arc::new(common::langs::roomy_engine().load_once(&common::langs::lang_fixture(name)?).unwrap()))
 }
 
 /// The song `simulate --seed seed` sings for a Hikawa `default/name` at `intervalMillis: 0`:

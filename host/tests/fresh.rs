@@ -13,6 +13,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::compile_once::LoadOnce as _;
 use common::fixture_path;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::{Action, Observed, Plan};
@@ -39,7 +40,7 @@ fn engine(slots: u32) -> SandboxEngine {
 }
 
 fn load(engine: &SandboxEngine, name: &str, bytes: &[u8]) -> RulesModule {
-    engine.load(bytes).unwrap_or_else(|e| panic!("{name} loads: {e}"))
+    engine.load_once(bytes).unwrap_or_else(|e| panic!("{name} loads: {e}"))
 }
 
 fn hoarding(kib: u32) -> Observed {

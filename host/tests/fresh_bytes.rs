@@ -19,6 +19,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use common::compile_once::LoadOnce as _;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 
 /// Patterns 0-11; those with N % 4 == 3 trap after their mess (they see, but cannot say).
@@ -158,7 +159,7 @@ fn every_python_call_sees_the_interpreter_as_built() {
         .unwrap()
         .with_compiled_cache(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
         .unwrap();
-    let module = engine.load(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"));
+    let module = engine.load_once(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"));
     let py_call = |pattern: u64| -> Option<String> {
         let observed = common::observed_with(&[("pattern", &format!("{pattern:02}"))]);
         match module.reconcile(&observed) {

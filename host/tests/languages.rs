@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
+use common::compile_once::LoadOnce as _;
 use common::langs::{lang_module, mid_song, roomy_engine};
 use zundoko_rules::song::mix;
 use zundoko_rules::{Observed, Plan, Said};
@@ -177,7 +178,7 @@ fn modules(engine: &SandboxEngine) -> Option<(RulesModule, Vec<(&'static str, Ru
     let mut others = Vec::new();
     for (lang, name) in LANGS {
         let Some(bytes) = lang_module(name) else { continue };
-        let module = engine.load(&bytes).unwrap_or_else(|e| panic!("{name} does not load: {e}"));
+        let module = engine.load_once(&bytes).unwrap_or_else(|e| panic!("{name} does not load: {e}"));
         others.push((lang, module));
     }
     (!others.is_empty()).then_some((rust, others))

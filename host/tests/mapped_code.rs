@@ -10,6 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::compile_once::LoadOnce as _;
 use zundoko_operator::process::memory::{no_transparent_huge_pages, purge_freed_segments_at_once, release_after_compile};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 
@@ -43,7 +44,7 @@ fn the_python_rules_code_loaded_from_the_cache_is_mapped_not_copied_into_anonymo
     }
     let bytes = std::fs::read(&path).unwrap();
     // Compiled once into the cache (a cold compile, if the languages tests have not made it).
-    drop(engine().load(&bytes).unwrap());
+    drop(engine().load_once(&bytes).unwrap());
     release_after_compile();
 
     let before = status_kb("RssAnon:");

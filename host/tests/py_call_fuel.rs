@@ -29,6 +29,7 @@
 
 mod common;
 
+use common::compile_once::LoadOnce as _;
 use common::langs::{call_fuel, CallFuel};
 
 const MODULE: &str = "zundoko-classic-py";
@@ -67,7 +68,7 @@ const MOST_FUEL_COLLECTING: u64 = 1_500_000;
 #[test]
 fn a_collection_during_a_call_walks_only_what_the_call_made() {
     let Some(bytes) = common::langs::lang_fixture(ALLOCATING) else { return };
-    let module = common::langs::roomy_engine().load(&bytes).unwrap();
+    let module = common::langs::roomy_engine().load_once(&bytes).unwrap();
     let fuel = |objects: &str, collector: &str| {
         let outcome = module.reconcile(&common::observed_with(&[("objects", objects), ("collector", collector)])).unwrap();
         let said = outcome.value.status().map(|status| status.message.clone());
@@ -94,7 +95,7 @@ const MOST_FUEL_FROM_DOCS: u64 = 560_000;
 #[test]
 fn a_rule_sets_own_code_starts_each_call_warm() {
     let Some(bytes) = common::langs::lang_fixture(FROM_DOCS) else { return };
-    let fuel = common::langs::word_fuel(&common::langs::roomy_engine().load(&bytes).unwrap(), 5);
+    let fuel = common::langs::word_fuel(&common::langs::roomy_engine().load_once(&bytes).unwrap(), 5);
     println!("a rule set written from the docs: {fuel} fuel at 5 children");
     assert!(
         fuel <= MOST_FUEL_FROM_DOCS,

@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::compile_once::LoadOnce as _;
 use common::langs::{lang_fixture, roomy_engine};
 use common::{observed_with, status_message};
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule};
@@ -19,7 +20,7 @@ const FIXTURE: &str = "zundoko-py-imports";
 
 fn module() -> Option<RulesModule> {
     let bytes = lang_fixture(FIXTURE)?;
-    Some(roomy_engine().load(&bytes).unwrap_or_else(|e| panic!("{FIXTURE} loads: {e}")))
+    Some(roomy_engine().load_once(&bytes).unwrap_or_else(|e| panic!("{FIXTURE} loads: {e}")))
 }
 
 /// The guest's last word on a call that trapped.

@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::fixture_path;
+use common::compile_once::LoadOnce as _;
 use zundoko_operator::supply::sandbox::compiler_process::CompilerProcess;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::Observed;
@@ -49,7 +50,7 @@ fn module() -> &'static RulesModule {
     static MODULE: OnceLock<RulesModule> = OnceLock::new();
     MODULE.get_or_init(|| {
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&cache_dir()).unwrap();
-        let module = engine.load(&fixture()).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"));
+        let module = engine.load_once(&fixture()).unwrap_or_else(|e| panic!("the Python fixture loads: {e}"));
         assert!(module.uses_wasi(), "a CPython component imports WASI");
         module
     })
@@ -212,7 +213,7 @@ fn random_held_before_the_kit_is_still_seeded_by_each_call() {
         return;
     }
     let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&cache_dir()).unwrap();
-    let module = engine.load(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("the held-random fixture loads: {e}"));
+    let module = engine.load_once(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("the held-random fixture loads: {e}"));
     let held = |entropy| message(&module.reconcile(&with_params(&[], entropy)).unwrap().value);
     assert_eq!(held(5), held(5), "the same entropy, the same numbers");
     let drawn: std::collections::HashSet<String> = (5..9).map(held).collect();

@@ -14,6 +14,7 @@ mod common;
 use std::sync::OnceLock;
 
 use common::fixture_path;
+use common::compile_once::LoadOnce as _;
 use zundoko_operator::supply::sandbox::{GuestError, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::Observed;
 
@@ -42,7 +43,7 @@ fn module() -> &'static RulesModule {
     MODULE.get_or_init(|| {
         let bytes = std::fs::read(fixture_path(FIXTURE)).unwrap();
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(&cache_dir()).unwrap();
-        let module = engine.load(&bytes).unwrap_or_else(|e| panic!("the JavaScript fixture loads: {e}"));
+        let module = engine.load_once(&bytes).unwrap_or_else(|e| panic!("the JavaScript fixture loads: {e}"));
         assert!(module.uses_wasi(), "a kit-built JavaScript component imports the clocks and random of WASI");
         module
     })

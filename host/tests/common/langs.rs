@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use super::compile_once::LoadOnce as _;
 use zundoko_operator::supply::sandbox::{RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::{Observed, Said};
@@ -38,7 +39,7 @@ pub fn lang_fixture(name: &str) -> Option<Vec<u8>> {
 /// or JavaScript component takes tens of seconds to compile in a debug build: the tests share
 /// a compiled-module cache in target/ (wasmtime checks every file it loads from it).
 pub fn roomy_engine() -> SandboxEngine {
-    SandboxEngine::new(SandboxLimits {
+    let engine = SandboxEngine::new(SandboxLimits {
         fuel: 2_000_000_000,
         memory_bytes: 256 << 20,
         inline_fuel: 2_000_000_000,
@@ -46,7 +47,9 @@ pub fn roomy_engine() -> SandboxEngine {
     })
     .unwrap()
     .with_compiled_cache(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache"))
-    .unwrap()
+    .unwrap();
+    engine.compiled_cache().expect("a cache was given").disk().set_max_bytes(super::compile_once::SUITE_CACHE_BYTES);
+    engine
 }
 
 /// A Hikawa (`hikawa-sample`, interval 500 ms) with `children` words said, Doko and Zun in turn,
@@ -72,7 +75,7 @@ pub struct CallFuel {
 /// interpreter compiles once for all of them) and called at 5 and 100 children, each call saying
 /// a word; None (said loudly) when it was not built and CI is not set.
 pub fn call_fuel(name: &str) -> Option<CallFuel> {
-    let module = roomy_engine().load(&lang_module(name)?).unwrap();
+    let module = roomy_engine().load_once(&lang_module(name)?).unwrap();
     let (at_5, at_100) = (word_fuel(&module, 5), word_fuel(&module, 100));
     Some(CallFuel { at_5, at_100, per_child: (at_100 - at_5) / 95 })
 }

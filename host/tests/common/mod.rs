@@ -81,6 +81,7 @@ pub mod deploy;
 pub mod hostile;
 pub mod rbac;
 pub mod kubelet;
+pub mod compile_once;
 pub mod langs;
 pub mod registry;
 pub mod replica;
