@@ -17,6 +17,7 @@ pub mod oci;
 pub mod sandbox;
 pub mod serving;
 pub mod sources;
+pub mod tenant;
 
 pub use digest::digest;
 pub use loader::ModuleLoader;

@@ -35,7 +35,7 @@ pub(super) struct Sources {
 /// Check the sources. `Err(retry_in)` when a source is to be checked again first.
 pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Result<Result<Sources, Duration>, Error> {
     // The sources: the module of each, or why there is none.
-    let spec = SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), at.pinned_digest.clone());
+    let spec = SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), at.pinned_digest.clone()).of(&at.tenant);
     let stable = match ctx.check_source(&at.uid, &spec, false, "spec.sha256").await? {
         Ok(checked) => checked,
         Err(retry_in) => return Ok(Err(retry_in)),
@@ -49,7 +49,7 @@ pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Re
         Err(retry_in) => return Ok(Err(retry_in)),
     };
     let candidate_source = match (&zr.spec.candidate, followed) {
-        (Some(c), _) => Some((SourceSpec::new(&c.source, c.sha256.as_deref(), None), c.rollout.clone(), "spec.candidate.sha256")),
+        (Some(c), _) => Some((SourceSpec::new(&c.source, c.sha256.as_deref(), None).of(&at.tenant), c.rollout.clone(), "spec.candidate.sha256")),
         (None, Some((spec, rollout))) => Some((spec, rollout, "spec.sha256")),
         (None, None) => None,
     };
@@ -95,7 +95,7 @@ async fn follow_tag(
                 ctx.with_memo(&at.uid, |m| m.pinned = Some((written.clone(), digest)));
                 return Err(Duration::from_millis(10));
             }
-            followed = Some((SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), Some(digest)), o.rollout.clone().unwrap_or_default()));
+            followed = Some((SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), Some(digest)).of(&at.tenant), o.rollout.clone().unwrap_or_default()));
         }
     }
     Ok((follow_problem, followed))
@@ -149,7 +149,7 @@ impl Context {
         if let Some(known) = due {
             return known;
         }
-        let resolved = self.sources.resolve(oci).await;
+        let resolved = self.sources.resolve(oci, &spec.tenant).await;
         self.with_memo(uid, |m| {
             let last = m.followed.take().filter(|f| f.written == written);
             let mut moved_at = last.as_ref().map(|l| l.moved_at.clone()).unwrap_or_default();

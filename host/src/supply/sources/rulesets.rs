@@ -26,6 +26,7 @@ use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, WhoCompiles};
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
+use crate::supply::tenant::Tenant;
 
 pub use crate::supply::fetch::Problem;
 
@@ -57,6 +58,9 @@ pub struct SourceSpec {
     pub source: SourceRef,
     /// `sha256:<hex>`, lowercase.
     pub pin: Option<String>,
+    /// Whose rule set names it: a tenant's reads its ConfigMap and pull secret from its own
+    /// namespace only.
+    pub tenant: Tenant,
 }
 
 impl SourceSpec {
@@ -88,7 +92,12 @@ impl SourceSpec {
                 identity: false,
             }),
         };
-        SourceSpec { source, pin: pin.map(normalize_pin) }
+        SourceSpec { source, pin: pin.map(normalize_pin), tenant: Tenant::Cluster }
+    }
+
+    /// The same source, named by `tenant`'s rule set.
+    pub fn of(self, tenant: &Tenant) -> Self {
+        SourceSpec { tenant: tenant.clone(), ..self }
     }
 
     /// Whether what `self` found answers `asked`: the same source, or the same tag asked without
@@ -200,20 +209,23 @@ impl Sources {
 
     /// The digest a followed tag points at now, as the registry answers (never the cache's
     /// record of the tag: with the registry down, what serves keeps serving).
-    pub async fn resolve(&self, oci: &OciSpec) -> Result<String, Problem> {
+    pub async fn resolve(&self, oci: &OciSpec, tenant: &Tenant) -> Result<String, Problem> {
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
-        let auth = self.auth(oci).await?;
+        let auth = self.auth(oci, tenant).await?;
         self.registry.resolve_anew(reference, &auth).await.map_err(|e| Problem::from(&e))
     }
 
     /// The credentials of an artifact's pull secret (anonymous without one).
-    async fn auth(&self, oci: &OciSpec) -> Result<oci_client::secrets::RegistryAuth, Problem> {
+    async fn auth(&self, oci: &OciSpec, tenant: &Tenant) -> Result<oci_client::secrets::RegistryAuth, Problem> {
         let Some(secret) = &oci.pull_secret else { return Ok(oci_client::secrets::RegistryAuth::Anonymous) };
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
-        self.allowed(&secret.namespace, "pull secrets")?;
+        match &tenant {
+            Tenant::Cluster => self.allowed(&secret.namespace, "pull secrets")?,
+            Tenant::Namespace(own) => own_namespace(own, &secret.namespace, "pull secret", &secret.name)?,
+        }
         let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
         let unreadable = |why: String| Problem::new("PullSecretUnreadable", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), true);
-        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it (does the operator's role allow it?): {e}")))?;
+        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it ({}): {e}", grant_hint(tenant, "secrets"))))?;
         let Some(found) = found else { return Err(unreadable("does not exist (yet)".into())) };
         let json = found.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).ok_or_else(|| {
             Problem::new("PullSecretInvalid", format!("pull secret {}/{} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)", secret.namespace, secret.name), false)
@@ -227,7 +239,7 @@ impl Sources {
     async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str, uid: &str) -> Checked {
         // The keys as they are before the pull: if they change meanwhile, it is checked again.
         let trust = self.trust(oci);
-        let (outcome, pinned) = self.pull(oci, spec.pin.clone(), pinned_by, uid).await;
+        let (outcome, pinned) = self.pull(oci, spec, pinned_by, uid).await;
         // What was found is for this digest: asked again with it (the status records it), the
         // same answer holds.
         let mut spec = spec.clone();
@@ -244,7 +256,8 @@ impl Sources {
 
     /// The module an artifact holds, or why there is none; and the artifact pinned, once its
     /// digest is known.
-    async fn pull(&self, oci: &OciSpec, pin: Option<String>, pinned_by: &'static str, uid: &str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
+    async fn pull(&self, oci: &OciSpec, spec: &SourceSpec, pinned_by: &'static str, uid: &str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
+
         let reference = match &oci.reference {
             Ok(r) => r,
             Err(why) => return (Err(Problem::new("InvalidReference", why.clone(), false)), None),
@@ -254,7 +267,7 @@ impl Sources {
             Err(why) => return (Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
         };
         // The pull secret read once, for the resolve and the pull.
-        let auth = match self.auth(oci).await {
+        let auth = match self.auth(oci, &spec.tenant).await {
             Ok(auth) => auth,
             Err(problem) => return (Err(problem), oci.digest.as_deref().map(|d| reference.pinned(d))),
         };
@@ -268,7 +281,7 @@ impl Sources {
         let pinned = reference.pinned(&digest);
         // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
         let source = Source::Oci { reference, digest: Some(&digest), retry: false, identity: oci.identity };
-        let checks = Checks { pin: pin.as_deref(), pinned_by, max_bytes: None };
+        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
         let fetched = match fetch_module(source, &auth, keys, Some(&self.registry), &checks).await {
             Ok(fetched) => fetched,
             Err(problem) => return (Err(problem), Some(pinned)),
@@ -314,6 +327,9 @@ impl Sources {
         // With --require-signatures a ConfigMap's module is verified too: with other keys, again.
         let trust = self.registry.settings().require_signatures.then(|| self.registry.keys().trust(&[])).flatten();
         let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: trust.clone() };
+        if let Tenant::Namespace(own) = &spec.tenant {
+            return self.check_tenant_configmap(uid, spec, cm, own, last, pinned_by, defer, trust).await;
+        }
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
             let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
             return Ok(Some(checked(None, Err(problem))));
@@ -351,5 +367,78 @@ impl Sources {
             Err(problem) => Err(problem),
         };
         Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
+    }
+
+    /// A tenant's ConfigMap: in its own namespace only, read by name (never listed or
+    /// watched: the tenant grants the operator `get` on it alone), and checked again only when
+    /// its resourceVersion moved. `defer`: read less than a second ago, keep what was found.
+    #[allow(clippy::too_many_arguments)]
+    async fn check_tenant_configmap(
+        &self,
+        uid: &str,
+        spec: &SourceSpec,
+        cm: &ConfigMapRef,
+        own: &str,
+        last: Option<&Checked>,
+        pinned_by: &'static str,
+        defer: bool,
+        trust: Option<String>,
+    ) -> Result<Option<Checked>, kube::Error> {
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: trust.clone() };
+        if let Err(problem) = own_namespace(own, &cm.namespace, "ConfigMap", &cm.name) {
+            return Ok(Some(checked(None, Err(problem))));
+        }
+        let last = last.filter(|l| l.spec == *spec && l.trust == trust);
+        if defer && let Some(last) = last {
+            return Ok(Some(last.clone()));
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &cm.namespace);
+        let object = match api.get_opt(&cm.name).await {
+            Ok(Some(object)) => object,
+            Ok(None) => {
+                let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
+                return Ok(Some(checked(None, Err(problem))));
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let problem = Problem::new("SourceUnreadable", format!("the operator may not read ConfigMap {}/{} ({})", cm.namespace, cm.name, grant_hint(&spec.tenant, "configmaps")), true);
+                return Ok(Some(checked(None, Err(problem))));
+            }
+            Err(error) => return Err(error),
+        };
+        if let Some(last) = last
+            && last.resource_version.is_some()
+            && last.resource_version == object.metadata.resource_version
+        {
+            return Ok(Some(last.clone()));
+        }
+        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
+        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
+            Ok(fetched) => self.load(fetched, uid).await,
+            Err(problem) => Err(problem),
+        };
+        Ok(Some(checked(object.metadata.resource_version.clone(), outcome)))
+    }
+}
+
+/// Refused unless a tenant's rule set names an object (`what` `name`) in its own namespace.
+fn own_namespace(own: &str, namespace: &str, what: &str, name: &str) -> Result<(), Problem> {
+    if namespace == own {
+        return Ok(());
+    }
+    Err(Problem::new(
+        "SourceNotAllowed",
+        format!("a ZundokoNamespacedRules reads only its own namespace's objects: {what} {namespace}/{name} is not in {own}"),
+        false,
+    ))
+}
+
+/// How the operator comes to read a rule set's Secrets or ConfigMaps (`resource`): its own
+/// Role in the rules namespaces, or, in a tenant's, a Role the namespace's admin binds to it.
+fn grant_hint(tenant: &Tenant, resource: &str) -> String {
+    match tenant {
+        Tenant::Cluster => "does the operator's role allow it?".into(),
+        Tenant::Namespace(ns) => format!(
+            "grant the operator's service account get on it in {ns}: a Role with this {resource} name in resourceNames and a RoleBinding, docs/tenants.md"
+        ),
     }
 }

@@ -1,0 +1,74 @@
+//! Tenants' rule sets (`ZundokoNamespacedRules`) and Hikawas naming them, as the tests make
+//! and read them.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::PostParams;
+use zundoko_operator::crd::{Hikawa, HikawaSpec, ModuleSource, RulesKind, RulesRef, ZundokoNamespacedRules, ZundokoRulesSpec, ZundokoRulesStatus};
+
+use super::cluster::Cluster;
+
+pub fn tenant_rules_api(cluster: &Cluster, ns: &str) -> Api<ZundokoNamespacedRules> {
+    Api::namespaced(cluster.client.clone(), ns)
+}
+
+/// A rule set in `ns` whose module is ConfigMap `configmap` of namespace `from`.
+pub fn from_configmap(from: &str, configmap: &str) -> ZundokoRulesSpec {
+    ZundokoRulesSpec { source: ModuleSource::config_map(from, configmap), sha256: None, candidate: None }
+}
+
+pub async fn create_tenant_rules(cluster: &Cluster, ns: &str, name: &str, spec: ZundokoRulesSpec) {
+    tenant_rules_api(cluster, ns).create(&PostParams::default(), &ZundokoNamespacedRules::in_namespace(ns, name, spec)).await.unwrap();
+}
+
+pub async fn tenant_rules_status(cluster: &Cluster, ns: &str, name: &str) -> ZundokoRulesStatus {
+    tenant_rules_api(cluster, ns).get(name).await.unwrap().status.unwrap_or_default()
+}
+
+pub async fn wait_tenant_rules(cluster: &Cluster, ns: &str, name: &str, what: &str, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
+    let (started, deadline) = (std::time::Instant::now(), Duration::from_secs(30));
+    loop {
+        let status = tenant_rules_status(cluster, ns, name).await;
+        if check(&status) {
+            return status;
+        }
+        assert!(started.elapsed() < deadline, "timed out after {deadline:?} waiting for {what} of {ns}/{name}; the status: {status:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A Hikawa in `ns` naming its rules by `rules` (a ZundokoRules) and/or `rules_ref`.
+pub async fn sing_in(cluster: &Cluster, ns: &str, name: &str, rules: Option<&str>, rules_ref: Option<(RulesKind, &str, Option<&str>)>) -> Hikawa {
+    let rules_ref = rules_ref.map(|(kind, name, namespace)| RulesRef { kind, name: name.into(), namespace: namespace.map(Into::into) });
+    let mut hikawa = Hikawa::new(name, HikawaSpec { interval_millis: 0, rules: rules.map(Into::into), rules_ref, ..HikawaSpec::default() });
+    hikawa.metadata.namespace = Some(ns.into());
+    cluster.hikawas(ns).create(&PostParams::default(), &hikawa).await.unwrap()
+}
+
+/// The Hikawa's Ready condition: (status, reason, message).
+pub async fn ready_in(cluster: &Cluster, ns: &str, hikawa: &str) -> Option<(String, String, String)> {
+    let h = cluster.hikawas(ns).get(hikawa).await.unwrap();
+    let c = h.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+    Some((c.status, c.reason, c.message))
+}
+
+pub async fn wait_ready_reason(cluster: &Cluster, ns: &str, hikawa: &str, reason: &str) -> String {
+    let (started, deadline) = (std::time::Instant::now(), Duration::from_secs(30));
+    loop {
+        let ready = ready_in(cluster, ns, hikawa).await;
+        if let Some((_, found, message)) = &ready
+            && found == reason
+        {
+            return message.clone();
+        }
+        assert!(started.elapsed() < deadline, "timed out waiting for {ns}/{hikawa} Ready reason {reason}; its Ready: {ready:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Events regarding a tenant's rule set, in its namespace: (reason, note).
+pub async fn tenant_rules_events(cluster: &Cluster, ns: &str, name: &str) -> Vec<(String, String)> {
+    let list = cluster.events_regarding(ns, "ZundokoNamespacedRules", name).await;
+    list.into_iter().map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default())).collect()
+}
