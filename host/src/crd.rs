@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod tenants;
-pub use tenants::{RulesKind, RulesRef, ZundokoNamespacedRules, ZundokoNamespacedRulesSpec};
+pub use tenants::{
+    RulesKind, RulesRef, TenantCeilings, TenantSources, ZundokoNamespacedRules, ZundokoNamespacedRulesSpec, ZundokoTenantPolicy, ZundokoTenantPolicySpec,
+};
 
 /// Annotation the host puts on every child: when it was said, to the millisecond.
 /// (`creationTimestamp` has one-second resolution: too coarse for `intervalMillis`.)
@@ -435,7 +437,7 @@ pub const MAX_HIKAWA_NAME: usize = 253 - "-zundoko-".len() - 4;
 /// The CRDs, in the order they are applied.
 pub fn all() -> Vec<CustomResourceDefinition> {
     use kube::CustomResourceExt;
-    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd(), ZundokoRules::crd(), ZundokoNamespacedRules::crd()]
+    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd(), ZundokoRules::crd(), ZundokoNamespacedRules::crd(), ZundokoTenantPolicy::crd()]
 }
 
 /// Hikawa's CRD, refusing at admission a name too long for its children (CEL on the root,

@@ -65,7 +65,7 @@ fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
         ("ClusterRole", 3),
         ("ClusterRoleBinding", 1),
         ("ConfigMap", 1),
-        ("CustomResourceDefinition", 5),
+        ("CustomResourceDefinition", 6),
         ("Deployment", 1),
         ("Namespace", 1),
         ("PodDisruptionBudget", 1),

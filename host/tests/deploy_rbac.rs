@@ -85,6 +85,11 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("list", GROUP, "zundokonamespacedrules", "", "", ""),
     ("watch", GROUP, "zundokonamespacedrules", "", "", ""),
     ("patch", GROUP, "zundokonamespacedrules", "status", "team-a", "mine"),
+    // The tenants' policies, and the namespaces' labels they select by.
+    ("list", GROUP, "zundokotenantpolicies", "", "", ""),
+    ("watch", GROUP, "zundokotenantpolicies", "", "", ""),
+    ("list", "", "namespaces", "", "", ""),
+    ("watch", "", "namespaces", "", "", ""),
 ];
 
 /// What least privilege leaves out.
@@ -128,6 +133,9 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     // where the tenant's namespace grants it (docs/tenants.md), not by deploy/'s roles.
     ("get", GROUP, "zundokonamespacedrules", "", "team-a", "mine"),
     ("update", GROUP, "zundokonamespacedrules", "", "team-a", "mine"),
+    ("patch", GROUP, "zundokotenantpolicies", "", "", "tenants"),
+    ("get", "", "namespaces", "", "", "team-a"),
+    ("patch", "", "namespaces", "", "", "team-a"),
     ("delete", GROUP, "zundokonamespacedrules", "", "team-a", "mine"),
     ("get", "", "configmaps", "", "team-a", "rules-a"),
     ("get", "", "secrets", "", "team-a", "a-pull"),
@@ -149,7 +157,9 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("list", "", "pods", "", "", ""),
     ("create", "", "pods", "", NAMESPACE, ""),
     ("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "hikawas.zundokokiyoshi.kaitoy.github.com"),
-    ("list", "", "namespaces", "", "", ""),
+    // Namespaces are listed and watched (a tenant policy's selector), never read one by one
+    // or written.
+    ("delete", "", "namespaces", "", "", "team-a"),
 ];
 
 #[test]
@@ -205,6 +215,9 @@ fn tenants_manage_their_own_namespaces_rule_sets_through_the_aggregated_roles() 
         ("patch", "zundokonamespacedrules", "status", "team-a"),
         ("create", "zundokorules", "", ""),
         ("list", "zundokonamespacedrules", "", ""),
+        // The policy is the cluster administrators' alone.
+        ("create", "zundokotenantpolicies", "", ""),
+        ("patch", "zundokotenantpolicies", "", ""),
     ] {
         assert!(!tenant.allows(verb, GROUP, resource, sub, ns, ""), "{verb} {resource}/{sub} in {ns:?}");
     }

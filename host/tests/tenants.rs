@@ -31,6 +31,8 @@ async fn start() -> (Cluster, Operator) {
     for ns in [RULES_NS, A, B] {
         cluster.create_namespace(ns).await;
     }
+    // Every namespace may bring rules (the policy's own tests: tenant_policy.rs).
+    put_policy(&cluster, "open", open_policy()).await;
     let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
     (cluster, operator)
 }

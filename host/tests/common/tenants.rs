@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::PostParams;
-use zundoko_operator::crd::{Hikawa, HikawaSpec, ModuleSource, RulesKind, RulesRef, ZundokoNamespacedRules, ZundokoRulesSpec, ZundokoRulesStatus};
+use zundoko_operator::crd::{
+    Hikawa, HikawaSpec, ModuleSource, RulesKind, RulesRef, TenantSources, ZundokoNamespacedRules, ZundokoRulesSpec, ZundokoRulesStatus, ZundokoTenantPolicy,
+    ZundokoTenantPolicySpec,
+};
 
 use super::cluster::Cluster;
 
@@ -71,4 +74,48 @@ pub async fn wait_ready_reason(cluster: &Cluster, ns: &str, hikawa: &str, reason
 pub async fn tenant_rules_events(cluster: &Cluster, ns: &str, name: &str) -> Vec<(String, String)> {
     let list = cluster.events_regarding(ns, "ZundokoNamespacedRules", name).await;
     list.into_iter().map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default())).collect()
+}
+
+/// Create or replace the cluster policy `name`.
+pub async fn put_policy(cluster: &Cluster, name: &str, spec: ZundokoTenantPolicySpec) {
+    let api: Api<ZundokoTenantPolicy> = Api::all(cluster.client.clone());
+    let mut policy = ZundokoTenantPolicy::new(name, spec);
+    policy.metadata.managed_fields = None;
+    let params = kube::api::PatchParams::apply("zundoko-test").force();
+    api.patch(name, &params, &kube::api::Patch::Apply(&serde_json::json!({
+        "apiVersion": "zundokokiyoshi.kaitoy.github.com/v1beta1", "kind": "ZundokoTenantPolicy",
+        "metadata": {"name": name}, "spec": policy.spec,
+    })))
+    .await
+    .unwrap();
+}
+
+/// A policy selecting the namespaces labelled `zundoko-tenant: LABEL`.
+pub fn selecting(label: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_labels: Some([("zundoko-tenant".to_string(), label.to_string())].into()),
+        match_expressions: None,
+    }
+}
+
+/// Label namespace `ns` `zundoko-tenant: LABEL` (what `selecting` selects).
+pub async fn label_namespace(cluster: &Cluster, ns: &str, label: &str) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cluster.client.clone());
+    let patch = serde_json::json!({"metadata": {"labels": {"zundoko-tenant": label}}});
+    api.patch(ns, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+}
+
+/// A policy letting every namespace bring rules from ConfigMaps and any registry.
+pub fn open_policy() -> ZundokoTenantPolicySpec {
+    ZundokoTenantPolicySpec {
+        sources: TenantSources { config_maps: true, registries: vec!["*".into()] },
+        max_rule_sets: 10,
+        ..ZundokoTenantPolicySpec::default()
+    }
+}
+
+/// Wait until the tenant rule set's status reason is `reason`; its message.
+pub async fn wait_tenant_reason(cluster: &Cluster, ns: &str, name: &str, reason: &str) -> String {
+    let status = wait_tenant_rules(cluster, ns, name, reason, |s| s.reason.as_deref() == Some(reason)).await;
+    status.message.unwrap_or_default()
 }

@@ -35,7 +35,8 @@ use super::roll_out::roll_out;
 use super::status;
 use super::tally::error_backoff;
 use crate::controllers::writes::events::EventSink;
-use crate::crd::{Hikawa, ReplicaCount, ZundokoNamespacedRules, ZundokoRules, ZundokoRulesStatus};
+use super::policy::{self, Tenancy};
+use crate::crd::{Hikawa, ReplicaCount, ZundokoNamespacedRules, ZundokoRules, ZundokoRulesStatus, ZundokoTenantPolicy};
 use crate::process::leader::ShardTable;
 use crate::process::metrics::Metrics;
 use crate::supply::ModuleLoader;
@@ -93,6 +94,8 @@ pub struct Context {
     pub(super) modules: Arc<ModuleLoader>,
     /// By uid: a rule set deleted and created again under its name starts afresh.
     pub(super) memo: Mutex<HashMap<String, Memo>>,
+    /// The tenants' policies, namespaces and rule sets, as listed (policy.rs).
+    pub(super) tenancy: Tenancy,
     /// The kinds of rule set listed so far, a bit each (`ZundokoRules` 1,
     /// `ZundokoNamespacedRules` 2): once both are, a name not found is not there.
     pub(super) lists_done: std::sync::atomic::AtomicU8,
@@ -127,7 +130,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone(), settings.registry.clone());
+    let (tenancy, tenancy_changes) = watch_tenancy(&client);
     let ctx = Arc::new(Context {
+        tenancy,
         client: client.clone(),
         events: (0..shards.count).map(|s| EventSink::new(shards.client(s).clone(), "zundoko-operator", &settings.instance)).collect(),
         shards,
@@ -142,7 +147,7 @@ pub async fn run(
     // Both kinds wake by key (`NAME`, `NAMESPACE/NAME`): each controller hears its own.
     let (cluster_wake, namespaced_wake) = split_wake(wake);
     let cluster = cluster_controller(client.clone(), ctx.clone(), cluster_wake, configmaps, &settings);
-    let namespaced = namespaced_controller(client, ctx.clone(), namespaced_wake, &settings);
+    let namespaced = namespaced_controller(client, ctx.clone(), namespaced_wake, tenancy_changes, &settings);
     info!(namespaces = ?settings.namespaces, "starting the ZundokoRules and ZundokoNamespacedRules controllers");
     let shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(shutdown);
     let shutdown = futures::FutureExt::shared(shutdown);
@@ -250,9 +255,10 @@ fn namespaced_controller(
     client: Client,
     ctx: Arc<Context>,
     wake: mpsc::UnboundedReceiver<String>,
+    tenancy_changes: futures::stream::BoxStream<'static, ()>,
     settings: &Settings,
 ) -> impl FnOnce(Shutdown) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-    let (store, writer) = reflector::store();
+    let (store, writer) = (ctx.tenancy.rule_sets.clone(), ctx.tenancy.rule_sets_writer.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the namespaced controller starts once"));
     let rule_sets = {
         let (store, ctx) = (store.clone(), ctx.clone());
         reflector::reflector(
@@ -262,7 +268,12 @@ fn namespaced_controller(
                 zr.metadata.annotations = None;
             }),
         )
-        .inspect(move |event| listed(&ctx, &store, event, namespaced_key_of, true))
+        .inspect(move |event| {
+            if matches!(event, Ok(Event::InitDone)) {
+                ctx.tenancy.listed.fetch_or(policy::RULE_SETS, std::sync::atomic::Ordering::SeqCst);
+            }
+            listed(&ctx, &store, event, namespaced_key_of, true)
+        })
         .applied_objects()
     };
     let woken = futures::stream::unfold(wake, |mut wake| async move {
@@ -277,7 +288,8 @@ fn namespaced_controller(
         Box::pin(
             Controller::for_stream(rule_sets, store)
                 .reconcile_on(woken)
-                .reconcile_all_on(futures::stream::select(keys_changed, taken))
+                // A policy or a namespace's labels changed: every tenant's rule set is judged again.
+                .reconcile_all_on(futures::stream::select(futures::stream::select(keys_changed, taken), tenancy_changes))
                 .graceful_shutdown_on(shutdown)
                 .run(reconcile_namespaced, error_policy_namespaced, ctx)
                 .for_each(|result| async move {
@@ -287,6 +299,45 @@ fn namespaced_controller(
                 }),
         )
     }
+}
+
+/// The tenants' policies and the namespaces' labels, watched (their changes, which must be
+/// polled, are what the namespaced controller judges again on); the tenants' rule sets' store
+/// is filled by the namespaced controller's own watch.
+fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'static, ()>) {
+    use std::sync::atomic::Ordering;
+    let listed = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let on_listed = |bit: u8| {
+        let listed = listed.clone();
+        move |done: bool| {
+            if done {
+                listed.fetch_or(bit, Ordering::SeqCst);
+            }
+        }
+    };
+    let (policies, policies_writer) = reflector::store();
+    let policies_listed = on_listed(policy::POLICIES);
+    let policy_changes = reflector::reflector(policies_writer, watch(Api::<ZundokoTenantPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
+        .inspect(move |event| match event {
+            Ok(Event::InitDone) => policies_listed(true),
+            // Without the policy's CRD there is none: every tenant is refused, saying so.
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(true),
+            _ => {}
+        })
+        .map(|_| ());
+    let (namespaces, namespaces_writer) = reflector::store();
+    let namespaces_listed = on_listed(policy::NAMESPACES);
+    let namespace_changes = reflector::reflector(
+        namespaces_writer,
+        watch(Api::<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .modify(|ns| ns.metadata.managed_fields = None),
+    )
+    .inspect(move |event| namespaces_listed(matches!(event, Ok(Event::InitDone))))
+    .map(|_| ());
+    let (rule_sets, rule_sets_writer) = reflector::store();
+    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer: Arc::new(Mutex::new(Some(rule_sets_writer))) };
+    (tenancy, futures::stream::select(policy_changes, namespace_changes).boxed())
 }
 
 /// A rule set's key: `NAME` for a ZundokoRules; for a tenant's rule set seen through

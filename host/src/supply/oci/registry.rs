@@ -290,13 +290,20 @@ impl Registry {
     }
 
     async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
+        self.fetch_verified(tries, reference, manifest_digest, auth, &[extra_keys], identity).await
+    }
+
+    /// `fetch` up to `tries` times, verified with a key of each of `extra` (a rule set's own
+    /// keys, a tenant policy's required keys: every non-empty set must verify) beside the
+    /// operator's.
+    pub async fn fetch_verified(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra: &[&[TrustedKey]], identity: bool) -> Result<Fetched, PullError> {
         self.allowed(reference)?;
         let pinned = reference.pinned(manifest_digest);
         if let Some(why) = self.keys.unreadable() {
             return Err(PullError::NotVerified { reference: pinned.to_string(), detail: format!("not verified: the trusted keys cannot be read now ({why})") });
         }
         let operator_keys = self.keys.current();
-        let keysets: Vec<&[TrustedKey]> = [operator_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
+        let keysets: Vec<&[TrustedKey]> = std::iter::once(operator_keys.as_slice()).chain(extra.iter().copied()).filter(|k| !k.is_empty()).collect();
         let identity = identity.then(|| pinned.repository_name());
         if identity.is_some() && keysets.is_empty() {
             let detail = "requireIdentity is set but no key is trusted (publicKeys or --trusted-keys): no signature to bind the repository with".into();

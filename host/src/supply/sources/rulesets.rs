@@ -26,7 +26,7 @@ use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, WhoCompiles};
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
-use crate::supply::tenant::Tenant;
+use crate::supply::tenant::{Tenant, TenantBounds};
 
 pub use crate::supply::fetch::Problem;
 
@@ -61,6 +61,8 @@ pub struct SourceSpec {
     /// Whose rule set names it: a tenant's reads its ConfigMap and pull secret from its own
     /// namespace only.
     pub tenant: Tenant,
+    /// What the tenant's policy holds its module to (none for the cluster's).
+    pub bounds: Option<TenantBounds>,
 }
 
 impl SourceSpec {
@@ -92,12 +94,29 @@ impl SourceSpec {
                 identity: false,
             }),
         };
-        SourceSpec { source, pin: pin.map(normalize_pin), tenant: Tenant::Cluster }
+        SourceSpec { source, pin: pin.map(normalize_pin), tenant: Tenant::Cluster, bounds: None }
     }
 
     /// The same source, named by `tenant`'s rule set.
     pub fn of(self, tenant: &Tenant) -> Self {
         SourceSpec { tenant: tenant.clone(), ..self }
+    }
+
+    /// The same source, its module held to a tenant policy's `bounds`.
+    pub fn bounded(self, bounds: Option<&TenantBounds>) -> Self {
+        SourceSpec { bounds: bounds.cloned(), ..self }
+    }
+
+    /// What the fetched bytes must pass: the pin, and a tenant policy's size and keys.
+    fn checks(&self, pinned_by: &'static str) -> Checks<'_> {
+        let bounds = self.bounds.as_ref();
+        Checks {
+            pin: self.pin.as_deref(),
+            pinned_by,
+            // A tenant's size ceiling is its policy's to name (TenantBounds::admit).
+            max_bytes: None,
+            required_keys: bounds.map_or(&[], |b| b.required_keys.as_slice()),
+        }
     }
 
     /// Whether what `self` found answers `asked`: the same source, or the same tag asked without
@@ -281,23 +300,39 @@ impl Sources {
         let pinned = reference.pinned(&digest);
         // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
         let source = Source::Oci { reference, digest: Some(&digest), retry: false, identity: oci.identity };
-        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
+        let checks = spec.checks(pinned_by);
         let fetched = match fetch_module(source, &auth, keys, Some(&self.registry), &checks).await {
             Ok(fetched) => fetched,
             Err(problem) => return (Err(problem), Some(pinned)),
         };
         tracing::info!(reference = %reference, %pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
-        (self.load(fetched, uid).await, Some(pinned))
+        (self.load(fetched, uid, spec.bounds.as_ref()).await, Some(pinned))
     }
 
-    /// Compile and check a module's fetched bytes (off the async workers), once per digest;
+    /// Compile and check a module's fetched bytes (off the async workers), once per digest
+    /// (a tenant's held to its policy's ceilings first);
     /// a compile waits its turn as the rule set `uid`'s (compile_queue.rs).
-    async fn load(&self, fetched: Fetched, uid: &str) -> Result<Arc<RulesModule>, Problem> {
+    async fn load(&self, fetched: Fetched, uid: &str, bounds: Option<&TenantBounds>) -> Result<Arc<RulesModule>, Problem> {
+        // A tenant's module within its policy's ceilings, before anything is spent compiling it.
+        if let Some(bounds) = bounds {
+            bounds.admit(&fetched.bytes, self.modules.limits())?;
+        }
         let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(uid.to_owned()));
-        tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> { Ok(modules.load_for(who, &fetched.bytes, &fetched.digest)?) })
+        let ceilings = bounds.map_or((None, None), |b| (b.compile_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)), b.compile_time));
+        let policy = bounds.map(|b| b.policy.clone());
+        let loaded = tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
+            Ok(crate::supply::sandbox::compiler_process::within(ceilings.0, ceilings.1, || modules.load_for(who, &fetched.bytes, &fetched.digest))?)
+        });
+        let outcome = loaded
         .await
-        .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
-        .map_err(|rejection| Problem::new(rejection.reason(), rejection.to_string(), false))
+        .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))));
+        // A compile past a tenant's ceilings names the policy that set them.
+        outcome.map_err(|rejection| match (&policy, ceilings) {
+            (Some(policy), (Some(_), _) | (_, Some(_))) if rejection.reason() == "CompileFailed" => {
+                Problem::new(rejection.reason(), format!("{rejection} (within ZundokoTenantPolicy {policy} spec.ceilings.compileMemoryMiB and compileSeconds)"), false)
+            }
+            _ => Problem::new(rejection.reason(), rejection.to_string(), false),
+        })
     }
 
     /// Check `spec`'s module, unless `last` already did for the same ConfigMap version.
@@ -361,9 +396,9 @@ impl Sources {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
             return Ok(Some(checked(None, Err(problem))));
         };
-        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
+        let checks = spec.checks(pinned_by);
         let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
-            Ok(fetched) => self.load(fetched, uid).await,
+            Ok(fetched) => self.load(fetched, uid, spec.bounds.as_ref()).await,
             Err(problem) => Err(problem),
         };
         Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
@@ -411,9 +446,9 @@ impl Sources {
         {
             return Ok(Some(last.clone()));
         }
-        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
+        let checks = spec.checks(pinned_by);
         let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
-            Ok(fetched) => self.load(fetched, uid).await,
+            Ok(fetched) => self.load(fetched, uid, spec.bounds.as_ref()).await,
             Err(problem) => Err(problem),
         };
         Ok(Some(checked(object.metadata.resource_version.clone(), outcome)))
