@@ -1,7 +1,8 @@
 //! Tenants' rule sets (`ZundokoNamespacedRules`) end to end against the local API server: a
 //! tenant's rule set sings the Hikawas of its own namespace only, reads its ConfigMap and pull
 //! secret from its own namespace only, and no Hikawa elsewhere can name it, in any spelling;
-//! the cluster-scoped `ZundokoRules` sing beside them as before.
+//! the cluster-scoped `ZundokoRules` sing beside them as before. Nothing crosses between
+//! tenants: a digest one pulled with its credentials is not served to another from the cache.
 
 mod common;
 
@@ -110,4 +111,61 @@ async fn a_tenants_rule_set_reads_its_configmap_and_pull_secret_from_its_own_nam
     }
     // B's refusals are told on B's objects only.
     assert!(cluster.events_regarding(A, "ZundokoNamespacedRules", "borrowed").await.is_empty());
+}
+
+/// A dockerconfigjson Secret `ns/name` with the test registry's credentials.
+fn pull_secret(ns: &str, name: &str, registry: &str) -> k8s_openapi::api::core::v1::Secret {
+    use common::registry::{PASSWORD, USER, base64};
+    let json = serde_json::json!({"auths": {registry: {"auth": base64(&format!("{USER}:{PASSWORD}"))}}}).to_string();
+    let mut secret = k8s_openapi::api::core::v1::Secret { type_: Some("kubernetes.io/dockerconfigjson".into()), ..Default::default() };
+    (secret.metadata.name, secret.metadata.namespace) = (Some(name.into()), Some(ns.into()));
+    secret.data = Some([(".dockerconfigjson".to_string(), k8s_openapi::ByteString(json.into_bytes()))].into());
+    secret
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_one_tenant_pulled_with_its_credentials_is_not_served_to_another_from_the_cache() {
+    use common::registry::TestRegistry;
+    let Some(mut registry) = TestRegistry::start(true) else { return };
+    let japanese = module_bytes("zundoko-strict-ja");
+    let manifest = registry.push("team-a/rules:v1", &japanese, None).await;
+    let cluster = Cluster::start().await;
+    for ns in [RULES_NS, A, B] {
+        cluster.create_namespace(ns).await;
+    }
+    put_policy(&cluster, "open", open_policy()).await;
+    let settings = zundoko_operator::supply::oci::RegistrySettings { cache_dir: Some(registry.dir().join("operator-cache")), ..registry.settings() };
+    let _operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), settings);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(cluster.client.clone(), A);
+    secrets.create(&Default::default(), &pull_secret(A, "a-pull", &registry.addr)).await.unwrap();
+    let oci = |reference: String, secret: Option<&str>| {
+        let pull_secret = secret.map(|name| SecretReference { namespace: A.into(), name: name.into() });
+        ZundokoRulesSpec { source: ModuleSource { config_map: None, oci: Some(OciSource { reference, pull_secret, ..OciSource::default() }) }, sha256: None, candidate: None }
+    };
+    // A pulls with its credentials: the artifact is in the operator's cache now.
+    create_tenant_rules(&cluster, A, "mine", oci(format!("{}/team-a/rules:v1", registry.addr), Some("a-pull"))).await;
+    let status = wait_tenant_rules(&cluster, A, "mine", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    assert_eq!(status.module.as_ref().map(|m| m.digest.clone()), Some(digest(&japanese)));
+    // B names the very digest, without credentials: the registry refuses B, so B gets nothing,
+    // whatever the cache holds.
+    let by_digest = format!("{}/team-a/rules@{manifest}", registry.addr);
+    create_tenant_rules(&cluster, B, "copied", oci(by_digest, None)).await;
+    sing_in(&cluster, B, "b", None, Some((RulesKind::ZundokoNamespacedRules, "copied", None))).await;
+    let status = wait_tenant_rules(&cluster, B, "copied", "refused by the registry", |s| s.reason.as_deref() == Some("RegistryUnauthorized")).await;
+    assert!(status.module.is_none(), "{status:?}");
+    wait_ready_reason(&cluster, B, "b", "RulesNotActive").await;
+    assert!(cluster.song(B, "b").await.words.is_empty());
+
+    // The registry down: B naming A's tag gets nothing and is told nothing of what it names
+    // (the cache's record of the tag may be tried, but only the registry's answer for B's
+    // credentials serves), and A's rule set keeps serving what it pulled.
+    registry.stop();
+    create_tenant_rules(&cluster, B, "by-tag", oci(format!("{}/team-a/rules:v1", registry.addr), None)).await;
+    let status = wait_tenant_rules(&cluster, B, "by-tag", "tried", |s| s.reason.is_some()).await;
+    let said = serde_json::to_string(&status).unwrap();
+    assert!(!said.contains(&manifest) && !said.contains(&digest(&japanese)), "B was told what A's tag names: {said}");
+    assert_eq!(tenant_rules_status(&cluster, A, "mine").await.phase.as_deref(), Some("Active"));
+    // Nothing about B's refusals reached A's rule set.
+    let a_said = serde_json::to_string(&tenant_rules_status(&cluster, A, "mine").await).unwrap() + &format!("{:?}", tenant_rules_events(&cluster, A, "mine").await);
+    assert!(!a_said.contains("copied") && !a_said.contains("by-tag") && !a_said.contains("team-b"), "{a_said}");
 }

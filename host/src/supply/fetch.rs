@@ -45,6 +45,10 @@ pub struct Checks<'a> {
     /// beside the operator's and the source's own: an artifact's signatures in its registry, a
     /// ConfigMap's or a file's carried beside it.
     pub required_keys: &'a [TrustedKey],
+    /// An artifact is served only if its registry answers for these credentials now, never
+    /// from the cache alone (a tenant's: a digest another tenant pulled with its own
+    /// credentials is not handed to one who could not pull it; `Registry::fetch_verified`).
+    pub prove_access: bool,
 }
 
 /// Where a candidate came from, for logs and Events.
@@ -187,7 +191,7 @@ pub async fn fetch_module(source: Source<'_>, auth: &RegistryAuth, keys: &[Trust
                 None => registry.resolve_once(reference, auth).await.map_err(|e| Problem::from(&e))?,
             };
             let tries = if retry { registry.settings().tries } else { 1 };
-            let pulled = registry.fetch_verified(tries, reference, &digest, auth, &[keys, checks.required_keys], identity).await;
+            let pulled = registry.fetch_verified(tries, reference, &digest, auth, &[keys, checks.required_keys], identity, checks.prove_access).await;
             let pulled = pulled.map_err(|e| Problem::from(&e))?;
             (pulled.bytes, Some(pulled.pinned), pulled.signed_by, pulled.from_cache)
         }
@@ -369,7 +373,7 @@ mod tests {
         assert_eq!((fetched.pinned, fetched.signed_by, fetched.from_cache), (None, None, false));
         // Exactly at the bound, and pinned to its own digest in any spelling: served.
         let pin = crate::supply::digest::normalize_pin(&fetched.digest[7..].to_uppercase());
-        let checks = Checks { pin: Some(&pin), pinned_by: "--module-sha256", max_bytes: Some(11), required_keys: &[] };
+        let checks = Checks { pin: Some(&pin), pinned_by: "--module-sha256", max_bytes: Some(11), required_keys: &[], prove_access: false };
         assert_eq!(fetch(Source::File(&path), &checks).unwrap().digest, fetched.digest);
     }
 
@@ -385,7 +389,7 @@ mod tests {
     fn a_pin_mismatch_names_both_digests_and_who_pinned() {
         let (_dir, path) = module_file("pin", b"\0asm module");
         let other = digest(b"another module");
-        let problem = fetch(Source::File(&path), &Checks { pin: Some(&other), pinned_by: "spec.sha256", max_bytes: None, required_keys: &[] }).unwrap_err();
+        let problem = fetch(Source::File(&path), &Checks { pin: Some(&other), pinned_by: "spec.sha256", max_bytes: None, required_keys: &[], prove_access: false }).unwrap_err();
         assert_eq!(problem.reason, "ModulePinMismatch");
         assert_eq!(problem.message, format!("the module's digest {} is not the pinned {other} (spec.sha256)", digest(b"\0asm module")));
     }

@@ -116,6 +116,8 @@ impl SourceSpec {
             // A tenant's size ceiling is its policy's to name (TenantBounds::admit).
             max_bytes: None,
             required_keys: bounds.map_or(&[], |b| b.required_keys.as_slice()),
+            // A tenant's artifact: its registry must answer for its own credentials.
+            prove_access: self.tenant != Tenant::Cluster,
         }
     }
 
