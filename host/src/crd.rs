@@ -1,4 +1,5 @@
-//! The API: `Hikawa`, `Zundoko` and `Kiyoshi` in `zundokokiyoshi.kaitoy.github.com/v1beta1`.
+//! The API: `Hikawa`, `Zundoko` and `Kiyoshi` in `zundokokiyoshi.kaitoy.github.com/v1beta1`,
+//! the rule sets (`ZundokoRules`; a tenant's, in `crd/tenants.rs`).
 //! The CRDs in `deploy/crds/` are generated from these types (`zundoko-operator crd`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, ValidationRule};
@@ -7,6 +8,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+mod tenants;
+pub use tenants::{
+    RulesKind, RulesRef, TenantCeilings, TenantSources, ZundokoNamespacedRules, ZundokoNamespacedRulesSpec, ZundokoTenantPolicy, ZundokoTenantPolicySpec,
+};
 
 /// Annotation the host puts on every child: when it was said, to the millisecond.
 /// (`creationTimestamp` has one-second resolution: too coarse for `intervalMillis`.)
@@ -35,6 +41,7 @@ pub const VERSION: &str = "v1beta1";
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "!(has(self.rules) && has(self.rulesRef))", "message": "name the rules once: spec.rules (a cluster-scoped ZundokoRules) or spec.rulesRef"}]))]
 pub struct HikawaSpec {
     /// The pause between two consecutive words, in milliseconds.
     pub interval_millis: u64,
@@ -52,6 +59,11 @@ pub struct HikawaSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub rules: Option<String>,
+    /// The rule set that decides, by kind and name: `{kind: ZundokoNamespacedRules, name}` in
+    /// this Hikawa's namespace, or `{kind: ZundokoRules, name}` (as `rules: NAME`). At most one
+    /// of `rules` and `rulesRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules_ref: Option<RulesRef>,
 }
 
 /// What the operator has observed and decided. Written only through the status subresource.
@@ -425,7 +437,7 @@ pub const MAX_HIKAWA_NAME: usize = 253 - "-zundoko-".len() - 4;
 /// The CRDs, in the order they are applied.
 pub fn all() -> Vec<CustomResourceDefinition> {
     use kube::CustomResourceExt;
-    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd(), ZundokoRules::crd()]
+    vec![hikawa_crd(), Zundoko::crd(), Kiyoshi::crd(), ZundokoRules::crd(), ZundokoNamespacedRules::crd(), ZundokoTenantPolicy::crd()]
 }
 
 /// Hikawa's CRD, refusing at admission a name too long for its children (CEL on the root,

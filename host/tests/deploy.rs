@@ -61,10 +61,11 @@ fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
         *kinds.entry(kind.to_string()).or_default() += 1;
     }
     let expected: BTreeMap<String, usize> = [
-        ("ClusterRole", 1),
+        // The operator's, and the two tenants' roles aggregated to edit/admin and view.
+        ("ClusterRole", 3),
         ("ClusterRoleBinding", 1),
         ("ConfigMap", 1),
-        ("CustomResourceDefinition", 4),
+        ("CustomResourceDefinition", 6),
         ("Deployment", 1),
         ("Namespace", 1),
         ("PodDisruptionBudget", 1),

@@ -81,6 +81,15 @@ const OPERATOR_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("get", "", "configmaps", "", NAMESPACE, "rules-candidate"),
     // A rule set's pull secret, read by name in the operator's namespace.
     ("get", "", "secrets", "", NAMESPACE, "zundoko-registry-pull"),
+    // Tenants' rule sets: cached cluster-wide, their status patched in their namespace.
+    ("list", GROUP, "zundokonamespacedrules", "", "", ""),
+    ("watch", GROUP, "zundokonamespacedrules", "", "", ""),
+    ("patch", GROUP, "zundokonamespacedrules", "status", "team-a", "mine"),
+    // The tenants' policies, and the namespaces' labels they select by.
+    ("list", GROUP, "zundokotenantpolicies", "", "", ""),
+    ("watch", GROUP, "zundokotenantpolicies", "", "", ""),
+    ("list", "", "namespaces", "", "", ""),
+    ("watch", "", "namespaces", "", "", ""),
 ];
 
 /// What least privilege leaves out.
@@ -120,6 +129,16 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("update", GROUP, "zundokorules", "", "", "classic"),
     ("delete", GROUP, "zundokorules", "", "", "classic"),
     ("update", GROUP, "zundokorules", "status", "", "classic"),
+    // Tenants' rule sets belong to them; their ConfigMaps and pull secrets are read only
+    // where the tenant's namespace grants it (docs/tenants.md), not by deploy/'s roles.
+    ("get", GROUP, "zundokonamespacedrules", "", "team-a", "mine"),
+    ("update", GROUP, "zundokonamespacedrules", "", "team-a", "mine"),
+    ("patch", GROUP, "zundokotenantpolicies", "", "", "tenants"),
+    ("get", "", "namespaces", "", "", "team-a"),
+    ("patch", "", "namespaces", "", "", "team-a"),
+    ("delete", GROUP, "zundokonamespacedrules", "", "team-a", "mine"),
+    ("get", "", "configmaps", "", "team-a", "rules-a"),
+    ("get", "", "secrets", "", "team-a", "a-pull"),
     // ConfigMaps: only read, only in the operator's namespace.
     ("list", "", "configmaps", "", "", ""),
     ("list", "", "configmaps", "", "default", ""),
@@ -138,7 +157,9 @@ const DENIED_REQUESTS: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("list", "", "pods", "", "", ""),
     ("create", "", "pods", "", NAMESPACE, ""),
     ("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "hikawas.zundokokiyoshi.kaitoy.github.com"),
-    ("list", "", "namespaces", "", "", ""),
+    // Namespaces are listed and watched (a tenant policy's selector), never read one by one
+    // or written.
+    ("delete", "", "namespaces", "", "", "team-a"),
 ];
 
 #[test]
@@ -163,6 +184,42 @@ fn rbac_denies_everything_else() {
             "allowed: {verb} {group}/{resource}{} in {ns:?} name {name:?}",
             if sub.is_empty() { String::new() } else { format!("/{sub}") }
         );
+    }
+}
+
+/// deploy/'s roles for tenants carry the aggregation labels of the namespace roles, and a
+/// tenant holding them through a RoleBinding in its namespace (as `edit` grants them) manages
+/// its own rule sets there and nowhere else, and never their status.
+#[test]
+fn tenants_manage_their_own_namespaces_rule_sets_through_the_aggregated_roles() {
+    let role = |name: &str| DOCS.iter().find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name).unwrap_or_else(|| panic!("no ClusterRole {name}"));
+    let labels = |name: &str| role(name)["metadata"]["labels"].clone();
+    let (edit, view) = (labels("zundoko-namespaced-rules-edit"), labels("zundoko-namespaced-rules-view"));
+    assert_eq!((edit["rbac.authorization.k8s.io/aggregate-to-edit"].as_str(), edit["rbac.authorization.k8s.io/aggregate-to-admin"].as_str()), (Some("true"), Some("true")));
+    assert_eq!(view["rbac.authorization.k8s.io/aggregate-to-view"].as_str(), Some("true"));
+    assert!(edit.get("rbac.authorization.k8s.io/aggregate-to-view").is_none() && view.get("rbac.authorization.k8s.io/aggregate-to-edit").is_none());
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "edit", "namespace": "team-a"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "zundoko-namespaced-rules-edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": "team-a"}],
+    });
+    let mut docs: Vec<serde_json::Value> = DOCS.clone();
+    docs.push(binding);
+    let tenant = RbacRules::for_service_account(&docs, "team-a", "tenant");
+    for verb in ["create", "update", "patch", "delete", "get", "list", "watch"] {
+        assert!(tenant.allows(verb, GROUP, "zundokonamespacedrules", "", "team-a", if verb == "create" || verb == "list" || verb == "watch" { "" } else { "mine" }), "{verb}");
+    }
+    for (verb, resource, sub, ns) in [
+        ("create", "zundokonamespacedrules", "", "team-b"),
+        ("patch", "zundokonamespacedrules", "status", "team-a"),
+        ("create", "zundokorules", "", ""),
+        ("list", "zundokonamespacedrules", "", ""),
+        // The policy is the cluster administrators' alone.
+        ("create", "zundokotenantpolicies", "", ""),
+        ("patch", "zundokotenantpolicies", "", ""),
+    ] {
+        assert!(!tenant.allows(verb, GROUP, resource, sub, ns, ""), "{verb} {resource}/{sub} in {ns:?}");
     }
 }
 

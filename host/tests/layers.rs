@@ -48,11 +48,13 @@ const LAYERS: &[(&str, u8)] = &[
     ("supply/contract/", 3),
     ("supply/serving.rs", 3),
     ("supply/serving/", 3),
+    ("supply/tenant.rs", 3),
     // L4: leader election and plumbing.
     ("process/", 4),
     ("process/leader/", 4),
     // L5: the API types.
     ("crd.rs", 5),
+    ("crd/", 5),
     ("text.rs", 5),
 ];
 

@@ -41,6 +41,14 @@ pub struct Checks<'a> {
     /// The largest module accepted, from any source (a registry's own bound,
     /// `--max-module-mib`, also refuses a bigger layer before a byte of it is read).
     pub max_bytes: Option<u64>,
+    /// Keys of which one more must have signed the module (a tenant policy's `requiredKeys`),
+    /// beside the operator's and the source's own: an artifact's signatures in its registry, a
+    /// ConfigMap's or a file's carried beside it.
+    pub required_keys: &'a [TrustedKey],
+    /// An artifact is served only if its registry answers for these credentials now, never
+    /// from the cache alone (a tenant's: a digest another tenant pulled with its own
+    /// credentials is not handed to one who could not pull it; `Registry::fetch_verified`).
+    pub prove_access: bool,
 }
 
 /// Where a candidate came from, for logs and Events.
@@ -115,7 +123,7 @@ impl Problem {
 }
 
 /// The reasons of [`Problem::distrusts`].
-pub const DISTRUSTING: [&str; 4] = ["SignatureNotVerified", "SignatureRequired", "InvalidPublicKey", "RegistryNotAllowed"];
+pub const DISTRUSTING: [&str; 7] = ["SignatureNotVerified", "SignatureRequired", "InvalidPublicKey", "RegistryNotAllowed", "PolicyRefused", "NoTenantPolicy", "PolicyAmbiguous"];
 
 /// A registry's refusal as a problem: one that may pass by itself (the registry down, a 5xx,
 /// credentials refused until the pull secret is fixed) is pending, and is tried again.
@@ -182,7 +190,8 @@ pub async fn fetch_module(source: Source<'_>, auth: &RegistryAuth, keys: &[Trust
                 None if retry => registry.resolve(reference, auth).await.map_err(|e| Problem::from(&e))?,
                 None => registry.resolve_once(reference, auth).await.map_err(|e| Problem::from(&e))?,
             };
-            let pulled = if retry { registry.fetch(reference, &digest, auth, keys, identity).await } else { registry.fetch_once(reference, &digest, auth, keys, identity).await };
+            let tries = if retry { registry.settings().tries } else { 1 };
+            let pulled = registry.fetch_verified(tries, reference, &digest, auth, &[keys, checks.required_keys], identity, checks.prove_access).await;
             let pulled = pulled.map_err(|e| Problem::from(&e))?;
             (pulled.bytes, Some(pulled.pinned), pulled.signed_by, pulled.from_cache)
         }
@@ -196,7 +205,15 @@ pub async fn fetch_module(source: Source<'_>, auth: &RegistryAuth, keys: &[Trust
     // A file or a ConfigMap is signed beside it: required, so that signing cannot be bypassed
     // by switching a source from a registry to a ConfigMap.
     let signed_by = match registry {
-        Some(registry) if registry.settings().require_signatures && pinned.is_none() => Some(signed_beside(&source, &digest, registry)?),
+        Some(registry) if registry.settings().require_signatures && pinned.is_none() => Some(signed_beside(&source, &digest, registry, &registry.keys().current())?),
+        _ => signed_by,
+    };
+    // A policy's required keys: one of them must have signed it too.
+    let signed_by = match registry {
+        Some(registry) if !checks.required_keys.is_empty() && pinned.is_none() => {
+            let by = signed_beside(&source, &digest, registry, checks.required_keys)?;
+            Some(signed_by.map_or_else(|| by.clone(), |first| format!("{first} and {by}")))
+        }
         _ => signed_by,
     };
     Ok(Fetched { bytes, digest, origin, pinned, signed_by, from_cache })
@@ -221,7 +238,7 @@ const MAX_SIGNATURE_BYTES: u64 = 4096;
 /// Which trusted key signed a file's or a ConfigMap's module (`sha256` `digest`), from the
 /// signature carried beside it; or the refusal: `SignatureRequired` (none) or
 /// `SignatureNotVerified`, both verdicts (a rule set fails closed).
-fn signed_beside(source: &Source<'_>, digest: &str, registry: &Registry) -> Result<String, Problem> {
+fn signed_beside(source: &Source<'_>, digest: &str, registry: &Registry, keys: &[TrustedKey]) -> Result<String, Problem> {
     let origin = source.origin();
     let (found, beside) = match source {
         Source::File(path) => {
@@ -236,14 +253,14 @@ fn signed_beside(source: &Source<'_>, digest: &str, registry: &Registry) -> Resu
     let Some(signature) = found else {
         return Err(Problem::new(
             "SignatureRequired",
-            format!("{origin} is not signed and --require-signatures is on: sign the module (zundoko-operator sign --key KEY MODULE) and put the signature {beside}"),
+            format!("{origin} is not signed and a signature is required (--require-signatures, or a tenant policy's requiredKeys): sign the module (zundoko-operator sign --key KEY MODULE) and put the signature {beside}"),
             false,
         ));
     };
     if let Some(why) = registry.keys().unreadable() {
         return Err(Problem::new("SignatureNotVerified", format!("{origin}: not verified: the trusted keys cannot be read now ({why})"), false));
     }
-    crate::supply::oci::signature::verify_digest(digest, &signature, &registry.keys().current())
+    crate::supply::oci::signature::verify_digest(digest, &signature, keys)
         .map_err(|why| Problem::new("SignatureNotVerified", format!("{origin}: {why}"), false))
 }
 
@@ -356,7 +373,7 @@ mod tests {
         assert_eq!((fetched.pinned, fetched.signed_by, fetched.from_cache), (None, None, false));
         // Exactly at the bound, and pinned to its own digest in any spelling: served.
         let pin = crate::supply::digest::normalize_pin(&fetched.digest[7..].to_uppercase());
-        let checks = Checks { pin: Some(&pin), pinned_by: "--module-sha256", max_bytes: Some(11) };
+        let checks = Checks { pin: Some(&pin), pinned_by: "--module-sha256", max_bytes: Some(11), required_keys: &[], prove_access: false };
         assert_eq!(fetch(Source::File(&path), &checks).unwrap().digest, fetched.digest);
     }
 
@@ -372,7 +389,7 @@ mod tests {
     fn a_pin_mismatch_names_both_digests_and_who_pinned() {
         let (_dir, path) = module_file("pin", b"\0asm module");
         let other = digest(b"another module");
-        let problem = fetch(Source::File(&path), &Checks { pin: Some(&other), pinned_by: "spec.sha256", max_bytes: None }).unwrap_err();
+        let problem = fetch(Source::File(&path), &Checks { pin: Some(&other), pinned_by: "spec.sha256", max_bytes: None, required_keys: &[], prove_access: false }).unwrap_err();
         assert_eq!(problem.reason, "ModulePinMismatch");
         assert_eq!(problem.message, format!("the module's digest {} is not the pinned {other} (spec.sha256)", digest(b"\0asm module")));
     }

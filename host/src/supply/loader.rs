@@ -32,6 +32,11 @@ impl ModuleLoader {
         &self.engine
     }
 
+    /// The operator's limits a module runs with unless its budget asks otherwise.
+    pub fn limits(&self) -> &crate::supply::sandbox::SandboxLimits {
+        self.engine.limits()
+    }
+
     pub fn plan_limits(&self) -> &PlanLimits {
         &self.plan_limits
     }

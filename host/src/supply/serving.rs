@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::mpsc;
 
 use crate::supply::contract::rules::Rules;
+use crate::supply::tenant::RuleSetKey;
 use rollout::{CandidateTally, Tally, Thresholds, Verdict, counting};
 
 /// Why a rule set serves nothing: its phase, and the reason and message its status gives.
@@ -64,6 +65,12 @@ pub struct RulesUnavailable {
     pub rules: String,
     pub reason: &'static str,
     pub message: String,
+}
+
+impl From<crate::supply::tenant::RefusedName> for RulesUnavailable {
+    fn from(refused: crate::supply::tenant::RefusedName) -> Self {
+        RulesUnavailable { rules: refused.rules, reason: refused.reason, message: refused.message }
+    }
 }
 
 impl RulesUnavailable {
@@ -134,7 +141,7 @@ impl RuleSets {
                 return Choice::Unavailable(E::from(RulesUnavailable {
                     rules: name.into(),
                     reason: "RulesUnreadable",
-                    message: format!("the operator cannot list ZundokoRules, so it cannot tell whether {name} exists: {why}"),
+                    message: format!("the operator cannot list the rule sets, so it cannot tell whether {} exists: {why}", RuleSetKey::parse(name).describe()),
                 }));
             }
             if known || !self.synced.load(Ordering::SeqCst) {
@@ -143,7 +150,7 @@ impl RuleSets {
             return Choice::Unavailable(E::from(RulesUnavailable {
                 rules: name.into(),
                 reason: "RulesNotFound",
-                message: format!("there is no ZundokoRules named {name}"),
+                message: format!("there is no {}", RuleSetKey::parse(name).describe()),
             }));
         };
         if let Some(candidate) = &serving.candidate
@@ -157,7 +164,7 @@ impl RuleSets {
             Err(why) => Choice::Unavailable(E::from(RulesUnavailable {
                 rules: name.into(),
                 reason: "RulesNotActive",
-                message: format!("ZundokoRules {name} serves no module: it is {} ({}: {})", why.phase, why.reason, why.message),
+                message: format!("{} serves no module: it is {} ({}: {})", RuleSetKey::parse(name).describe(), why.phase, why.reason, why.message),
             })),
         }
     }

@@ -1,18 +1,32 @@
-//! Whose share a call, a compile, a pull or a cached file takes: the owner of the rules it is
-//! for. A namespaced rule set's tenant is its namespace; cluster-scoped rule sets and the
-//! default module (`--module`, `--module-oci`) are the cluster's, one tenant among the others.
-//! For a Hikawa's call that is the owner of the rules that decide, not the Hikawa's namespace:
-//! a tenant with ten slow modules must not get ten times the share of a tenant with one,
-//! whoever's Hikawas name them.
+//! Whose a rule set is. A `ZundokoRules` and the default module are the cluster's; a
+//! `ZundokoNamespacedRules` is its namespace's, the tenant's. The tenant travels beside a rule
+//! set's name wherever it is served, checked or loaded ([`RuleSetKey`], `SourceSpec::tenant`),
+//! so what one tenant names never reaches another's. It is also whose share a call, a compile,
+//! a pull or a cached file takes (`supply/shares.rs`): for a Hikawa's call, the owner of the
+//! rules that decide, not the Hikawa's namespace, so a tenant with ten slow modules does not
+//! get ten times the share of a tenant with one, whoever's Hikawas name them.
 
 use std::fmt;
 
+use crate::crd::{Hikawa, RulesKind};
+
+/// Why the rule set a Hikawa names is refused before it is looked up (the serving table's
+/// `RulesUnavailable` is made from it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RefusedName {
+    pub rules: String,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Who brought a rule set.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tenant {
-    /// Cluster-scoped rule sets and the default module.
+    /// A cluster administrator: a `ZundokoRules`, the default module.
     #[default]
     Cluster,
-    /// A namespaced rule set's namespace.
+    /// The namespace of a `ZundokoNamespacedRules`.
     Namespace(String),
 }
 
@@ -25,12 +39,19 @@ impl Tenant {
         }
     }
 
-    /// The tenant as the metrics label it: its namespace, or `_cluster` (no namespace name
-    /// holds an underscore, so the two never meet).
+    /// The tenant as metrics and logs label it: its namespace, or `_cluster` (no namespace
+    /// name holds an underscore, so the two never meet; a namespace may be named `cluster`).
     pub fn label(&self) -> &str {
         match self {
             Tenant::Cluster => CLUSTER_LABEL,
             Tenant::Namespace(namespace) => namespace,
+        }
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Tenant::Cluster => None,
+            Tenant::Namespace(ns) => Some(ns),
         }
     }
 }
@@ -91,5 +112,204 @@ impl fmt::Display for Tenant {
             Tenant::Cluster => f.write_str("the cluster"),
             Tenant::Namespace(namespace) => write!(f, "namespace {namespace}"),
         }
+    }
+}
+
+/// A rule set as the serving table, the wake-ups and the metrics know it: `NAME` for a
+/// `ZundokoRules`, `NAMESPACE/NAME` for a `ZundokoNamespacedRules`. A Kubernetes name has no
+/// `/`, so the two never meet: a Hikawa's `spec.rules: a/b` names no rule set at all
+/// ([`of_hikawa`]), never namespace `a`'s `b`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleSetKey {
+    pub tenant: Tenant,
+    pub name: String,
+}
+
+impl RuleSetKey {
+    pub fn cluster(name: &str) -> Self {
+        RuleSetKey { tenant: Tenant::Cluster, name: name.into() }
+    }
+
+    pub fn namespaced(namespace: &str, name: &str) -> Self {
+        RuleSetKey { tenant: Tenant::Namespace(namespace.into()), name: name.into() }
+    }
+
+    /// The key as [`Display`](fmt::Display) writes it.
+    pub fn parse(key: &str) -> Self {
+        match key.split_once('/') {
+            Some((ns, name)) => RuleSetKey::namespaced(ns, name),
+            None => RuleSetKey::cluster(key),
+        }
+    }
+
+    /// `ZundokoRules NAME`, or `ZundokoNamespacedRules NAME in namespace NS`: for messages.
+    pub fn describe(&self) -> String {
+        match &self.tenant {
+            Tenant::Cluster => format!("ZundokoRules {}", self.name),
+            Tenant::Namespace(ns) => format!("ZundokoNamespacedRules {} in namespace {ns}", self.name),
+        }
+    }
+}
+
+impl fmt::Display for RuleSetKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tenant {
+            Tenant::Cluster => write!(f, "{}", self.name),
+            Tenant::Namespace(ns) => write!(f, "{ns}/{}", self.name),
+        }
+    }
+}
+
+/// The rule set a Hikawa names (`None`: the default module), or why what it names is refused:
+/// a `rules` or `rulesRef` name with a `/`, a `ZundokoNamespacedRules` in another namespace.
+pub fn of_hikawa(hikawa: &Hikawa) -> Result<Option<RuleSetKey>, RefusedName> {
+    let own = hikawa.metadata.namespace.as_deref().unwrap_or("default");
+    let refused = |rules: String, reason: &'static str, message: String| RefusedName { rules, reason, message };
+    let no_slash = |name: &str, field: &str| {
+        if name.contains('/') {
+            return Err(refused(name.into(), "RulesNotFound", format!("{field} {name:?} names no rule set: a rule set's name has no '/' (a rule set in this namespace is named by spec.rulesRef)")));
+        }
+        Ok(())
+    };
+    match (&hikawa.spec.rules, &hikawa.spec.rules_ref) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(refused(String::new(), "RulesAmbiguous", "the Hikawa names its rules twice: set spec.rules (a ZundokoRules) or spec.rulesRef, not both".into())),
+        (Some(name), None) => no_slash(name, "spec.rules").map(|()| Some(RuleSetKey::cluster(name))),
+        (None, Some(r)) => {
+            no_slash(&r.name, "spec.rulesRef.name")?;
+            match (r.kind, r.namespace.as_deref()) {
+                (RulesKind::ZundokoRules, None) => Ok(Some(RuleSetKey::cluster(&r.name))),
+                (RulesKind::ZundokoRules, Some(ns)) => Err(refused(
+                    r.name.clone(),
+                    "RulesInOtherNamespace",
+                    format!("spec.rulesRef names ZundokoRules {} in namespace {ns}, but a ZundokoRules is cluster-scoped: leave rulesRef.namespace out", r.name),
+                )),
+                (RulesKind::ZundokoNamespacedRules, Some(ns)) if ns != own => Err(refused(
+                    format!("{ns}/{}", r.name),
+                    "RulesInOtherNamespace",
+                    format!("spec.rulesRef names ZundokoNamespacedRules {} in namespace {ns}: a Hikawa may name only a rule set in its own namespace ({own}) or a cluster-scoped ZundokoRules", r.name),
+                )),
+                (RulesKind::ZundokoNamespacedRules, _) => Ok(Some(RuleSetKey::namespaced(own, &r.name))),
+            }
+        }
+    }
+}
+
+/// [`of_hikawa`]'s key as the serving table writes it; `None` for the default module or a
+/// refused name.
+pub fn key_of_hikawa(hikawa: &Hikawa) -> Option<String> {
+    of_hikawa(hikawa).ok().flatten().map(|key| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{HikawaSpec, RulesRef};
+
+    fn hikawa(ns: &str, rules: Option<&str>, rules_ref: Option<(RulesKind, &str, Option<&str>)>) -> Hikawa {
+        let rules_ref = rules_ref.map(|(kind, name, namespace)| RulesRef { kind, name: name.into(), namespace: namespace.map(Into::into) });
+        let mut h = Hikawa::new("h", HikawaSpec { rules: rules.map(Into::into), rules_ref, ..HikawaSpec::default() });
+        h.metadata.namespace = Some(ns.into());
+        h
+    }
+
+    #[test]
+    fn a_hikawa_names_a_cluster_rule_set_by_rules_and_its_own_namespaces_by_rules_ref() {
+        assert_eq!(of_hikawa(&hikawa("a", None, None)), Ok(None));
+        assert_eq!(of_hikawa(&hikawa("a", Some("classic"), None)), Ok(Some(RuleSetKey::cluster("classic"))));
+        assert_eq!(of_hikawa(&hikawa("a", None, Some((RulesKind::ZundokoRules, "classic", None)))), Ok(Some(RuleSetKey::cluster("classic"))));
+        assert_eq!(of_hikawa(&hikawa("a", None, Some((RulesKind::ZundokoNamespacedRules, "mine", None)))), Ok(Some(RuleSetKey::namespaced("a", "mine"))));
+        assert_eq!(of_hikawa(&hikawa("a", None, Some((RulesKind::ZundokoNamespacedRules, "mine", Some("a"))))), Ok(Some(RuleSetKey::namespaced("a", "mine"))));
+        assert_eq!(RuleSetKey::namespaced("a", "mine").to_string(), "a/mine");
+        assert_eq!(RuleSetKey::parse("a/mine"), RuleSetKey::namespaced("a", "mine"));
+        assert_eq!(RuleSetKey::parse("classic"), RuleSetKey::cluster("classic"));
+    }
+
+    #[test]
+    fn a_hikawa_cannot_name_another_namespaces_rule_set_in_any_spelling() {
+        let other = of_hikawa(&hikawa("b", None, Some((RulesKind::ZundokoNamespacedRules, "mine", Some("a"))))).unwrap_err();
+        assert_eq!(other.reason, "RulesInOtherNamespace");
+        assert!(other.message.contains("own namespace (b)"), "{}", other.message);
+        // The serving table's spelling of a's rule set, written as a cluster name: no rule set.
+        assert_eq!(of_hikawa(&hikawa("b", Some("a/mine"), None)).unwrap_err().reason, "RulesNotFound");
+        assert_eq!(of_hikawa(&hikawa("b", None, Some((RulesKind::ZundokoNamespacedRules, "a/mine", None)))).unwrap_err().reason, "RulesNotFound");
+        assert_eq!(of_hikawa(&hikawa("b", None, Some((RulesKind::ZundokoRules, "x", Some("a"))))).unwrap_err().reason, "RulesInOtherNamespace");
+        assert_eq!(of_hikawa(&hikawa("b", Some("x"), Some((RulesKind::ZundokoRules, "x", None)))).unwrap_err().reason, "RulesAmbiguous");
+    }
+
+    #[test]
+    fn a_module_over_any_ceiling_of_its_policy_is_refused_naming_the_field() {
+        let bounds = TenantBounds { policy: "p".into(), required_keys: Vec::new(), fuel: None, memory_bytes: None, module_bytes: None, compile_memory_bytes: None, compile_time: None, min_poll: None };
+        let defaults = crate::supply::sandbox::SandboxLimits::default();
+        // No budget section: the operator's defaults are what it runs with.
+        let module = vec![0u8; 2 << 20];
+        assert!(bounds.admit(&module, &defaults).is_ok());
+        let refusal = |b: TenantBounds| b.admit(&module, &defaults).unwrap_err();
+        let big = refusal(TenantBounds { module_bytes: Some(1 << 20), ..bounds.clone() });
+        assert_eq!(big.reason, POLICY_REFUSED);
+        assert!(big.message.starts_with("ZundokoTenantPolicy p spec.ceilings.moduleMiB: the module is 2097152 bytes"), "{}", big.message);
+        let fuel = refusal(TenantBounds { fuel: Some(defaults.fuel - 1), ..bounds.clone() });
+        assert!(fuel.message.starts_with("ZundokoTenantPolicy p spec.ceilings.fuel: "), "{}", fuel.message);
+        let memory = refusal(TenantBounds { memory_bytes: Some(defaults.memory_bytes as u64 - 1), ..bounds.clone() });
+        assert!(memory.message.starts_with("ZundokoTenantPolicy p spec.ceilings.memoryMiB: "), "{}", memory.message);
+        let at_the_ceilings = TenantBounds { fuel: Some(defaults.fuel), memory_bytes: Some(defaults.memory_bytes as u64), module_bytes: Some(2 << 20), ..bounds };
+        assert!(at_the_ceilings.admit(&module, &defaults).is_ok());
+    }
+}
+
+/// The reason of every refusal a tenant policy's field makes (its message names the policy
+/// and the field).
+pub const POLICY_REFUSED: &str = "PolicyRefused";
+
+/// What a cluster policy (`ZundokoTenantPolicy`) holds a tenant's module to, beyond its rule
+/// set's spec: the keys that must sign it (each beside the rule set's own and the operator's),
+/// and the ceilings of what it runs and compiles with. Made by the rule set controller from
+/// the policy selecting the tenant's namespace; a cluster rule set has none.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantBounds {
+    /// The policy's name, for the refusals.
+    pub policy: String,
+    pub required_keys: Vec<crate::supply::oci::TrustedKey>,
+    pub fuel: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub module_bytes: Option<u64>,
+    pub compile_memory_bytes: Option<u64>,
+    pub compile_time: Option<std::time::Duration>,
+    /// A followed tag is resolved again at most this often.
+    pub min_poll: Option<std::time::Duration>,
+}
+
+impl TenantBounds {
+    /// A refusal by the policy's `field`.
+    pub fn refused(&self, field: &str, why: String) -> crate::supply::fetch::Problem {
+        crate::supply::fetch::Problem::new(POLICY_REFUSED, format!("ZundokoTenantPolicy {} {field}: {why}", self.policy), false)
+    }
+
+    /// Whether a module's bytes are within the ceilings: its size, and the fuel and memory per
+    /// call it would run with (its `zundoko:budget` section's, or the operator's defaults
+    /// `defaults` when it asks for none). A budget the operator itself would refuse is left to
+    /// the loader to refuse, as any module's.
+    pub fn admit(&self, bytes: &[u8], defaults: &crate::supply::sandbox::SandboxLimits) -> Result<(), crate::supply::fetch::Problem> {
+        use crate::supply::sandbox::budget;
+        if let Some(ceiling) = self.module_bytes
+            && bytes.len() as u64 > ceiling
+        {
+            return Err(self.refused("spec.ceilings.moduleMiB", format!("the module is {} bytes, over the ceiling of {ceiling}", bytes.len())));
+        }
+        let Ok(granted) = budget::read(bytes).and_then(|asked| budget::grant(asked, defaults)) else { return Ok(()) };
+        if let Some(ceiling) = self.fuel
+            && granted.fuel > ceiling
+        {
+            return Err(self.refused("spec.ceilings.fuel", format!("the module runs with {} fuel per call (its zundoko:budget section, or the operator's default), over the ceiling of {ceiling}", granted.fuel)));
+        }
+        if let Some(ceiling) = self.memory_bytes
+            && granted.memory_bytes as u64 > ceiling
+        {
+            return Err(self.refused(
+                "spec.ceilings.memoryMiB",
+                format!("the module runs with {} MiB of memory per call (its zundoko:budget section, or the operator's default), over the ceiling of {} MiB", granted.memory_bytes >> 20, ceiling >> 20),
+            ));
+        }
+        Ok(())
     }
 }

@@ -88,6 +88,7 @@ pub mod replica;
 pub mod rules;
 pub mod wasi_calls;
 pub mod running;
+pub mod tenants;
 
 /// The component without its `zundoko:budget` section (what scripts/set-budget.py removes), for the tests of what a module asks for.
 pub fn without_budget(bytes: &[u8]) -> Vec<u8> {

@@ -67,7 +67,7 @@ impl<'a> Modules<'a> {
     async fn find(&mut self, digest: &str) -> Result<Fetched, String> {
         let mut tried = Vec::new();
         if let Some(path) = &self.file {
-            let checks = Checks { pin: Some(digest), pinned_by: "the recorded decision", max_bytes: None };
+            let checks = Checks { pin: Some(digest), pinned_by: "the recorded decision", max_bytes: None, required_keys: &[], prove_access: false };
             match fetch_module(Source::File(path), &RegistryAuth::Anonymous, &[], self.signing_registry().as_deref(), &checks).await {
                 Ok(fetched) => return Ok(fetched),
                 Err(problem) => tried.push(format!("--module {}: {} ({})", path.display(), problem.message, problem.reason)),

@@ -41,8 +41,8 @@ use crate::process::leader::{Entered, InFlight};
 use crate::supply::contract::RecordDecision as _;
 use crate::supply::contract::rules::{Rules, decide_async};
 use crate::supply::sandbox::ModuleIdentity;
-use crate::supply::serving::CandidateDecision;
-use crate::supply::tenant::Tenant;
+use crate::supply::serving::{CandidateDecision, RulesUnavailable};
+use crate::supply::tenant::{Tenant, key_of_hikawa, of_hikawa};
 
 /// A step either goes on with its result or ends the reconcile with an action.
 type Step<T> = ControlFlow<Action, T>;
@@ -123,7 +123,7 @@ fn admit(ctx: &Context, hikawa: &Hikawa) -> Result<Step<(String, u16, InFlight)>
         return Ok(Break(Action::await_change()));
     }
     let uid = hikawa.uid().ok_or_else(|| Error::MissingField(format!("Hikawa {} has no uid", key(hikawa))))?;
-    ctx.rulesets.member(&uid, hikawa.spec.rules.as_deref());
+    ctx.rulesets.member(&uid, key_of_hikawa(hikawa).as_deref());
     // Another replica's shard never reaches the rules here. When this replica takes it, its
     // Hikawas are reconciled again (`taken` in `controller.rs`).
     let shard = ctx.shards.shard_of(&uid);
@@ -199,7 +199,12 @@ fn look(turn: &Turn<'_>, cached: Arc<Hikawa>) -> Step<Looked> {
 /// The rules that decide: the default module, or the rule set named (its candidate for the
 /// Hikawas in the candidate's share). `None`: not known yet, wait.
 fn choose(ctx: &Context, hikawa: &Hikawa, uid: &str) -> Step<Chosen> {
-    match hikawa.spec.rules.as_deref() {
+    let named = match of_hikawa(hikawa) {
+        Ok(named) => named,
+        // Named so that no rule set of its own answers (another namespace's, say): refused.
+        Err(refused) => return Continue(Err(RulesUnavailable::from(refused).into())),
+    };
+    match named.map(|key| key.to_string()).as_deref() {
         None => match ctx.rules.current() {
             Some(rules) => Continue(Ok((rules, None))),
             // No default module serves (none yet, or withdrawn when no trusted key verifies it
@@ -228,8 +233,8 @@ fn choose(ctx: &Context, hikawa: &Hikawa, uid: &str) -> Step<Chosen> {
 /// rules that decide, not the Hikawa's namespace. The default module and cluster-scoped rule
 /// sets are the cluster's (a namespaced rule set, which serves its own namespace's Hikawas only,
 /// is its namespace's).
-fn tenant(_hikawa: &Hikawa) -> Tenant {
-    Tenant::Cluster
+fn tenant(hikawa: &Hikawa) -> Tenant {
+    of_hikawa(hikawa).ok().flatten().map_or(Tenant::Cluster, |key| key.tenant)
 }
 
 /// How many words the Hikawa's status claims (the index reads that far for missing words).

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use crate::controllers::hikawa::context::Context;
 use crate::crd::Hikawa;
 use crate::process::leader::ShardTable;
+use crate::supply::tenant::key_of_hikawa;
 
 /// A swap of the default module concerns the Hikawas that name no rules; a change in what a
 /// rule set serves (or the rule sets listed at last), those that name it.
@@ -19,7 +20,7 @@ pub fn swapped(hikawas: Store<Hikawa>, default_swaps: impl Stream<Item = ()> + S
     let default_swaps = default_swaps.map(|()| None);
     let rule_sets = futures::stream::unfold(changed, |mut rx| async move { rx.recv().await.map(|name| (Some(name), rx)) });
     futures::stream::select(default_swaps, rule_sets).flat_map(move |rules: Option<String>| {
-        let concerned: Vec<ObjectRef<Hikawa>> = hikawas.state().iter().filter(|h| h.spec.rules == rules).map(|h| ObjectRef::from_obj(h.as_ref())).collect();
+        let concerned: Vec<ObjectRef<Hikawa>> = hikawas.state().iter().filter(|h| key_of_hikawa(h) == rules).map(|h| ObjectRef::from_obj(h.as_ref())).collect();
         futures::stream::iter(concerned)
     })
 }

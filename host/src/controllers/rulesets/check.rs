@@ -13,13 +13,10 @@ use crate::controllers::writes::status::rfc3339_millis;
 use crate::crd::{RolloutSpec, ZundokoRules};
 use crate::supply::serving::rollout::Thresholds;
 use crate::supply::sources::rulesets::{Checked, Problem, SourceSpec};
-use crate::supply::tenant::Tenant;
+use crate::supply::tenant::{Tenant, TenantBounds};
 
 /// A source's ConfigMap is read (and a new module compiled) at most this often per rule set:
 /// a ConfigMap rewritten in a loop costs at most one compile a second.
-/// Whose share of the pulls and compiles a rule set's sources take: cluster-scoped
-/// `ZundokoRules` are the cluster's (`supply/tenant.rs`; a namespaced rule set's, its namespace).
-const TENANT: Tenant = Tenant::Cluster;
 const READ_EVERY: Duration = Duration::from_secs(1);
 
 /// What the check step hands the others.
@@ -38,8 +35,18 @@ pub(super) struct Sources {
 
 /// Check the sources. `Err(retry_in)` when a source is to be checked again first.
 pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Result<Result<Sources, Duration>, Error> {
+    // A tenant's rule set: held to the policy selecting its namespace, or refused by it.
+    let bounds = match &at.tenant {
+        Tenant::Cluster => None,
+        Tenant::Namespace(ns) => match ctx.tenancy.judge(zr, ns, ctx.sources.min_poll()) {
+            None => return Ok(Err(Duration::from_millis(200))),
+            Some(Ok(bounds)) => Some(bounds),
+            Some(Err(problem)) => return Ok(Ok(refused_by_policy(zr, ctx, at, problem))),
+        },
+    };
+    let bounds = bounds.as_ref();
     // The sources: the module of each, or why there is none.
-    let spec = SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), at.pinned_digest.clone());
+    let spec = SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), at.pinned_digest.clone()).of(&at.tenant).bounded(bounds);
     let stable = match ctx.check_source(&at.uid, &spec, false, "spec.sha256").await? {
         Ok(checked) => checked,
         Err(retry_in) => return Ok(Err(retry_in)),
@@ -48,12 +55,12 @@ pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Re
     if let (Some(written), Some(digest), Ok(_)) = (&at.tag, &stable_digest, &stable.outcome) {
         ctx.with_memo(&at.uid, |m| m.pinned = Some((written.clone(), digest.clone())));
     }
-    let (follow_problem, followed) = match follow_tag(zr, ctx, at, &spec, &stable, stable_digest.as_ref()).await {
+    let (follow_problem, followed) = match follow_tag(zr, ctx, at, &spec, &stable, stable_digest.as_ref(), bounds).await {
         Ok(found) => found,
         Err(retry_in) => return Ok(Err(retry_in)),
     };
     let candidate_source = match (&zr.spec.candidate, followed) {
-        (Some(c), _) => Some((SourceSpec::new(&c.source, c.sha256.as_deref(), None), c.rollout.clone(), "spec.candidate.sha256")),
+        (Some(c), _) => Some((SourceSpec::new(&c.source, c.sha256.as_deref(), None).of(&at.tenant).bounded(bounds), c.rollout.clone(), "spec.candidate.sha256")),
         (None, Some((spec, rollout))) => Some((spec, rollout, "spec.sha256")),
         (None, None) => None,
     };
@@ -84,13 +91,16 @@ async fn follow_tag(
     spec: &SourceSpec,
     stable: &Checked,
     stable_digest: Option<&String>,
+    bounds: Option<&TenantBounds>,
 ) -> Result<(Option<Problem>, Option<(SourceSpec, RolloutSpec)>), Duration> {
     // A followed tag that moved: its artifact is the candidate (unless the spec names one).
     let mut follow_problem = None;
     let mut followed = None;
     let oci = zr.spec.source.oci.as_ref();
     if let (Some(o), Some(written)) = (oci.filter(|o| o.follow && zr.spec.candidate.is_none()), &at.tag) {
-        let (digest, problem) = ctx.follow(&at.uid, spec, written, follow_every(o.poll_seconds, ctx.sources.min_poll())).await;
+        // A tenant's policy may poll less often than the operator's --min-poll-secs.
+        let min_poll = bounds.and_then(|b| b.min_poll).map_or(ctx.sources.min_poll(), |p| p.max(ctx.sources.min_poll()));
+        let (digest, problem) = ctx.follow(&at.uid, spec, written, follow_every(o.poll_seconds, min_poll)).await;
         follow_problem = problem;
         if let Some(digest) = digest.filter(|d| Some(d) != stable_digest) {
             if stable.outcome.is_err() && ctx.with_memo(&at.uid, |m| m.last_stable.is_none()) {
@@ -99,10 +109,25 @@ async fn follow_tag(
                 ctx.with_memo(&at.uid, |m| m.pinned = Some((written.clone(), digest)));
                 return Err(Duration::from_millis(10));
             }
-            followed = Some((SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), Some(digest)), o.rollout.clone().unwrap_or_default()));
+            followed = Some((SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), Some(digest)).of(&at.tenant).bounded(bounds), o.rollout.clone().unwrap_or_default()));
         }
     }
     Ok((follow_problem, followed))
+}
+
+/// A tenant's rule set its policy refuses: nothing of it serves (what served before neither:
+/// fail closed), no candidate, and the status says which policy and field refused it.
+fn refused_by_policy(zr: &ZundokoRules, ctx: &Context, at: &Resolved, problem: Problem) -> Sources {
+    let spec = SourceSpec::new(&zr.spec.source, zr.spec.sha256.as_deref(), None).of(&at.tenant);
+    let stable = Checked { spec: spec.clone(), resource_version: None, outcome: Err(problem), pinned: None, tried_at: Instant::now(), trust: None };
+    ctx.with_memo(&at.uid, |m| {
+        if m.stable.as_ref().is_none_or(|s| s.outcome.as_ref().err() != stable.outcome.as_ref().err()) {
+            m.checked_at = Some(rfc3339_millis(now_ms()));
+        }
+        (m.last_stable, m.candidate, m.stable) = (None, None, Some(stable.clone()));
+    });
+    ctx.sets.forget_candidate(&at.name);
+    Sources { spec, stable, follow_problem: None, candidate: None, thresholds: None, follows: false }
 }
 
 impl Context {
@@ -111,7 +136,7 @@ impl Context {
     async fn check_source(&self, uid: &str, spec: &SourceSpec, candidate: bool, pinned_by: &'static str) -> Result<Result<Checked, Duration>, Error> {
         let (last, read_at) = self.with_memo(uid, |m| (if candidate { m.candidate.clone() } else { m.stable.clone() }, m.read_at[usize::from(candidate)]));
         let wait = read_at.map(|at| READ_EVERY.saturating_sub(at.elapsed())).filter(|d| !d.is_zero());
-        let Some(checked) = self.sources.check((&TENANT, uid), spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
+        let Some(checked) = self.sources.check(uid, spec, last.as_ref(), pinned_by, wait.is_some(), OCI_RETRY).await? else {
             return Ok(Err(wait.unwrap_or(Duration::from_millis(200))));
         };
         let fresh = last.as_ref().is_none_or(|l| l.spec != checked.spec || l.resource_version != checked.resource_version);
@@ -153,7 +178,7 @@ impl Context {
         if let Some(known) = due {
             return known;
         }
-        let resolved = self.sources.resolve(&TENANT, oci).await;
+        let resolved = self.sources.resolve(oci, &spec.tenant).await;
         self.with_memo(uid, |m| {
             let last = m.followed.take().filter(|f| f.written == written);
             let mut moved_at = last.as_ref().map(|l| l.moved_at.clone()).unwrap_or_default();

@@ -35,7 +35,8 @@ use super::roll_out::roll_out;
 use super::status;
 use super::tally::error_backoff;
 use crate::controllers::writes::events::EventSink;
-use crate::crd::{Hikawa, ReplicaCount, ZundokoRules, ZundokoRulesStatus};
+use super::policy::{self, Tenancy};
+use crate::crd::{Hikawa, ReplicaCount, ZundokoNamespacedRules, ZundokoRules, ZundokoRulesStatus, ZundokoTenantPolicy};
 use crate::process::leader::ShardTable;
 use crate::process::metrics::Metrics;
 use crate::supply::ModuleLoader;
@@ -43,6 +44,7 @@ use crate::supply::oci::ModuleRef;
 use crate::supply::sandbox::RulesModule;
 use crate::supply::serving::{RuleSets, Serving, Unavailable};
 use crate::supply::sources::rulesets::{Checked, Problem, Sources};
+use crate::supply::tenant::{RuleSetKey, Tenant};
 
 /// What this process remembers of a rule set between reconciles: never an input to what
 /// serves beyond the module that served last (kept while a newer source is refused).
@@ -93,6 +95,16 @@ pub struct Context {
     pub(super) modules: Arc<ModuleLoader>,
     /// By uid: a rule set deleted and created again under its name starts afresh.
     pub(super) memo: Mutex<HashMap<String, Memo>>,
+    /// The tenants' policies, namespaces and rule sets, as listed (policy.rs).
+    pub(super) tenancy: Tenancy,
+    /// The kinds of rule set listed so far, a bit each (`ZundokoRules` 1,
+    /// `ZundokoNamespacedRules` 2): once both are, a name not found is not there.
+    pub(super) lists_done: std::sync::atomic::AtomicU8,
+    /// The `ZundokoRules` as listed (set when their controller starts): with the tenants',
+    /// the tags every rule set names (`tell_named_tags`).
+    pub(super) cluster_rule_sets: std::sync::OnceLock<Store<ZundokoRules>>,
+    /// Told which tags the rule sets name, so the cache's records of others can go.
+    pub(super) registry: Arc<crate::supply::oci::Registry>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +136,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (sources, configmaps) = Sources::watch(&client, &settings.namespaces, modules.clone(), settings.registry.clone());
+    let (tenancy, tenancy_changes) = watch_tenancy(&client);
     let ctx = Arc::new(Context {
+        tenancy,
         client: client.clone(),
         events: (0..shards.count).map(|s| EventSink::new(shards.client(s).clone(), "zundoko-operator", &settings.instance)).collect(),
         shards,
@@ -134,10 +148,70 @@ pub async fn run(
         metrics,
         modules,
         memo: Mutex::default(),
+        lists_done: std::sync::atomic::AtomicU8::new(0),
+        cluster_rule_sets: std::sync::OnceLock::new(),
+        registry: settings.registry.clone(),
     });
+    // Both kinds wake by key (`NAME`, `NAMESPACE/NAME`): each controller hears its own.
+    let (cluster_wake, namespaced_wake) = split_wake(wake);
+    let cluster = cluster_controller(client.clone(), ctx.clone(), cluster_wake, configmaps, &settings);
+    let namespaced = namespaced_controller(client, ctx.clone(), namespaced_wake, tenancy_changes, &settings);
+    info!(namespaces = ?settings.namespaces, "starting the ZundokoRules and ZundokoNamespacedRules controllers");
+    let shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(shutdown);
+    let shutdown = futures::FutureExt::shared(shutdown);
+    futures::future::join(cluster(shutdown.clone()), namespaced(shutdown)).await;
+    info!("the rule set controllers stopped");
+}
+
+/// The wake-ups by key, split by kind.
+fn split_wake(mut wake: mpsc::UnboundedReceiver<String>) -> (mpsc::UnboundedReceiver<String>, mpsc::UnboundedReceiver<String>) {
+    let (cluster_tx, cluster_rx) = mpsc::unbounded_channel();
+    let (namespaced_tx, namespaced_rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(key) = wake.recv().await {
+            let to = if RuleSetKey::parse(&key).tenant == Tenant::Cluster { &cluster_tx } else { &namespaced_tx };
+            let _ = to.send(key);
+        }
+    });
+    (cluster_rx, namespaced_rx)
+}
+
+type Shutdown = futures::future::Shared<std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
+
+/// What a rule set list's events tell the serving table (either kind: `keys` spells a key).
+fn listed<K: kube::Resource<DynamicType = ()> + Clone>(ctx: &Context, store: &Store<K>, event: &Result<Event<K>, watcher::Error>, keys: fn(&K) -> RuleSetKey, namespaced: bool) {
+    match event {
+        Ok(Event::Apply(zr) | Event::InitApply(zr)) => ctx.sets.announce(&keys(zr).to_string()),
+        Ok(Event::Delete(zr)) => ctx.forget(&keys(zr).to_string(), zr.meta().uid.as_deref()),
+        Ok(Event::InitDone) => {
+            let alive: std::collections::HashSet<String> = store.state().iter().map(|zr| keys(zr).to_string()).collect();
+            // Only this kind's: the other kind's list keeps its own.
+            ctx.sets.retain(|key| (RuleSetKey::parse(key).tenant != Tenant::Cluster) != namespaced || alive.contains(key));
+            ctx.listed_one(namespaced);
+        }
+        // Without the kind's CRD there are none: Hikawas naming one hear so.
+        Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => ctx.listed_one(namespaced),
+        Err(error) => ctx.sets.set_unlistable(error.to_string()),
+        _ => {}
+    }
+    // Apply and Delete come only once listed: the tags the rule sets name, told again.
+    if matches!(event, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone)) {
+        ctx.tell_named_tags();
+    }
+}
+
+/// The cluster-scoped `ZundokoRules`, woken also by their ConfigMaps' changes.
+fn cluster_controller(
+    client: Client,
+    ctx: Arc<Context>,
+    wake: mpsc::UnboundedReceiver<String>,
+    configmaps: crate::supply::sources::rulesets::ConfigMapChanges,
+    settings: &Settings,
+) -> impl FnOnce(Shutdown) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
     let (store, writer) = reflector::store();
     let rule_sets = {
-        let (store, ctx, registry) = (store.clone(), ctx.clone(), settings.registry.clone());
+        let (store, ctx) = (store.clone(), ctx.clone());
+        let _ = ctx.cluster_rule_sets.set(store.clone());
         reflector::reflector(
             writer,
             watch(Api::<ZundokoRules>::all(client), watcher::Config::default()).default_backoff().modify(|zr| {
@@ -145,29 +219,7 @@ pub async fn run(
                 zr.metadata.annotations = None;
             }),
         )
-        .inspect(move |event| match event {
-            Ok(Event::InitApply(zr)) => ctx.sets.announce(&zr.name_any()),
-            // Apply and Delete come only once listed: the tags the rule sets name, told again.
-            Ok(Event::Apply(zr)) => {
-                ctx.sets.announce(&zr.name_any());
-                registry.rule_sets_name(&named_references(&store.state()));
-            }
-            Ok(Event::Delete(zr)) => {
-                ctx.forget(&zr.name_any(), zr.uid().as_deref());
-                registry.rule_sets_name(&named_references(&store.state()));
-            }
-            Ok(Event::InitDone) => {
-                let alive: std::collections::HashSet<String> = store.state().iter().map(|zr| zr.name_any()).collect();
-                ctx.sets.retain(|name| alive.contains(name));
-                ctx.sets.set_synced();
-                // Every source seen now: the cache's records of tags none names can go.
-                registry.rule_sets_name(&named_references(&store.state()));
-            }
-            // Without the ZundokoRules CRD there are no rule sets: Hikawas naming one hear so.
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => ctx.sets.set_synced(),
-            Err(error) => ctx.sets.set_unlistable(error.to_string()),
-            _ => {}
-        })
+        .inspect(move |event| listed(&ctx, &store, event, key_of, false))
         .applied_objects()
     };
     let named = {
@@ -182,7 +234,7 @@ pub async fn run(
                 .collect::<Vec<_>>()
         }
     };
-    let woken = futures::stream::unfold(wake, |mut wake| async move { wake.recv().await.map(|name| (ObjectRef::<ZundokoRules>::new(&name), wake)) });
+    let woken = futures::stream::unfold(wake, |mut wake| async move { wake.recv().await.map(|key| (ObjectRef::<ZundokoRules>::new(&key), wake)) });
     // The operator's trusted keys changed: every rule set's module is verified again. With
     // --trusted-keys, its files are read again every KEYS_POLL (by a task of their own, started
     // here if the operator has not).
@@ -192,28 +244,148 @@ pub async fn run(
     // refresh (REFRESH_EVERY later): a standby that took over after its leader died, having
     // reconciled them as a non-writer, left their status unwritten for up to that long.
     let taken = ctx.shards.taken().map(|_| ());
-    info!(namespaces = ?settings.namespaces, "starting the ZundokoRules controller");
-    Controller::for_stream(rule_sets, store)
-        .watches_stream(configmaps, named)
-        .reconcile_on(woken)
-        .reconcile_all_on(futures::stream::select(keys_changed, taken))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "rule set reconcile failed");
+    move |shutdown| {
+        Box::pin(
+            Controller::for_stream(rule_sets, store)
+                .watches_stream(configmaps, named)
+                .reconcile_on(woken)
+                .reconcile_all_on(futures::stream::select(keys_changed, taken))
+                .graceful_shutdown_on(shutdown)
+                .run(reconcile, error_policy, ctx)
+                .for_each(|result| async move {
+                    if let Err(error) = result {
+                        tracing::debug!(%error, "rule set reconcile failed");
+                    }
+                }),
+        )
+    }
+}
+
+/// The tenants' `ZundokoNamespacedRules`. Their ConfigMaps are not watched (the operator may
+/// read only the one each names, by name): they are read again at each reconcile, at least
+/// every `TENANT_CONFIGMAP_POLL` (record.rs).
+fn namespaced_controller(
+    client: Client,
+    ctx: Arc<Context>,
+    wake: mpsc::UnboundedReceiver<String>,
+    tenancy_changes: futures::stream::BoxStream<'static, ()>,
+    settings: &Settings,
+) -> impl FnOnce(Shutdown) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    let (store, writer) = (ctx.tenancy.rule_sets.clone(), ctx.tenancy.rule_sets_writer.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the namespaced controller starts once"));
+    let rule_sets = {
+        let (store, ctx) = (store.clone(), ctx.clone());
+        reflector::reflector(
+            writer,
+            watch(Api::<ZundokoNamespacedRules>::all(client), watcher::Config::default()).default_backoff().modify(|zr| {
+                zr.metadata.managed_fields = None;
+                zr.metadata.annotations = None;
+            }),
+        )
+        .inspect(move |event| {
+            if matches!(event, Ok(Event::InitDone)) {
+                ctx.tenancy.listed.fetch_or(policy::RULE_SETS, std::sync::atomic::Ordering::SeqCst);
             }
+            listed(&ctx, &store, event, namespaced_key_of, true)
         })
-        .await;
-    info!("the ZundokoRules controller stopped");
+        .applied_objects()
+    };
+    let woken = futures::stream::unfold(wake, |mut wake| async move {
+        let key = wake.recv().await?;
+        let at = RuleSetKey::parse(&key);
+        let object = ObjectRef::<ZundokoNamespacedRules>::new(&at.name).within(at.tenant.namespace().unwrap_or_default());
+        Some((object, wake))
+    });
+    let keys_changed = futures::stream::unfold(settings.registry.keys().subscribe(), |mut changed| async move { changed.changed().await.ok().map(|()| ((), changed)) });
+    let taken = ctx.shards.taken().map(|_| ());
+    move |shutdown| {
+        Box::pin(
+            Controller::for_stream(rule_sets, store)
+                .reconcile_on(woken)
+                // A policy or a namespace's labels changed: every tenant's rule set is judged again.
+                .reconcile_all_on(futures::stream::select(futures::stream::select(keys_changed, taken), tenancy_changes))
+                .graceful_shutdown_on(shutdown)
+                .run(reconcile_namespaced, error_policy_namespaced, ctx)
+                .for_each(|result| async move {
+                    if let Err(error) = result {
+                        tracing::debug!(%error, "namespaced rule set reconcile failed");
+                    }
+                }),
+        )
+    }
+}
+
+/// The tenants' policies and the namespaces' labels, watched (their changes, which must be
+/// polled, are what the namespaced controller judges again on); the tenants' rule sets' store
+/// is filled by the namespaced controller's own watch.
+fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'static, ()>) {
+    use std::sync::atomic::Ordering;
+    let listed = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let on_listed = |bit: u8| {
+        let listed = listed.clone();
+        move |done: bool| {
+            if done {
+                listed.fetch_or(bit, Ordering::SeqCst);
+            }
+        }
+    };
+    let (policies, policies_writer) = reflector::store();
+    let policies_listed = on_listed(policy::POLICIES);
+    let policy_changes = reflector::reflector(policies_writer, watch(Api::<ZundokoTenantPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
+        .inspect(move |event| match event {
+            Ok(Event::InitDone) => policies_listed(true),
+            // Without the policy's CRD there is none: every tenant is refused, saying so.
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(true),
+            _ => {}
+        })
+        .map(|_| ());
+    let (namespaces, namespaces_writer) = reflector::store();
+    let namespaces_listed = on_listed(policy::NAMESPACES);
+    let namespace_changes = reflector::reflector(
+        namespaces_writer,
+        watch(Api::<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .modify(|ns| ns.metadata.managed_fields = None),
+    )
+    .inspect(move |event| namespaces_listed(matches!(event, Ok(Event::InitDone))))
+    .map(|_| ());
+    let (rule_sets, rule_sets_writer) = reflector::store();
+    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer: Arc::new(Mutex::new(Some(rule_sets_writer))) };
+    (tenancy, futures::stream::select(policy_changes, namespace_changes).boxed())
+}
+
+/// A rule set's key: `NAME` for a ZundokoRules; for a tenant's rule set seen through
+/// [`as_rules`], `NAMESPACE/NAME`.
+pub(super) fn key_of(zr: &ZundokoRules) -> RuleSetKey {
+    match zr.namespace() {
+        Some(ns) => RuleSetKey::namespaced(&ns, &zr.name_any()),
+        None => RuleSetKey::cluster(&zr.name_any()),
+    }
+}
+
+fn namespaced_key_of(zr: &ZundokoNamespacedRules) -> RuleSetKey {
+    RuleSetKey::namespaced(&zr.namespace().unwrap_or_default(), &zr.name_any())
+}
+
+/// A tenant's rule set as the reconcile's steps take it: the same spec and status, its
+/// namespace kept in the metadata (which `key_of` and the writes go by).
+fn as_rules(zr: &ZundokoNamespacedRules) -> ZundokoRules {
+    ZundokoRules { metadata: zr.metadata.clone(), spec: zr.spec.rules.clone(), status: zr.status.clone() }
+}
+
+/// The tenant's own object again, for what names its kind (Events, status writes).
+pub(super) fn as_namespaced(zr: &ZundokoRules) -> ZundokoNamespacedRules {
+    ZundokoNamespacedRules { metadata: zr.metadata.clone(), spec: crate::crd::ZundokoNamespacedRulesSpec { rules: zr.spec.clone() }, status: zr.status.clone() }
+}
+
+async fn reconcile_namespaced(zr: Arc<ZundokoNamespacedRules>, ctx: Arc<Context>) -> Result<Action, Error> {
+    reconcile(Arc::new(as_rules(&zr)), ctx).await
+}
+
+fn error_policy_namespaced(zr: Arc<ZundokoNamespacedRules>, error: &Error, ctx: Arc<Context>) -> Action {
+    error_policy(Arc::new(as_rules(&zr)), error, ctx)
 }
 
 /// The registry references the rule sets name (a source's, a candidate's).
-fn named_references(rule_sets: &[Arc<ZundokoRules>]) -> Vec<ModuleRef> {
-    let sources = rule_sets.iter().flat_map(|zr| std::iter::once(&zr.spec.source).chain(zr.spec.candidate.as_ref().map(|c| &c.source)));
-    sources.filter_map(|source| source.oci.as_ref()?.reference.parse().ok()).collect()
-}
-
 fn names_configmap(zr: &ZundokoRules, namespace: &str, name: &str) -> bool {
     let sources = std::iter::once(&zr.spec.source).chain(zr.spec.candidate.as_ref().map(|c| &c.source));
     sources.filter_map(|s| s.config_map.as_ref()).any(|cm| cm.namespace == namespace && cm.name == name)
@@ -224,6 +396,32 @@ pub(super) fn now_ms() -> i64 {
 }
 
 impl Context {
+    /// One kind of rule set listed: after both, the serving table is synced.
+    fn listed_one(&self, namespaced: bool) {
+        let kind = 1u8 << u8::from(namespaced);
+        if self.lists_done.fetch_or(kind, std::sync::atomic::Ordering::SeqCst) | kind == 0b11 {
+            self.sets.set_synced();
+            self.tell_named_tags();
+        }
+    }
+
+    /// Tell the registry the tags every rule set of both kinds names, once both are listed
+    /// (never before: a tag record only an unlisted rule set names would go).
+    fn tell_named_tags(&self) {
+        if self.lists_done.load(std::sync::atomic::Ordering::SeqCst) != 0b11 {
+            return;
+        }
+        let Some(cluster) = self.cluster_rule_sets.get() else { return };
+        let cluster = cluster.state();
+        let tenants = self.tenancy.rule_sets.state();
+        let specs = cluster.iter().map(|zr| (&zr.spec.source, zr.spec.candidate.as_ref())).chain(tenants.iter().map(|zr| (&zr.spec.source, zr.spec.candidate.as_ref())));
+        let named: Vec<ModuleRef> = specs
+            .flat_map(|(source, candidate)| std::iter::once(source).chain(candidate.map(|c| &c.source)))
+            .filter_map(|source| source.oci.as_ref()?.reference.parse().ok())
+            .collect();
+        self.registry.rule_sets_name(&named);
+    }
+
     fn forget(&self, name: &str, uid: Option<&str>) {
         self.sets.remove(name);
         if let Some(uid) = uid {
@@ -240,7 +438,7 @@ impl Context {
 }
 
 async fn reconcile(zr: Arc<ZundokoRules>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let span = info_span!("rules", name = %zr.name_any());
+    let span = info_span!("rules", name = %key_of(&zr));
     let (started, metrics) = (Instant::now(), ctx.metrics.clone());
     let result = reconcile_inner(zr, ctx).instrument(span).await;
     metrics.reconcile_took("zundokorules", result.is_ok(), started.elapsed());
@@ -272,12 +470,12 @@ fn error_policy(zr: Arc<ZundokoRules>, error: &Error, ctx: Arc<Context>) -> Acti
     });
     let delay = error_backoff(failures);
     // Never checked: its Hikawas hear why, instead of waiting for a first check in silence.
-    let name = zr.name_any();
+    let name = key_of(&zr).to_string();
     if ctx.sets.serving(&name).is_none() {
         let why = Unavailable { phase: status::PENDING.into(), reason: "CheckFailed".into(), message: crate::text::printable(&error.to_string(), 1024) };
         ctx.sets.publish(&name, Serving { stable: Err(why), candidate: None });
     }
     ctx.metrics.reconcile_failed("RulesApiError");
-    warn!(rules = %zr.name_any(), %error, retry_in_ms = delay.as_millis() as u64, "rule set reconcile failed");
+    warn!(rules = %name, %error, retry_in_ms = delay.as_millis() as u64, "rule set reconcile failed");
     Action::requeue(delay)
 }

@@ -3,9 +3,11 @@
 //! each: `resolve` -> `check` -> `roll_out` -> `publish` -> `record`. The rollout's rules are
 //! pure, in `tally` (with `status`, what the status says). What it publishes (which module
 //! serves which rule set) lives below, in [`crate::supply::serving`], where the Hikawa
-//! controller reads it.
+//! controller reads it. A tenant's rule set (`ZundokoNamespacedRules`) takes the same steps,
+//! held first to the cluster policy selecting its namespace (`policy`).
 
 mod check;
+pub mod policy;
 pub mod controller;
 mod publish;
 mod record;

@@ -16,6 +16,7 @@ use crate::supply::contract::rules::Rules;
 use crate::supply::serving::rollout::{self, Thresholds};
 use crate::supply::serving::{Candidate, Serving, Unavailable};
 use crate::supply::sources::rulesets::{Checked, Problem};
+use crate::supply::tenant::key_of_hikawa;
 
 /// Publish what serves; the status to write.
 pub(super) fn publish(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources, rolled: &RolledOut) -> ZundokoRulesStatus {
@@ -85,7 +86,7 @@ fn origins(at: &Resolved, sources: &Sources, rolled: &RolledOut) -> (Option<Orig
 fn served(ctx: &Context, name: &str, thresholds: Option<&Thresholds>, progressing: bool) -> (u32, u32) {
     let (mut hikawas, mut in_share) = (0u32, 0u32);
     for hikawa in ctx.hikawas.state() {
-        if hikawa.spec.rules.as_deref() == Some(name) {
+        if key_of_hikawa(&hikawa).as_deref() == Some(name) {
             hikawas += 1;
             let share = thresholds.map_or(0, |t| t.percent);
             in_share += u32::from(progressing && rollout::decides_for(&hikawa.uid().unwrap_or_default(), share));

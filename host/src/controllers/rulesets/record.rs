@@ -10,17 +10,26 @@ use kube::{Api, ResourceExt};
 use tracing::{info, warn};
 
 use super::check::Sources;
-use super::controller::{Context, Error};
+use super::controller::{Context, Error, as_namespaced};
 use super::resolve::Resolved;
 use super::roll_out::RolledOut;
 use super::status;
 use super::tally::{self, Pacing};
 use crate::controllers::writes::events::EventType;
-use crate::crd::{RolloutStatus, ZundokoRules, ZundokoRulesStatus};
+use crate::crd::{RolloutStatus, ZundokoNamespacedRules, ZundokoRules, ZundokoRulesStatus};
+use crate::supply::tenant::Tenant;
+
+/// How often a tenant's ConfigMap source is read again (it is not watched).
+pub(super) const TENANT_CONFIGMAP_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Record what the reconcile found; the requeue.
 pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources, rolled: &RolledOut, desired: ZundokoRulesStatus) -> Result<Action, Error> {
-    let requeue = tally::requeue(&pacing(zr, at, sources, rolled, ctx.sources.min_poll()), rolled.now);
+    let mut requeue = tally::requeue(&pacing(zr, at, sources, rolled, ctx.sources.min_poll()), rolled.now);
+    // A tenant's ConfigMap is not watched (the operator may read only it, by name): read again.
+    let reads_configmap = [Some(&sources.stable), sources.candidate.as_ref()].into_iter().flatten().any(|c| c.spec.oci().is_none());
+    if at.tenant != Tenant::Cluster && reads_configmap {
+        requeue = requeue.min(TENANT_CONFIGMAP_POLL);
+    }
     if !at.writes {
         // Its count is written again at the next reconcile: a failure here fails nothing else.
         if let Err(error) = count_own(ctx, zr, &at.uid, &at.me, rolled.rollout.as_ref()).await {
@@ -33,12 +42,21 @@ pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sour
         }
         tell(zr, ctx, at, &desired).await;
         let patch = status_patch(at.before.as_ref(), &desired, zr.status.as_ref(), &at.me);
-        let api: Api<ZundokoRules> = Api::all(ctx.shards.client(at.shard).clone());
-        api.patch_status(&at.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        patch_status(ctx.shards.client(at.shard).clone(), zr, &patch).await?;
         ctx.with_memo(&at.uid, |m| m.written = Some((desired, Instant::now())));
     }
     ctx.with_memo(&at.uid, |m| m.failures = 0);
     Ok(Action::requeue(requeue))
+}
+
+/// A merge patch of the rule set's status, through the API of its kind (a tenant's rule set,
+/// seen as a `ZundokoRules` with its namespace, is written as the `ZundokoNamespacedRules` it is).
+async fn patch_status(client: kube::Client, zr: &ZundokoRules, patch: &serde_json::Value) -> Result<(), kube::Error> {
+    let params = PatchParams::default();
+    match zr.namespace() {
+        None => Api::<ZundokoRules>::all(client).patch_status(&zr.name_any(), &params, &Patch::Merge(patch)).await.map(drop),
+        Some(ns) => Api::<ZundokoNamespacedRules>::namespaced(client, &ns).patch_status(&zr.name_any(), &params, &Patch::Merge(patch)).await.map(drop),
+    }
 }
 
 /// What the requeue is chosen on.
@@ -70,7 +88,12 @@ async fn tell(zr: &ZundokoRules, ctx: &Context, at: &Resolved, desired: &Zundoko
             _ => {}
         }
         info!(reason, note, "rule set");
-        ctx.events[at.shard as usize].publish(zr, type_, &reason, &crate::text::printable(&note, 1024), "Serve", None).await;
+        let (note, events) = (crate::text::printable(&note, 1024), &ctx.events[at.shard as usize]);
+        // On the rule set itself: a tenant's Events stay in its own namespace.
+        match at.tenant {
+            Tenant::Cluster => events.publish(zr, type_, &reason, &note, "Serve", None).await,
+            Tenant::Namespace(_) => events.publish(&as_namespaced(zr), type_, &reason, &note, "Serve", None).await,
+        };
     }
 }
 
@@ -111,7 +134,7 @@ async fn count_own(ctx: &Context, zr: &ZundokoRules, uid: &str, me: &str, rollou
         return Ok(());
     }
     let patch = serde_json::json!({ "status": { "rollout": { "replicas": { me: own } } } });
-    Api::<ZundokoRules>::all(ctx.client.clone()).patch_status(&zr.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    patch_status(ctx.client.clone(), zr, &patch).await?;
     ctx.with_memo(uid, |m| m.counted = Some((own.clone(), Instant::now())));
     Ok(())
 }

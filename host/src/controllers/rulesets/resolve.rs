@@ -3,13 +3,17 @@
 
 use kube::ResourceExt;
 
-use super::controller::Context;
+use super::controller::{Context, key_of};
+use crate::supply::tenant::Tenant;
 use crate::crd::{ZundokoRules, ZundokoRulesStatus};
 use crate::process::leader::assign;
 
 /// What the resolve step hands the others.
 pub(super) struct Resolved {
+    /// The rule set's key in the serving table (`NAME`, or `NAMESPACE/NAME` for a tenant's).
     pub(super) name: String,
+    /// Whose it is: the cluster's, or its namespace's (what it may read, what bounds it).
+    pub(super) tenant: Tenant,
     pub(super) uid: String,
     /// The shard of the rule set, and whether this replica holds it (writes its status).
     pub(super) shard: u16,
@@ -26,7 +30,8 @@ pub(super) struct Resolved {
 
 /// Resolve who writes, the status before, and a tag's pin.
 pub(super) fn resolve(zr: &ZundokoRules, ctx: &Context) -> Resolved {
-    let (name, uid) = (zr.name_any(), zr.uid().unwrap_or_default());
+    let key = key_of(zr);
+    let (name, uid, tenant) = (key.to_string(), zr.uid().unwrap_or_default(), key.tenant);
     // The status as last written: this process's last write if the cache does not show it yet.
     // One writer per rule set: the holder of its shard. The others serve as its status says,
     // and write only their own count. A writer's own last write counts until the cache
@@ -48,7 +53,7 @@ pub(super) fn resolve(zr: &ZundokoRules, ctx: &Context) -> Resolved {
             .and_then(|m| m.reference.as_deref().and_then(digest_of))
             .or_else(|| ctx.with_memo(&uid, |m| m.pinned.clone()).filter(|(w, _)| w == written).map(|(_, d)| d))
     });
-    Resolved { name, uid, shard, writes, me: ctx.shards.identity.clone(), before, tag, pinned_digest }
+    Resolved { name, tenant, uid, shard, writes, me: ctx.shards.identity.clone(), before, tag, pinned_digest }
 }
 
 /// The digest of a pinned reference `REGISTRY/REPOSITORY@sha256:...`.

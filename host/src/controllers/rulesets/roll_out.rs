@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
-
 use super::check::Sources;
 use super::controller::{Context, now_ms};
 use super::resolve::Resolved;
@@ -78,7 +76,7 @@ pub(super) fn roll_out(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources:
 /// cache shows them (fresher than this replica's last write). `None` while it waits for a
 /// module to serve beside it.
 fn tally_candidate(zr: &ZundokoRules, ctx: &Context, at: &Resolved, digest: &str, thresholds: &Thresholds, stable_serves: bool, now: TimestampMs) -> Option<RolloutStatus> {
-    let (name, me) = (zr.name_any(), at.me.as_str());
+    let (name, me) = (at.name.clone(), at.me.as_str());
     let recorded = at.before.as_ref().and_then(|s| s.rollout.as_ref());
     let previous = recorded.filter(|r| r.digest == digest);
     if let Some(p) = previous {

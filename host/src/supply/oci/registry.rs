@@ -328,20 +328,31 @@ impl Registry {
     }
 
     async fn fetch_tries(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra_keys: &[TrustedKey], identity: bool) -> Result<Fetched, PullError> {
+        self.fetch_verified(tries, reference, manifest_digest, auth, &[extra_keys], identity, false).await
+    }
+
+    /// `fetch` up to `tries` times, verified with a key of each of `extra` (a rule set's own
+    /// keys, a tenant policy's required keys: every non-empty set must verify) beside the
+    /// operator's. `prove_access`: the cache does not stand in for the registry: the manifest
+    /// (and signatures) are asked of it with `auth`, so only who may pull the artifact gets it;
+    /// a layer already kept is then read from the cache (its digest is what that manifest names).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn fetch_verified(&self, tries: u32, reference: &ModuleRef, manifest_digest: &str, auth: &RegistryAuth, extra: &[&[TrustedKey]], identity: bool, prove_access: bool) -> Result<Fetched, PullError> {
         self.allowed(reference)?;
         let pinned = reference.pinned(manifest_digest);
         if let Some(why) = self.keys.unreadable() {
             return Err(PullError::NotVerified { reference: pinned.to_string(), detail: format!("not verified: the trusted keys cannot be read now ({why})") });
         }
         let operator_keys = self.keys.current();
-        let keysets: Vec<&[TrustedKey]> = [operator_keys.as_slice(), extra_keys].into_iter().filter(|k| !k.is_empty()).collect();
+        let keysets: Vec<&[TrustedKey]> = std::iter::once(operator_keys.as_slice()).chain(extra.iter().copied()).filter(|k| !k.is_empty()).collect();
         let identity = identity.then(|| pinned.repository_name());
         if identity.is_some() && keysets.is_empty() {
             let detail = "requireIdentity is set but no key is trusted (publicKeys or --trusted-keys): no signature to bind the repository with".into();
             return Err(PullError::NotVerified { reference: pinned.to_string(), detail });
         }
         let verifying = Verifying { keysets: &keysets, identity: identity.as_deref() };
-        let distrusted = match self.cached(&pinned, manifest_digest, &verifying) {
+        let cached = if prove_access { Cached::Miss } else { self.cached(&pinned, manifest_digest, &verifying) };
+        let distrusted = match cached {
             Cached::Hit(fetched) => return Ok(fetched),
             Cached::Distrusted(why) => Some(why),
             Cached::Miss => None,

@@ -48,7 +48,32 @@ pub struct CompilerProcess {
     pub timeout: Duration,
 }
 
+thread_local! {
+    /// The ceilings of the compiles made on this thread now (a tenant policy's), if any.
+    static CEILING: std::cell::Cell<(Option<usize>, Option<Duration>)> = const { std::cell::Cell::new((None, None)) };
+}
+
+/// Run `load` with its compiles (on this thread) bounded to at most `memory_bytes` and `time`
+/// as well as the operator's own bounds: a tenant policy's `compileMemoryMiB` and
+/// `compileSeconds`, carried as the compile queue carries whose turn it is.
+pub fn within<R>(memory_bytes: Option<usize>, time: Option<Duration>, load: impl FnOnce() -> R) -> R {
+    let before = CEILING.with(|c| c.replace((memory_bytes, time)));
+    let result = load();
+    CEILING.with(|c| c.set(before));
+    result
+}
+
 impl CompilerProcess {
+    /// This compiler process bounded further by the ceilings [`within`] set on this thread.
+    pub fn bounded(&self) -> CompilerProcess {
+        let (memory, time) = CEILING.with(std::cell::Cell::get);
+        CompilerProcess {
+            exe: self.exe.clone(),
+            max_memory_bytes: memory.map_or(self.max_memory_bytes, |m| m.min(self.max_memory_bytes)),
+            timeout: time.map_or(self.timeout, |t| t.min(self.timeout)),
+        }
+    }
+
     /// Run the child: it compiles `bytes` with an engine made from `limits` (so its code fits
     /// this engine) and hands back the compiled code, given to `sink` in pieces of at most
     /// [`PIECE_BYTES`] as it comes: never whole in this process (a componentize-js
@@ -208,6 +233,18 @@ pub fn limit_own_memory(max_bytes: usize) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_tenants_compile_ceilings_lower_the_operators_bounds_never_raise_them() {
+        let operator = CompilerProcess { exe: "zundoko-operator".into(), max_memory_bytes: 512 << 20, timeout: Duration::from_secs(60) };
+        assert_eq!((operator.bounded().max_memory_bytes, operator.bounded().timeout), (512 << 20, Duration::from_secs(60)));
+        let (memory, timeout) = within(Some(64 << 20), Some(Duration::from_secs(5)), || (operator.bounded().max_memory_bytes, operator.bounded().timeout));
+        assert_eq!((memory, timeout), (64 << 20, Duration::from_secs(5)));
+        let raised = within(Some(1 << 30), Some(Duration::from_secs(600)), || (operator.bounded().max_memory_bytes, operator.bounded().timeout));
+        assert_eq!(raised, (512 << 20, Duration::from_secs(60)));
+        assert_eq!(operator.bounded().max_memory_bytes, 512 << 20, "the ceiling ends with its load");
+    }
+
     use super::*;
 
     #[test]

@@ -226,6 +226,8 @@ impl SandboxEngine {
                 let tenant = super::compile_queue::WhoCompiles::on_this_thread().tenant();
                 let (room, part) = cache.disk().room_for(&tenant);
                 let (mut handed, mut over) = (crate::supply::disk_cache::MAC_BYTES as u64, false);
+                // Within a tenant policy's compile ceilings, when its rule set loads it.
+                let compiler = compiler.bounded();
                 let loaded = cache.compile_keep_and_load(&self.engine, bytes, |sink| {
                     compiler.compile_to(bytes, &self.limits, &mut |piece: &[u8]| {
                         handed += piece.len() as u64;

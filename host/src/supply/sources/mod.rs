@@ -188,7 +188,7 @@ impl Swapper {
     /// Check a candidate (blocking: compiling takes milliseconds) without serving it.
     fn validate(&self, bytes: &[u8], actual: String) -> Result<Arc<RulesModule>, Rejection> {
         // The pin holds whichever source offered the bytes: checked as fetch_module checks it.
-        crate::supply::fetch::check(bytes.len() as u64, &actual, &Checks { pin: self.pin.as_deref(), pinned_by: "--module-sha256", max_bytes: None })?;
+        crate::supply::fetch::check(bytes.len() as u64, &actual, &Checks { pin: self.pin.as_deref(), pinned_by: "--module-sha256", max_bytes: None, required_keys: &[], prove_access: false })?;
         Ok(self.modules.load_for(WhoCompiles::DefaultModule, bytes, &actual)?)
     }
 

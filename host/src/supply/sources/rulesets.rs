@@ -24,9 +24,9 @@ use crate::supply::digest::normalize_pin;
 use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, WhoCompiles};
-use crate::supply::tenant::Tenant;
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
+use crate::supply::tenant::{Tenant, TenantBounds};
 
 pub use crate::supply::fetch::Problem;
 
@@ -58,6 +58,11 @@ pub struct SourceSpec {
     pub source: SourceRef,
     /// `sha256:<hex>`, lowercase.
     pub pin: Option<String>,
+    /// Whose rule set names it: a tenant's reads its ConfigMap and pull secret from its own
+    /// namespace only.
+    pub tenant: Tenant,
+    /// What the tenant's policy holds its module to (none for the cluster's).
+    pub bounds: Option<TenantBounds>,
 }
 
 impl SourceSpec {
@@ -89,7 +94,31 @@ impl SourceSpec {
                 identity: false,
             }),
         };
-        SourceSpec { source, pin: pin.map(normalize_pin) }
+        SourceSpec { source, pin: pin.map(normalize_pin), tenant: Tenant::Cluster, bounds: None }
+    }
+
+    /// The same source, named by `tenant`'s rule set.
+    pub fn of(self, tenant: &Tenant) -> Self {
+        SourceSpec { tenant: tenant.clone(), ..self }
+    }
+
+    /// The same source, its module held to a tenant policy's `bounds`.
+    pub fn bounded(self, bounds: Option<&TenantBounds>) -> Self {
+        SourceSpec { bounds: bounds.cloned(), ..self }
+    }
+
+    /// What the fetched bytes must pass: the pin, and a tenant policy's size and keys.
+    fn checks(&self, pinned_by: &'static str) -> Checks<'_> {
+        let bounds = self.bounds.as_ref();
+        Checks {
+            pin: self.pin.as_deref(),
+            pinned_by,
+            // A tenant's size ceiling is its policy's to name (TenantBounds::admit).
+            max_bytes: None,
+            required_keys: bounds.map_or(&[], |b| b.required_keys.as_slice()),
+            // A tenant's artifact: its registry must answer for its own credentials.
+            prove_access: self.tenant != Tenant::Cluster,
+        }
     }
 
     /// Whether what `self` found answers `asked`: the same source, or the same tag asked without
@@ -202,20 +231,23 @@ impl Sources {
     /// The digest a followed tag points at now, as the registry answers (never the cache's
     /// record of the tag: with the registry down, what serves keeps serving).
     /// Its permit is `tenant`'s.
-    pub async fn resolve(&self, tenant: &Tenant, oci: &OciSpec) -> Result<String, Problem> {
+    pub async fn resolve(&self, oci: &OciSpec, tenant: &Tenant) -> Result<String, Problem> {
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
-        let auth = self.auth(oci).await?;
+        let auth = self.auth(oci, tenant).await?;
         tenant.clone().pulling(self.registry.resolve_anew(reference, &auth)).await.map_err(|e| Problem::from(&e))
     }
 
     /// The credentials of an artifact's pull secret (anonymous without one).
-    async fn auth(&self, oci: &OciSpec) -> Result<oci_client::secrets::RegistryAuth, Problem> {
+    async fn auth(&self, oci: &OciSpec, tenant: &Tenant) -> Result<oci_client::secrets::RegistryAuth, Problem> {
         let Some(secret) = &oci.pull_secret else { return Ok(oci_client::secrets::RegistryAuth::Anonymous) };
         let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
-        self.allowed(&secret.namespace, "pull secrets")?;
+        match &tenant {
+            Tenant::Cluster => self.allowed(&secret.namespace, "pull secrets")?,
+            Tenant::Namespace(own) => own_namespace(own, &secret.namespace, "pull secret", &secret.name)?,
+        }
         let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
         let unreadable = |why: String| Problem::new("PullSecretUnreadable", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), true);
-        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it (does the operator's role allow it?): {e}")))?;
+        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it ({}): {e}", grant_hint(tenant, "secrets"))))?;
         let Some(found) = found else { return Err(unreadable("does not exist (yet)".into())) };
         let json = found.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).ok_or_else(|| {
             Problem::new("PullSecretInvalid", format!("pull secret {}/{} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)", secret.namespace, secret.name), false)
@@ -226,10 +258,10 @@ impl Sources {
 
     /// Check an artifact: pulled (or from the cache), checked against its digest and the
     /// trusted keys, then compiled and checked as any module.
-    async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str, tenant: &Tenant, uid: &str) -> Checked {
+    async fn check_oci(&self, spec: &SourceSpec, oci: &OciSpec, pinned_by: &'static str, uid: &str) -> Checked {
         // The keys as they are before the pull: if they change meanwhile, it is checked again.
         let trust = self.trust(oci);
-        let (outcome, pinned) = tenant.clone().pulling(self.pull(oci, spec.pin.clone(), pinned_by, tenant, uid)).await;
+        let (outcome, pinned) = spec.tenant.clone().pulling(self.pull(oci, spec, pinned_by, uid)).await;
         // What was found is for this digest: asked again with it (the status records it), the
         // same answer holds.
         let mut spec = spec.clone();
@@ -246,7 +278,7 @@ impl Sources {
 
     /// The module an artifact holds, or why there is none; and the artifact pinned, once its
     /// digest is known.
-    async fn pull(&self, oci: &OciSpec, pin: Option<String>, pinned_by: &'static str, tenant: &Tenant, uid: &str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
+    async fn pull(&self, oci: &OciSpec, spec: &SourceSpec, pinned_by: &'static str, uid: &str) -> (Result<Arc<RulesModule>, Problem>, Option<ModuleRef>) {
         let reference = match &oci.reference {
             Ok(r) => r,
             Err(why) => return (Err(Problem::new("InvalidReference", why.clone(), false)), None),
@@ -256,7 +288,7 @@ impl Sources {
             Err(why) => return (Err(Problem::new("InvalidPublicKey", why.clone(), false)), None),
         };
         // The pull secret read once, for the resolve and the pull.
-        let auth = match self.auth(oci).await {
+        let auth = match self.auth(oci, &spec.tenant).await {
             Ok(auth) => auth,
             Err(problem) => return (Err(problem), oci.digest.as_deref().map(|d| reference.pinned(d))),
         };
@@ -270,23 +302,40 @@ impl Sources {
         let pinned = reference.pinned(&digest);
         // One try: a failure that may pass is tried again by a requeue (OCI_RETRY), not a pause.
         let source = Source::Oci { reference, digest: Some(&digest), retry: false, identity: oci.identity };
-        let checks = Checks { pin: pin.as_deref(), pinned_by, max_bytes: None };
+        let checks = spec.checks(pinned_by);
         let fetched = match fetch_module(source, &auth, keys, Some(&self.registry), &checks).await {
             Ok(fetched) => fetched,
             Err(problem) => return (Err(problem), Some(pinned)),
         };
         tracing::info!(reference = %reference, %pinned, signed_by = fetched.signed_by.as_deref().unwrap_or("-"), from_cache = fetched.from_cache, "rule set module pulled");
-        (self.load(fetched, tenant, uid).await, Some(pinned))
+        (self.load(fetched, spec, uid).await, Some(pinned))
     }
 
-    /// Compile and check a module's fetched bytes (off the async workers), once per digest;
-    /// a compile waits its turn as the rule set `uid`'s, of `tenant` (compile_queue.rs).
-    async fn load(&self, fetched: Fetched, tenant: &Tenant, uid: &str) -> Result<Arc<RulesModule>, Problem> {
-        let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(tenant.clone(), uid.to_owned()));
-        tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> { Ok(modules.load_for(who, &fetched.bytes, &fetched.digest)?) })
+    /// Compile and check a module's fetched bytes (off the async workers), once per digest
+    /// (a tenant's held to its policy's ceilings first);
+    /// a compile waits its turn as the rule set `uid`'s, of `spec`'s tenant (compile_queue.rs).
+    async fn load(&self, fetched: Fetched, spec: &SourceSpec, uid: &str) -> Result<Arc<RulesModule>, Problem> {
+        let bounds = spec.bounds.as_ref();
+        // A tenant's module within its policy's ceilings, before anything is spent compiling it.
+        if let Some(bounds) = bounds {
+            bounds.admit(&fetched.bytes, self.modules.limits())?;
+        }
+        let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(spec.tenant.clone(), uid.to_owned()));
+        let ceilings = bounds.map_or((None, None), |b| (b.compile_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)), b.compile_time));
+        let policy = bounds.map(|b| b.policy.clone());
+        let loaded = tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
+            Ok(crate::supply::sandbox::compiler_process::within(ceilings.0, ceilings.1, || modules.load_for(who, &fetched.bytes, &fetched.digest))?)
+        });
+        let outcome = loaded
         .await
-        .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))))
-        .map_err(|rejection| Problem::new(rejection.reason(), rejection.to_string(), false))
+        .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))));
+        // A compile past a tenant's ceilings names the policy that set them.
+        outcome.map_err(|rejection| match (&policy, ceilings) {
+            (Some(policy), (Some(_), _) | (_, Some(_))) if rejection.reason() == "CompileFailed" => {
+                Problem::new(rejection.reason(), format!("{rejection} (within ZundokoTenantPolicy {policy} spec.ceilings.compileMemoryMiB and compileSeconds)"), false)
+            }
+            _ => Problem::new(rejection.reason(), rejection.to_string(), false),
+        })
     }
 
     /// Check `spec`'s module, unless `last` already did for the same ConfigMap version.
@@ -294,11 +343,10 @@ impl Sources {
     /// must be read again but `defer` says not now.
     ///
     /// An artifact is checked again only when its spec or digest changes, or, after a failure
-    /// that may pass (the registry down), once `retry` has passed since the last try. `whose`:
-    /// the rule set's tenant (its owner, whose share of the pulls and compiles it takes:
-    /// `supply/tenant.rs`) and uid (whose turn a compile waits for).
-    pub async fn check(&self, whose: (&Tenant, &str), spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool, retry: Duration) -> Result<Option<Checked>, kube::Error> {
-        let (tenant, uid) = whose;
+    /// that may pass (the registry down), once `retry` has passed since the last try. `uid`:
+    /// the rule set's, whose turn a compile waits for; its pulls and compiles take the share of
+    /// `spec`'s tenant (its owner: `supply/tenant.rs`).
+    pub async fn check(&self, uid: &str, spec: &SourceSpec, last: Option<&Checked>, pinned_by: &'static str, defer: bool, retry: Duration) -> Result<Option<Checked>, kube::Error> {
         let cm = match &spec.source {
             SourceRef::ConfigMap(cm) => cm,
             SourceRef::Oci(oci) => {
@@ -312,12 +360,15 @@ impl Sources {
                 if defer {
                     return Ok(None);
                 }
-                return Ok(Some(self.check_oci(spec, oci, pinned_by, tenant, uid).await));
+                return Ok(Some(self.check_oci(spec, oci, pinned_by, uid).await));
             }
         };
         // With --require-signatures a ConfigMap's module is verified too: with other keys, again.
         let trust = self.registry.settings().require_signatures.then(|| self.registry.keys().trust(&[])).flatten();
         let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: trust.clone() };
+        if let Tenant::Namespace(own) = &spec.tenant {
+            return self.check_tenant_configmap(uid, spec, cm, own, last, pinned_by, defer, trust).await;
+        }
         let Some(namespace) = self.namespaces.get(&cm.namespace) else {
             let problem = self.allowed(&cm.namespace, "ConfigMaps").expect_err("not a rules namespace");
             return Ok(Some(checked(None, Err(problem))));
@@ -349,11 +400,84 @@ impl Sources {
             let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
             return Ok(Some(checked(None, Err(problem))));
         };
-        let checks = Checks { pin: spec.pin.as_deref(), pinned_by, max_bytes: None };
+        let checks = spec.checks(pinned_by);
         let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
-            Ok(fetched) => self.load(fetched, tenant, uid).await,
+            Ok(fetched) => self.load(fetched, spec, uid).await,
             Err(problem) => Err(problem),
         };
         Ok(Some(checked(object.metadata.resource_version.or(Some(version)), outcome)))
+    }
+
+    /// A tenant's ConfigMap: in its own namespace only, read by name (never listed or
+    /// watched: the tenant grants the operator `get` on it alone), and checked again only when
+    /// its resourceVersion moved. `defer`: read less than a second ago, keep what was found.
+    #[allow(clippy::too_many_arguments)]
+    async fn check_tenant_configmap(
+        &self,
+        uid: &str,
+        spec: &SourceSpec,
+        cm: &ConfigMapRef,
+        own: &str,
+        last: Option<&Checked>,
+        pinned_by: &'static str,
+        defer: bool,
+        trust: Option<String>,
+    ) -> Result<Option<Checked>, kube::Error> {
+        let checked = |resource_version, outcome| Checked { spec: spec.clone(), resource_version, outcome, pinned: None, tried_at: std::time::Instant::now(), trust: trust.clone() };
+        if let Err(problem) = own_namespace(own, &cm.namespace, "ConfigMap", &cm.name) {
+            return Ok(Some(checked(None, Err(problem))));
+        }
+        let last = last.filter(|l| l.spec == *spec && l.trust == trust);
+        if defer && let Some(last) = last {
+            return Ok(Some(last.clone()));
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &cm.namespace);
+        let object = match api.get_opt(&cm.name).await {
+            Ok(Some(object)) => object,
+            Ok(None) => {
+                let problem = Problem::new("SourceNotFound", format!("ConfigMap {}/{} does not exist (yet)", cm.namespace, cm.name), true);
+                return Ok(Some(checked(None, Err(problem))));
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let problem = Problem::new("SourceUnreadable", format!("the operator may not read ConfigMap {}/{} ({})", cm.namespace, cm.name, grant_hint(&spec.tenant, "configmaps")), true);
+                return Ok(Some(checked(None, Err(problem))));
+            }
+            Err(error) => return Err(error),
+        };
+        if let Some(last) = last
+            && last.resource_version.is_some()
+            && last.resource_version == object.metadata.resource_version
+        {
+            return Ok(Some(last.clone()));
+        }
+        let checks = spec.checks(pinned_by);
+        let outcome = match fetch_module(cm.source(&object), &oci_client::secrets::RegistryAuth::Anonymous, &[], Some(&self.registry), &checks).await {
+            Ok(fetched) => self.load(fetched, spec, uid).await,
+            Err(problem) => Err(problem),
+        };
+        Ok(Some(checked(object.metadata.resource_version.clone(), outcome)))
+    }
+}
+
+/// Refused unless a tenant's rule set names an object (`what` `name`) in its own namespace.
+fn own_namespace(own: &str, namespace: &str, what: &str, name: &str) -> Result<(), Problem> {
+    if namespace == own {
+        return Ok(());
+    }
+    Err(Problem::new(
+        "SourceNotAllowed",
+        format!("a ZundokoNamespacedRules reads only its own namespace's objects: {what} {namespace}/{name} is not in {own}"),
+        false,
+    ))
+}
+
+/// How the operator comes to read a rule set's Secrets or ConfigMaps (`resource`): its own
+/// Role in the rules namespaces, or, in a tenant's, a Role the namespace's admin binds to it.
+fn grant_hint(tenant: &Tenant, resource: &str) -> String {
+    match tenant {
+        Tenant::Cluster => "does the operator's role allow it?".into(),
+        Tenant::Namespace(ns) => format!(
+            "grant the operator's service account get on it in {ns}: a Role with this {resource} name in resourceNames and a RoleBinding, docs/tenants.md"
+        ),
     }
 }

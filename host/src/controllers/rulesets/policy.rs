@@ -1,0 +1,179 @@
+//! The cluster policy a tenant's rule set is held to (`ZundokoTenantPolicy`): which policy
+//! selects its namespace (none: refused, deny by default), and what the policy says of the
+//! rule set's spec before anything is read (its sources, candidate, follow, how many rule sets
+//! the namespace has). What can be known only from the module's bytes (its signature, its
+//! budget, its size, its compile) is handed down as [`TenantBounds`] to the supply, which
+//! holds the module to them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::core::{PartialObjectMeta, Selector, SelectorExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::crd::{ModuleSource, ZundokoNamespacedRules, ZundokoRules, ZundokoTenantPolicy};
+use crate::supply::oci::{ModuleRef, TrustedKey};
+use crate::supply::sources::rulesets::Problem;
+use crate::supply::tenant::{POLICY_REFUSED, TenantBounds};
+
+/// What the tenants' policies are judged from: the policies, the namespaces' labels, the
+/// tenants' rule sets (to count them), each listed by a watch.
+#[derive(Clone)]
+pub struct Tenancy {
+    pub policies: Store<ZundokoTenantPolicy>,
+    pub namespaces: Store<PartialObjectMeta<Namespace>>,
+    pub rule_sets: Store<ZundokoNamespacedRules>,
+    /// A bit per store listed at least once ([`POLICIES`], [`NAMESPACES`], [`RULE_SETS`]).
+    pub listed: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    /// The writer of `rule_sets`, taken by the namespaced controller's watch.
+    pub rule_sets_writer: std::sync::Arc<std::sync::Mutex<Option<kube::runtime::reflector::store::Writer<ZundokoNamespacedRules>>>>,
+}
+
+pub const POLICIES: u8 = 1;
+pub const NAMESPACES: u8 = 2;
+pub const RULE_SETS: u8 = 4;
+
+impl Tenancy {
+    /// The bounds of the tenant rule set `zr` (seen as a ZundokoRules in namespace `ns`), or
+    /// the refusal naming the policy and its field. `None` while the policies, the namespaces
+    /// or the rule sets have not been listed yet.
+    pub fn judge(&self, zr: &ZundokoRules, ns: &str, min_poll: Duration) -> Option<Result<TenantBounds, Problem>> {
+        if self.listed.load(std::sync::atomic::Ordering::SeqCst) != POLICIES | NAMESPACES | RULE_SETS {
+            return None;
+        }
+        let Some(namespace) = self.namespaces.get(&ObjectRef::new(ns)) else {
+            return Some(Err(Problem::new("NoTenantPolicy", format!("namespace {ns} is not listed: no ZundokoTenantPolicy can select it"), true)));
+        };
+        let labels = namespace.labels().clone();
+        Some(self.select(ns, &labels).and_then(|policy| check_spec(&policy, zr, ns, &self.siblings(ns), min_poll)))
+    }
+
+    /// The one policy selecting namespace `ns` (by its labels).
+    fn select(&self, ns: &str, labels: &BTreeMap<String, String>) -> Result<std::sync::Arc<ZundokoTenantPolicy>, Problem> {
+        let mut selecting: Vec<_> = self.policies.state().into_iter().filter(|p| selects(p, labels)).collect();
+        selecting.sort_by_key(|p| p.name_any());
+        match selecting.len() {
+            0 => Err(Problem::new(
+                "NoTenantPolicy",
+                format!("no ZundokoTenantPolicy selects namespace {ns}: a namespace may bring its own rules only once a cluster administrator's policy selects it"),
+                false,
+            )),
+            1 => Ok(selecting.remove(0)),
+            _ => {
+                let names: Vec<String> = selecting.iter().map(|p| p.name_any()).collect();
+                Err(Problem::new("PolicyAmbiguous", format!("ZundokoTenantPolicies {} all select namespace {ns}: exactly one may", names.join(", ")), false))
+            }
+        }
+    }
+
+    /// The namespace's rule sets, oldest first (by creation, then name): the first
+    /// `maxRuleSets` serve.
+    fn siblings(&self, ns: &str) -> Vec<(String, bool)> {
+        let mut all: Vec<_> = self.rule_sets.state().into_iter().filter(|r| r.namespace().as_deref() == Some(ns)).collect();
+        all.sort_by(|a, b| (a.metadata.creation_timestamp.as_ref().map(|t| t.0), a.name_any()).cmp(&(b.metadata.creation_timestamp.as_ref().map(|t| t.0), b.name_any())));
+        all.iter().map(|r| (r.name_any(), follows(&r.spec.rules.source) && r.spec.rules.candidate.is_none())).collect()
+    }
+}
+
+/// Whether `policy` selects a namespace with these labels; a selector that does not parse
+/// selects none.
+fn selects(policy: &ZundokoTenantPolicy, labels: &BTreeMap<String, String>) -> bool {
+    Selector::try_from(policy.spec.namespace_selector.clone()).is_ok_and(|selector| selector.matches(labels))
+}
+
+fn follows(source: &ModuleSource) -> bool {
+    source.oci.as_ref().is_some_and(|o| o.follow)
+}
+
+/// A refusal by `policy`'s `field`.
+fn refused(policy: &ZundokoTenantPolicy, field: &str, why: String) -> Problem {
+    Problem::new(POLICY_REFUSED, format!("ZundokoTenantPolicy {} {field}: {why}", policy.name_any()), false)
+}
+
+/// The spec of rule set `zr` in namespace `ns` against `policy`; `siblings` are the
+/// namespace's rule sets oldest first, and whether each follows a tag.
+fn check_spec(policy: &ZundokoTenantPolicy, zr: &ZundokoRules, ns: &str, siblings: &[(String, bool)], min_poll: Duration) -> Result<TenantBounds, Problem> {
+    let spec = &policy.spec;
+    let name = zr.name_any();
+    let position = siblings.iter().position(|(n, _)| *n == name).unwrap_or(siblings.len());
+    if position >= spec.max_rule_sets as usize {
+        return Err(refused(policy, "spec.maxRuleSets", format!("namespace {ns} may have {} rule sets, and {} older ones serve", spec.max_rule_sets, position.min(spec.max_rule_sets as usize))));
+    }
+    let sources = std::iter::once(("spec.source", &zr.spec.source)).chain(zr.spec.candidate.as_ref().map(|c| ("spec.candidate.source", &c.source)));
+    for (at, source) in sources {
+        if source.config_map.is_some() && !spec.sources.config_maps {
+            return Err(refused(policy, "spec.sources.configMaps", format!("{at} names a ConfigMap, and tenants' modules may not come from ConfigMaps")));
+        }
+        if let Some(oci) = &source.oci {
+            let repository = oci.reference.parse::<ModuleRef>().map(|r| r.repository_name()).unwrap_or_else(|_| oci.reference.clone());
+            if !spec.sources.registries.iter().any(|glob| glob_matches(glob, &repository)) {
+                let allowed = if spec.sources.registries.is_empty() { "none".to_string() } else { spec.sources.registries.join(", ") };
+                return Err(refused(policy, "spec.sources.registries", format!("{at} names {repository}, which matches none of the registries tenants may use ({allowed})")));
+            }
+        }
+    }
+    if zr.spec.candidate.is_some() && !spec.candidates {
+        return Err(refused(policy, "spec.candidates", "tenants may not roll out candidates: remove spec.candidate".into()));
+    }
+    if follows(&zr.spec.source) && zr.spec.candidate.is_none() {
+        let followed_before = siblings.iter().take(position).filter(|(_, f)| *f).count();
+        if followed_before >= spec.max_followed_tags as usize {
+            return Err(refused(policy, "spec.maxFollowedTags", format!("namespace {ns} may follow {} tags, and {followed_before} older rule sets follow one", spec.max_followed_tags)));
+        }
+    }
+    let required_keys = spec
+        .required_keys
+        .iter()
+        .enumerate()
+        .map(|(i, pem)| TrustedKey::from_pem(&format!("ZundokoTenantPolicy {} requiredKeys[{i}]", policy.name_any()), pem))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|why| refused(policy, "spec.requiredKeys", why))?;
+    let c = &spec.ceilings;
+    Ok(TenantBounds {
+        policy: policy.name_any(),
+        required_keys,
+        fuel: c.fuel,
+        memory_bytes: c.memory_mib.map(|m| m.saturating_mul(1 << 20)),
+        module_bytes: c.module_mib.map(|m| m.saturating_mul(1 << 20)),
+        compile_memory_bytes: c.compile_memory_mib.map(|m| m.saturating_mul(1 << 20)),
+        compile_time: c.compile_seconds.map(Duration::from_secs),
+        min_poll: spec.min_poll_seconds.map(Duration::from_secs).map(|p| p.max(min_poll)),
+    })
+}
+
+/// `*` matches any run of characters (`/` too); everything else matches itself.
+pub fn glob_matches(glob: &str, text: &str) -> bool {
+    let mut parts = glob.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_glob_matches_a_run_of_any_characters_at_each_star_and_itself_elsewhere() {
+        assert!(glob_matches("ghcr.io/team-a/*", "ghcr.io/team-a/rules"));
+        assert!(glob_matches("ghcr.io/team-a/*", "ghcr.io/team-a/x/y"));
+        assert!(!glob_matches("ghcr.io/team-a/*", "ghcr.io/team-b/rules"));
+        assert!(!glob_matches("ghcr.io/team-a/*", "evil.io/ghcr.io/team-a/rules"));
+        assert!(glob_matches("*.example/*", "r.example/a"));
+        assert!(!glob_matches("r.example/a", "r.example/ab"));
+        assert!(glob_matches("r.example/a", "r.example/a"));
+        assert!(glob_matches("*", "anything/at/all"));
+        assert!(!glob_matches("a*a", "a"));
+        assert!(glob_matches("a*a", "aa"));
+    }
+}

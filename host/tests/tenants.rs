@@ -1,0 +1,171 @@
+//! Tenants' rule sets (`ZundokoNamespacedRules`) end to end against the local API server: a
+//! tenant's rule set sings the Hikawas of its own namespace only, reads its ConfigMap and pull
+//! secret from its own namespace only, and no Hikawa elsewhere can name it, in any spelling;
+//! the cluster-scoped `ZundokoRules` sing beside them as before. Nothing crosses between
+//! tenants: a digest one pulled with its credentials is not served to another from the cache.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::cluster::{Cluster, Operator, quick_settings};
+use common::module_bytes;
+use common::rules::{RULES_NS, create_rules, plain};
+use common::tenants::*;
+use zundoko_operator::crd::{ModuleSource, OciSource, RulesKind, SecretReference, ZundokoRulesSpec};
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sources::digest;
+use zundoko_rules::{classic, strict_japanese};
+
+const A: &str = "team-a";
+const B: &str = "team-b";
+
+fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
+    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
+}
+
+/// The rules namespace, two tenants' namespaces, and the operator (classic by default).
+async fn start() -> (Cluster, Operator) {
+    let cluster = Cluster::start().await;
+    for ns in [RULES_NS, A, B] {
+        cluster.create_namespace(ns).await;
+    }
+    // Every namespace may bring rules (the policy's own tests: tenant_policy.rs).
+    put_policy(&cluster, "open", open_policy()).await;
+    let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
+    (cluster, operator)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_rule_set_sings_its_own_hikawas_and_no_other_namespace_can_name_it() {
+    let (cluster, _operator) = start().await;
+    let japanese = module_bytes("zundoko-strict-ja");
+    cluster.put_configmap(A, "rules-a", &japanese).await;
+    create_tenant_rules(&cluster, A, "mine", from_configmap(A, "rules-a")).await;
+    // The cluster's rule set and the seed's spelling (`spec.rules: NAME`) beside it.
+    cluster.put_configmap(RULES_NS, "rules-classic", &module_bytes("zundoko-classic")).await;
+    create_rules(&cluster, "classic", plain("rules-classic")).await;
+
+    sing_in(&cluster, A, "a-1", None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+    sing_in(&cluster, A, "a-2", None, Some((RulesKind::ZundokoNamespacedRules, "mine", Some(A)))).await;
+    sing_in(&cluster, A, "a-cluster", Some("classic"), None).await;
+    sing_in(&cluster, B, "b-cluster", None, Some((RulesKind::ZundokoRules, "classic", None))).await;
+    // B names A's rule set: by its namespace, by its own (B has none so named), and by the
+    // serving table's spelling written as a cluster name.
+    sing_in(&cluster, B, "b-other", None, Some((RulesKind::ZundokoNamespacedRules, "mine", Some(A)))).await;
+    sing_in(&cluster, B, "b-own", None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+    sing_in(&cluster, B, "b-slash", Some("team-a/mine"), None).await;
+
+    let a_songs = ["a-1".to_string(), "a-2".to_string()];
+    cluster.assert_songs_complete(A, &a_songs, &strict_japanese(), Duration::from_secs(60)).await;
+    cluster.assert_songs_complete(A, &["a-cluster".to_string()], &classic(), Duration::from_secs(60)).await;
+    cluster.assert_songs_complete(B, &["b-cluster".to_string()], &classic(), Duration::from_secs(60)).await;
+    for name in &a_songs {
+        let status = cluster.hikawas(A).get(name).await.unwrap().status.unwrap();
+        assert_eq!(status.module.map(|m| m.digest), Some(digest(&japanese)), "{name}");
+    }
+
+    let refused = wait_ready_reason(&cluster, B, "b-other", "RulesInOtherNamespace").await;
+    assert!(refused.contains("own namespace (team-b)"), "{refused}");
+    let missing = wait_ready_reason(&cluster, B, "b-own", "RulesNotFound").await;
+    assert!(missing.contains("ZundokoNamespacedRules mine in namespace team-b"), "{missing}");
+    wait_ready_reason(&cluster, B, "b-slash", "RulesNotFound").await;
+    for name in ["b-other", "b-own", "b-slash"] {
+        assert!(cluster.song(B, name).await.words.is_empty(), "{name} sang");
+    }
+
+    // The rule set's status counts its own Hikawas; its Events are in its own namespace.
+    let status = wait_tenant_rules(&cluster, A, "mine", "2 Hikawas", |s| s.hikawas == 2).await;
+    assert_eq!(status.phase.as_deref(), Some("Active"));
+    assert_eq!(status.module.map(|m| m.digest), Some(digest(&japanese)));
+    assert!(tenant_rules_events(&cluster, A, "mine").await.iter().any(|(reason, _)| reason == "ModuleServing"));
+    assert!(cluster.events_regarding("default", "ZundokoNamespacedRules", "mine").await.is_empty());
+    assert!(cluster.events_regarding(B, "ZundokoNamespacedRules", "mine").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_rule_set_reads_its_configmap_and_pull_secret_from_its_own_namespace_only() {
+    let (cluster, _operator) = start().await;
+    cluster.put_configmap(A, "rules-a", &module_bytes("zundoko-strict-ja")).await;
+    // B's rule set names A's ConfigMap; and a pull secret in A.
+    create_tenant_rules(&cluster, B, "borrowed", from_configmap(A, "rules-a")).await;
+    let oci = OciSource {
+        reference: "registry.invalid/team-a/rules:1.0".into(),
+        pull_secret: Some(SecretReference { namespace: A.into(), name: "a-pull".into() }),
+        ..OciSource::default()
+    };
+    let spec = ZundokoRulesSpec { source: ModuleSource { config_map: None, oci: Some(oci) }, sha256: None, candidate: None };
+    create_tenant_rules(&cluster, B, "their-secret", spec).await;
+    // A's ConfigMap in the rules namespace's name too: not the rules namespaces' to lend.
+    cluster.put_configmap(RULES_NS, "rules-classic", &module_bytes("zundoko-classic")).await;
+    create_tenant_rules(&cluster, B, "operators", from_configmap(RULES_NS, "rules-classic")).await;
+
+    for name in ["borrowed", "their-secret", "operators"] {
+        let status = wait_tenant_rules(&cluster, B, name, "refused", |s| s.reason.as_deref() == Some("SourceNotAllowed")).await;
+        assert_eq!(status.phase.as_deref(), Some("Rejected"), "{name}");
+        let message = status.message.unwrap_or_default();
+        assert!(message.contains("its own namespace") && message.contains("not in team-b"), "{name}: {message}");
+        assert!(status.module.is_none(), "{name}");
+    }
+    // B's refusals are told on B's objects only.
+    assert!(cluster.events_regarding(A, "ZundokoNamespacedRules", "borrowed").await.is_empty());
+}
+
+/// A dockerconfigjson Secret `ns/name` with the test registry's credentials.
+fn pull_secret(ns: &str, name: &str, registry: &str) -> k8s_openapi::api::core::v1::Secret {
+    use common::registry::{PASSWORD, USER, base64};
+    let json = serde_json::json!({"auths": {registry: {"auth": base64(&format!("{USER}:{PASSWORD}"))}}}).to_string();
+    let mut secret = k8s_openapi::api::core::v1::Secret { type_: Some("kubernetes.io/dockerconfigjson".into()), ..Default::default() };
+    (secret.metadata.name, secret.metadata.namespace) = (Some(name.into()), Some(ns.into()));
+    secret.data = Some([(".dockerconfigjson".to_string(), k8s_openapi::ByteString(json.into_bytes()))].into());
+    secret
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_one_tenant_pulled_with_its_credentials_is_not_served_to_another_from_the_cache() {
+    use common::registry::TestRegistry;
+    let Some(mut registry) = TestRegistry::start(true) else { return };
+    let japanese = module_bytes("zundoko-strict-ja");
+    let manifest = registry.push("team-a/rules:v1", &japanese, None).await;
+    let cluster = Cluster::start().await;
+    for ns in [RULES_NS, A, B] {
+        cluster.create_namespace(ns).await;
+    }
+    put_policy(&cluster, "open", open_policy()).await;
+    let settings = zundoko_operator::supply::oci::RegistrySettings { cache_dir: Some(registry.dir().join("operator-cache")), ..registry.settings() };
+    let _operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), settings);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(cluster.client.clone(), A);
+    secrets.create(&Default::default(), &pull_secret(A, "a-pull", &registry.addr)).await.unwrap();
+    let oci = |reference: String, secret: Option<&str>| {
+        let pull_secret = secret.map(|name| SecretReference { namespace: A.into(), name: name.into() });
+        ZundokoRulesSpec { source: ModuleSource { config_map: None, oci: Some(OciSource { reference, pull_secret, ..OciSource::default() }) }, sha256: None, candidate: None }
+    };
+    // A pulls with its credentials: the artifact is in the operator's cache now.
+    create_tenant_rules(&cluster, A, "mine", oci(format!("{}/team-a/rules:v1", registry.addr), Some("a-pull"))).await;
+    let status = wait_tenant_rules(&cluster, A, "mine", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    assert_eq!(status.module.as_ref().map(|m| m.digest.clone()), Some(digest(&japanese)));
+    // B names the very digest, without credentials: the registry refuses B, so B gets nothing,
+    // whatever the cache holds.
+    let by_digest = format!("{}/team-a/rules@{manifest}", registry.addr);
+    create_tenant_rules(&cluster, B, "copied", oci(by_digest, None)).await;
+    sing_in(&cluster, B, "b", None, Some((RulesKind::ZundokoNamespacedRules, "copied", None))).await;
+    let status = wait_tenant_rules(&cluster, B, "copied", "refused by the registry", |s| s.reason.as_deref() == Some("RegistryUnauthorized")).await;
+    assert!(status.module.is_none(), "{status:?}");
+    wait_ready_reason(&cluster, B, "b", "RulesNotActive").await;
+    assert!(cluster.song(B, "b").await.words.is_empty());
+
+    // The registry down: B naming A's tag gets nothing and is told nothing of what it names
+    // (the cache's record of the tag may be tried, but only the registry's answer for B's
+    // credentials serves), and A's rule set keeps serving what it pulled.
+    registry.stop();
+    create_tenant_rules(&cluster, B, "by-tag", oci(format!("{}/team-a/rules:v1", registry.addr), None)).await;
+    let status = wait_tenant_rules(&cluster, B, "by-tag", "tried", |s| s.reason.is_some()).await;
+    let said = serde_json::to_string(&status).unwrap();
+    assert!(!said.contains(&manifest) && !said.contains(&digest(&japanese)), "B was told what A's tag names: {said}");
+    assert_eq!(tenant_rules_status(&cluster, A, "mine").await.phase.as_deref(), Some("Active"));
+    // Nothing about B's refusals reached A's rule set.
+    let a_said = serde_json::to_string(&tenant_rules_status(&cluster, A, "mine").await).unwrap() + &format!("{:?}", tenant_rules_events(&cluster, A, "mine").await);
+    assert!(!a_said.contains("copied") && !a_said.contains("by-tag") && !a_said.contains("team-b"), "{a_said}");
+}
