@@ -414,7 +414,7 @@ impl Context {
         let Some(cluster) = self.cluster_rule_sets.get() else { return };
         let cluster = cluster.state();
         let tenants = self.tenancy.rule_sets.state();
-        let specs = cluster.iter().map(|zr| (&zr.spec.source, zr.spec.candidate.as_ref())).chain(tenants.iter().map(|zr| (&zr.spec.source, zr.spec.candidate.as_ref())));
+        let specs = cluster.iter().map(|zr| (&zr.spec.source, zr.spec.candidate.as_ref())).chain(tenants.iter().map(|zr| (&zr.spec.rules.source, zr.spec.rules.candidate.as_ref())));
         let named: Vec<ModuleRef> = specs
             .flat_map(|(source, candidate)| std::iter::once(source).chain(candidate.map(|c| &c.source)))
             .filter_map(|source| source.oci.as_ref()?.reference.parse().ok())
