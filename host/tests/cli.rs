@@ -96,13 +96,13 @@ fn simulate_refuses_a_manifest_that_is_not_a_hikawa() {
 }
 
 #[test]
-fn crd_prints_the_four_crds() {
+fn crd_prints_every_crd_once() {
     let out = operator_cli(&["crd"], &[]);
     assert!(out.status.success());
     let documents = common::deploy::documents(&stdout(&out));
     let mut names: Vec<&str> = documents.iter().map(|d| d["metadata"]["name"].as_str().unwrap_or("?")).collect();
     names.sort_unstable();
-    let expected = ["hikawas", "kiyoshis", "zundokorules", "zundokos"].map(|plural| format!("{plural}.zundokokiyoshi.kaitoy.github.com"));
+    let expected = ["hikawas", "kiyoshis", "zundokonamespacedrules", "zundokorules", "zundokos", "zundokotenantpolicies"].map(|plural| format!("{plural}.zundokokiyoshi.kaitoy.github.com"));
     assert_eq!(names, expected, "one CustomResourceDefinition each, nothing else");
     assert!(documents.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 }

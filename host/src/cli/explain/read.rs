@@ -14,7 +14,8 @@ use zundoko_rules::naming::{kiyoshi_name, zundoko_index, zundoko_name};
 use crate::controllers::hikawa::apply::{HIKAWA_LABEL, label_value};
 use crate::controllers::hikawa::children::said_at;
 use crate::controllers::hikawa::provenance::DECISION;
-use crate::crd::{Hikawa, Kiyoshi, Zundoko, ZundokoRules};
+use crate::crd::{Hikawa, Kiyoshi, Zundoko, ZundokoNamespacedRules, ZundokoRules};
+use crate::supply::tenant::Tenant;
 use crate::process::leader::assign::{SHARD_LABEL, lease_name, members_lease_name, shard_of};
 use crate::process::leader::members::records_of;
 use crate::supply::sources::recorded::DefaultModuleRecord;
@@ -127,12 +128,23 @@ pub async fn read(client: &Client, key: &str, leases: &Leases<'_>) -> Result<Rea
         let owned = children.iter().filter(|c| c.controller.as_deref() == hikawa.metadata.uid.as_deref()).count() as u32;
         children.push(Child::new(&k.metadata, true, owned + 1, &k.spec.say));
     }
-    let ruleset = match hikawa.spec.rules.as_deref() {
-        None => None,
-        Some(rules) => Some(match Api::<ZundokoRules>::all(client.clone()).get_opt(rules).await {
-            Ok(Some(r)) => Ok(r),
-            Ok(None) => Err(format!("the rule set {rules} does not exist")),
-            Err(e) => Err(format!("cannot read the rule set {rules}: {e}")),
+    // The rule set named as the operator reads it (`spec.rules`, or `spec.rulesRef` for a
+    // tenant's `ZundokoNamespacedRules`, which is read as the cluster kind: one spec, one status).
+    let named = crate::supply::tenant::of_hikawa(&hikawa);
+    let ruleset = match &named {
+        Err(refused) => Some(Err(refused.message.clone())),
+        Ok(None) => None,
+        Ok(Some(key)) => Some(match &key.tenant {
+            Tenant::Cluster => match Api::<ZundokoRules>::all(client.clone()).get_opt(&key.name).await {
+                Ok(Some(r)) => Ok(r),
+                Ok(None) => Err(format!("the rule set {} does not exist", key.describe())),
+                Err(e) => Err(format!("cannot read the rule set {}: {e}", key.describe())),
+            },
+            Tenant::Namespace(own) => match Api::<ZundokoNamespacedRules>::namespaced(client.clone(), own).get_opt(&key.name).await {
+                Ok(Some(r)) => Ok(ZundokoRules { metadata: r.metadata, spec: r.spec.rules, status: r.status }),
+                Ok(None) => Err(format!("the rule set {} does not exist", key.describe())),
+                Err(e) => Err(format!("cannot read the rule set {}: {e}", key.describe())),
+            },
         }),
     };
     let events = events(client, ns, &hikawa).await;
@@ -142,9 +154,9 @@ pub async fn read(client: &Client, key: &str, leases: &Leases<'_>) -> Result<Rea
         .find_map(|z| z.labels().get(SHARD_LABEL).and_then(|v| v.split_once("-of-")).and_then(|(_, c)| c.parse::<u16>().ok()))
         .unwrap_or(leases.shards);
     let shard = shard(client, hikawa.metadata.uid.as_deref().unwrap_or_default(), count, leases).await;
-    let default_module = match hikawa.spec.rules {
-        Some(_) => None,
-        None => Some(default_module(client, leases, shard.holder.as_ref().map(|h| h.0.as_str())).await),
+    let default_module = match named {
+        Ok(Some(_)) | Err(_) => None,
+        Ok(None) => Some(default_module(client, leases, shard.holder.as_ref().map(|h| h.0.as_str())).await),
     };
     Ok(Read { hikawa, children, ruleset, events, shard, default_module })
 }

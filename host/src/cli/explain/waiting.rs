@@ -68,7 +68,7 @@ pub fn state(read: &Read) -> State {
             let serving = s.conditions.iter().any(|c| c.type_ == CONDITION_READY && c.status == "True");
             RuleSetState { name: kube::ResourceExt::name_any(r), phase: s.phase, reason: s.reason, message: s.message, serving }
         }
-        Err(why) => RuleSetState { name: hikawa.spec.rules.clone().unwrap_or_default(), phase: None, reason: Some("RuleSetNotReadable".into()), message: Some(why.clone()), serving: false },
+        Err(why) => RuleSetState { name: crate::supply::tenant::key_of_hikawa(hikawa).unwrap_or_default(), phase: None, reason: Some("RuleSetNotReadable".into()), message: Some(why.clone()), serving: false },
     });
     let warnings: Vec<(String, String, i32)> = read
         .events

@@ -13,7 +13,8 @@ use crate::controllers::writes::status::rfc3339_millis;
 use crate::crd::{RolloutSpec, ZundokoRules};
 use crate::supply::serving::rollout::Thresholds;
 use crate::supply::sources::rulesets::{Checked, Problem, SourceSpec};
-use crate::supply::tenant::{Tenant, TenantBounds};
+use crate::supply::tenant::Tenant;
+use crate::supply::tenant_bounds::TenantBounds;
 
 /// A source's ConfigMap is read (and a new module compiled) at most this often per rule set:
 /// a ConfigMap rewritten in a loop costs at most one compile a second.

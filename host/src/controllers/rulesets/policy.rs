@@ -16,7 +16,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use crate::crd::{ModuleSource, ZundokoNamespacedRules, ZundokoRules, ZundokoTenantPolicy};
 use crate::supply::oci::{ModuleRef, TrustedKey};
 use crate::supply::sources::rulesets::Problem;
-use crate::supply::tenant::{POLICY_REFUSED, TenantBounds};
+use crate::supply::tenant_bounds::{POLICY_REFUSED, TenantBounds};
 
 /// What the tenants' policies are judged from: the policies, the namespaces' labels, the
 /// tenants' rule sets (to count them), each listed by a watch.

@@ -26,7 +26,8 @@ use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
 use crate::supply::sandbox::{RulesModule, WhoCompiles};
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
-use crate::supply::tenant::{Tenant, TenantBounds};
+use crate::supply::tenant::Tenant;
+use crate::supply::tenant_bounds::TenantBounds;
 
 pub use crate::supply::fetch::Problem;
 
