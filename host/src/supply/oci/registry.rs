@@ -197,8 +197,10 @@ impl Registry {
     /// of tags no source names are removed once past their grace (`tag_records.rs`).
     pub fn rule_sets_name<'a>(&self, references: impl IntoIterator<Item = &'a ModuleRef>) {
         let named = references.into_iter().filter(|r| r.digest.is_none()).map(BlobCache::tag_file).collect();
-        self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).rule_sets_name(named);
-        self.remove_unnamed_tags();
+        let look = self.tag_sources.lock().unwrap_or_else(|p| p.into_inner()).rule_sets_name(named, std::time::Instant::now());
+        if look {
+            self.remove_unnamed_tags();
+        }
     }
 
     /// Remove the records of tags no source names, past their grace (none until the rule

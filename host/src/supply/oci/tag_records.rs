@@ -21,6 +21,11 @@ use std::time::{Duration, Instant};
 /// again, short against a churn of tags.
 pub const GRACE: Duration = Duration::from_secs(10 * 60);
 
+/// How often the rule sets' watch may make a look at the records when what they name has not
+/// changed: their every event (status writes included) would otherwise read the tags folder.
+/// A record unnamed is then removed between its grace and its grace and this.
+pub const LOOK_AT_MOST_EVERY: Duration = Duration::from_secs(60);
+
 /// The tags the sources name, by their records' file names, and since when the others have
 /// been seen unnamed.
 #[derive(Debug)]
@@ -33,11 +38,13 @@ pub struct TagSources {
     rule_sets: Option<HashSet<String>>,
     /// Records seen unnamed, and when first.
     unnamed_since: HashMap<String, Instant>,
+    /// When the records were last looked at (`due_for_removal`).
+    looked_at: Option<Instant>,
 }
 
 impl TagSources {
     pub fn new(grace: Duration) -> Self {
-        TagSources { grace, fixed: HashSet::new(), rule_sets: None, unnamed_since: HashMap::new() }
+        TagSources { grace, fixed: HashSet::new(), rule_sets: None, unnamed_since: HashMap::new(), looked_at: None }
     }
 
     /// `record` is named for the process's life (`--module-oci`'s tag).
@@ -45,15 +52,20 @@ impl TagSources {
         self.fixed.insert(record);
     }
 
-    /// The rule sets, as listed now, name these records (and no others).
-    pub fn rule_sets_name(&mut self, records: HashSet<String>) {
+    /// The rule sets, as listed now, name these records (and no others). Whether the records
+    /// are worth a look now: what the rule sets name changed, or no look for
+    /// [`LOOK_AT_MOST_EVERY`].
+    pub fn rule_sets_name(&mut self, records: HashSet<String>, now: Instant) -> bool {
+        let changed = self.rule_sets.as_ref() != Some(&records);
         self.rule_sets = Some(records);
+        changed || self.looked_at.is_none_or(|at| now.saturating_duration_since(at) >= LOOK_AT_MOST_EVERY)
     }
 
     /// Which of the records `present` to remove at `now`: those no source names that were seen
     /// unnamed at least the grace ago. None while the rule sets have not been listed.
     pub fn due_for_removal(&mut self, present: &[String], now: Instant) -> Vec<String> {
         let Some(rule_sets) = &self.rule_sets else { return Vec::new() };
+        self.looked_at = Some(now);
         let unnamed: HashSet<&String> = present.iter().filter(|r| !self.fixed.contains(*r) && !rule_sets.contains(*r)).collect();
         // A record named again, or gone, starts afresh.
         self.unnamed_since.retain(|record, _| unnamed.contains(record));
@@ -88,7 +100,7 @@ mod tests {
         let present = names(&["module-oci", "rule-set-a", "gone"]);
         assert!(sources.due_for_removal(&present, start).is_empty());
         assert!(sources.due_for_removal(&present, start + GRACE * 10).is_empty(), "unlisted rule sets may name any of them");
-        sources.rule_sets_name(HashSet::from(["rule-set-a".to_string()]));
+        sources.rule_sets_name(HashSet::from(["rule-set-a".to_string()]), start);
         // Listed now: the grace starts now, not at the first look.
         assert!(sources.due_for_removal(&present, start + GRACE * 10).is_empty());
         assert_eq!(sources.due_for_removal(&present, start + GRACE * 11), ["gone"]);
@@ -99,20 +111,35 @@ mod tests {
         let mut sources = TagSources::new(GRACE);
         sources.name_always("module-oci".into());
         let start = Instant::now();
-        sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]));
+        sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]), start);
         let present = names(&["module-oci", "a", "b", "old"]);
         assert!(sources.due_for_removal(&present, start).is_empty(), "within its grace");
         // The rule set naming b is deleted, then created again within the grace.
-        sources.rule_sets_name(HashSet::from(["a".to_string()]));
+        sources.rule_sets_name(HashSet::from(["a".to_string()]), start);
         assert!(sources.due_for_removal(&present, start + GRACE / 2).is_empty());
-        sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]));
+        sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]), start);
         assert_eq!(sources.due_for_removal(&present, start + GRACE), ["old"], "unnamed since the start: its grace is over");
         // b unnamed again later: a grace of its own from then, not from its first.
-        sources.rule_sets_name(HashSet::from(["a".to_string()]));
+        sources.rule_sets_name(HashSet::from(["a".to_string()]), start);
         let present = names(&["module-oci", "a", "b"]);
         assert!(sources.due_for_removal(&present, start + GRACE * 2).is_empty());
         assert_eq!(sources.due_for_removal(&present, start + GRACE * 3), ["b"]);
         // What the sources name stays, however long.
         assert!(sources.due_for_removal(&names(&["module-oci", "a"]), start + GRACE * 100).is_empty());
+    }
+
+    #[test]
+    fn the_records_are_looked_at_when_what_the_rule_sets_name_changes_or_a_minute_has_passed() {
+        let mut sources = TagSources::new(GRACE);
+        let start = Instant::now();
+        let named = || HashSet::from(["a".to_string()]);
+        assert!(sources.rule_sets_name(named(), start), "the first list");
+        sources.due_for_removal(&names(&["a"]), start);
+        // A status write of a rule set: the same names, a moment later.
+        assert!(!sources.rule_sets_name(named(), start + Duration::from_secs(1)));
+        assert!(sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]), start + Duration::from_secs(2)), "b is named now");
+        sources.due_for_removal(&names(&["a"]), start + Duration::from_secs(2));
+        assert!(!sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]), start + Duration::from_secs(3)));
+        assert!(sources.rule_sets_name(HashSet::from(["a".to_string(), "b".to_string()]), start + Duration::from_secs(2) + LOOK_AT_MOST_EVERY), "a grace may be over by now");
     }
 }
