@@ -95,6 +95,36 @@ fn simulate_refuses_a_manifest_that_is_not_a_hikawa() {
     assert!(stderr(&out).contains("expected apiVersion zundokokiyoshi.kaitoy.github.com/v1beta1 and kind Hikawa"), "{}", stderr(&out));
 }
 
+/// Files a user names are read within a bound, checked before they are buffered: a module over
+/// the sandbox's 64 MiB, a FIFO in a module's place (which would block a plain read for ever), a
+/// `--registry-ca` bigger than any CA bundle.
+#[test]
+fn files_named_on_the_command_line_are_read_within_their_bounds() {
+    let dir = std::env::temp_dir().join(format!("zundoko-cli-bounds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.wasm");
+    // Sparse: nothing is written, and with the bound nothing is read.
+    std::fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap();
+    let out = operator_cli(&["simulate", "--module", big.to_str().unwrap(), "--hikawa", SAMPLE], &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("big.wasm") && stderr(&out).contains("over the 67108864-byte limit"), "{}", stderr(&out));
+    let fifo = dir.join("fifo.wasm");
+    let _ = std::fs::remove_file(&fifo);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let out = operator_cli(&["simulate", "--module", fifo.to_str().unwrap(), "--hikawa", SAMPLE], &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("fifo.wasm") && stderr(&out).contains("not a regular file"), "{}", stderr(&out));
+    let ca = dir.join("ca.pem");
+    let mut pem = b"-----BEGIN CERTIFICATE-----\n".to_vec();
+    pem.resize((1 << 20) + 1, b'A');
+    std::fs::write(&ca, pem).unwrap();
+    let out = operator_cli(&["check", "127.0.0.1:1/rules/x:v1", "--registry-ca", ca.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--registry-ca") && stderr(&out).contains("over the 1048576-byte limit"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn crd_prints_every_crd_once() {
     let out = operator_cli(&["crd"], &[]);

@@ -164,7 +164,8 @@ impl RegistryArgs {
         anyhow::ensure!((1..=1 << 20).contains(&self.cache_max_mib), "--cache-max-mib must be between 1 and 1048576");
         let mut extra_ca_pem = Vec::new();
         for path in &self.registry_ca {
-            let pem = std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))?;
+            let pem = crate::supply::oci::given_files::read_within(path, crate::supply::oci::MAX_CA_FILE_BYTES)
+                .with_context(|| format!("cannot read --registry-ca {}", path.display()))?;
             anyhow::ensure!(pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----"), "--registry-ca {} holds no PEM certificate", path.display());
             extra_ca_pem.push(pem);
         }

@@ -30,8 +30,14 @@ pub use run::run;
 
 /// Read and load a module file, naming the file in any error.
 pub fn load_module(engine: &SandboxEngine, path: &Path) -> Result<RulesModule> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))?;
+    let bytes = read_module_file(path, engine.limits().max_module_bytes)?;
     engine.load(&bytes).map_err(|e| rejected(path, e))
+}
+
+/// A module file's bytes, at most `cap` of them read (`--max-module-mib`): a file that is not
+/// a regular one, or is bigger, is refused before it is buffered.
+pub fn read_module_file(path: &Path, cap: usize) -> Result<Vec<u8>> {
+    crate::supply::oci::given_files::read_within(path, cap as u64).with_context(|| format!("cannot read module {}", path.display()))
 }
 
 /// The one wording of a refused module: the file, the reason, the detail.
@@ -45,8 +51,10 @@ fn rejected(path: &Path, error: crate::supply::sandbox::GuestError) -> anyhow::E
 pub fn simulate(args: &SimulateArgs, out: &mut dyn std::io::Write) -> Result<crate::cli::simulate::Song> {
     let engine = args.sandbox.cli_engine(args.cache_dir.as_deref())?;
     let module = load_module(&engine, &args.module)?;
-    let text = std::fs::read_to_string(&args.hikawa)
+    // As the API server takes a request: at most 3 MiB.
+    let bytes = crate::supply::oci::given_files::read_within(&args.hikawa, 3 << 20)
         .with_context(|| format!("cannot read Hikawa manifest {}", args.hikawa.display()))?;
+    let text = String::from_utf8(bytes).with_context(|| format!("Hikawa manifest {} is not UTF-8", args.hikawa.display()))?;
     let hikawa = crate::crd::parse_hikawa(&args.hikawa.display().to_string(), &text)?;
     let seed = args.seed.unwrap_or_else(rand::random);
     crate::cli::simulate::simulate(&module, &hikawa, seed, &args.sandbox.plan_limits(), args.max_decisions, out)

@@ -47,14 +47,11 @@ pub(crate) async fn fetch(source: Source<'_>, registry: &RegistryArgs) -> Result
 /// `push`: check the module as `check` does, then publish it (and its signature).
 pub async fn push(args: &PushArgs, out: &mut dyn std::io::Write) -> Result<()> {
     let engine = SandboxEngine::new(args.sandbox.sandbox_limits())?;
-    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let bytes = crate::cli::read_module_file(&args.module, engine.limits().max_module_bytes)?;
     let module = engine.load(&bytes).map_err(|e| rejected(&args.module, e))?;
     crate::supply::contract::rules::smoke_test(&module, &args.sandbox.plan_limits()).map_err(|e| rejected(&args.module, e))?;
     let sign = match &args.sign {
-        Some(path) => {
-            let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read signing key {}", path.display()))?;
-            Some(crate::supply::oci::SignKey::from_pem(&path.display().to_string(), &pem).map_err(anyhow::Error::msg)?)
-        }
+        Some(path) => Some(crate::supply::oci::SignKey::load(path).map_err(anyhow::Error::msg)?),
         None => None,
     };
     let settings = args.registry.settings()?;
@@ -96,9 +93,8 @@ pub fn keygen(args: &KeygenArgs, out: &mut dyn std::io::Write) -> Result<()> {
 /// `sign`: a module file's signature over its SHA-256, written beside it (MODULE.sig, what a
 /// mounted ConfigMap's MODULE.sig entry is) and printed as the ConfigMap annotation.
 pub fn sign(args: &SignArgs, out: &mut dyn std::io::Write) -> Result<()> {
-    let pem = std::fs::read_to_string(&args.key).with_context(|| format!("cannot read signing key {}", args.key.display()))?;
-    let key = crate::supply::oci::SignKey::from_pem(&args.key.display().to_string(), &pem).map_err(anyhow::Error::msg)?;
-    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let key = crate::supply::oci::SignKey::load(&args.key).map_err(anyhow::Error::msg)?;
+    let bytes = crate::cli::read_module_file(&args.module, crate::supply::sandbox::SandboxLimits::default().max_module_bytes)?;
     let digest = crate::supply::digest(&bytes);
     let signature = crate::supply::oci::signature::sign_digest(&key, &digest).map_err(anyhow::Error::msg)?;
     let sidecar = crate::supply::fetch::signature_beside(&args.module);

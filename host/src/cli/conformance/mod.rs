@@ -27,10 +27,9 @@ mod verdicts;
 
 /// `test`: run the conformance suite and print its report; an error when a check failed.
 pub fn test(args: &crate::cli::args::TestArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    use anyhow::Context as _;
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     let engine = args.sandbox.cli_engine(args.cache_dir.as_deref())?;
-    let bytes = std::fs::read(&args.module).with_context(|| format!("cannot read module {}", args.module.display()))?;
+    let bytes = crate::cli::read_module_file(&args.module, engine.limits().max_module_bytes)?;
     let report = run(&engine, &bytes, &args.module.display().to_string(), args.seeds, &args.sandbox.plan_limits());
     match args.format {
         crate::cli::args::ReportFormat::Text => report.write_text(out)?,

@@ -27,3 +27,4 @@ pub mod wire;
 pub use reference::ModuleRef;
 pub use registry::{Fetched, PullError, Registry, RegistrySettings, registry_allowed};
 pub use signature::{SignKey, TrustedKey};
+pub use wire::MAX_CA_FILE_BYTES;

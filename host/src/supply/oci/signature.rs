@@ -79,7 +79,7 @@ impl TrustedKey {
         };
         let mut keys = Vec::new();
         for file in files {
-            let pem = read_key_file(&file)?;
+            let pem = read_key_file(&file, "trusted key")?;
             keys.push(TrustedKey::from_pem(&file.display().to_string(), &pem)?);
         }
         if keys.is_empty() {
@@ -99,9 +99,9 @@ pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
 
 /// A key file's text, read within [`MAX_KEY_FILE_BYTES`] before anything is buffered
 /// (`given_files.rs`: through the kubelet's links, without blocking, a regular file only).
-fn read_key_file(file: &Path) -> Result<String, String> {
-    let bytes = super::given_files::read_within(file, MAX_KEY_FILE_BYTES).map_err(|why| format!("trusted key {}: {why}", file.display()))?;
-    String::from_utf8(bytes).map_err(|_| format!("trusted key {}: not UTF-8 text (a PEM key is ASCII)", file.display()))
+fn read_key_file(file: &Path, what: &str) -> Result<String, String> {
+    let bytes = super::given_files::read_within(file, MAX_KEY_FILE_BYTES).map_err(|why| format!("{what} {}: {why}", file.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{what} {}: not UTF-8 text (a PEM key is ASCII)", file.display()))
 }
 
 /// `sha256:` and the first 16 hex digits of the DER public key's SHA-256.
@@ -122,6 +122,11 @@ impl fmt::Debug for SignKey {
 }
 
 impl SignKey {
+    /// A signing key from its file, read within [`MAX_KEY_FILE_BYTES`] as a trusted key is.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        Self::from_pem(&path.display().to_string(), &read_key_file(path, "signing key")?)
+    }
+
     pub fn from_pem(origin: &str, pem: &str) -> Result<Self, String> {
         let pem = pem.trim();
         if pem.contains("ENCRYPTED") {

@@ -38,6 +38,9 @@ pub(super) const MAX_ERROR_BYTES: usize = 4 << 10;
 pub(super) const MAX_TOKEN_BYTES: usize = 64 << 10;
 /// Redirects followed by one request.
 const MAX_REDIRECTS: usize = 5;
+/// The most a `--registry-ca` file may hold: a whole system bundle (about 150 certificates) is
+/// about 220 KiB; a bigger file is refused before it is buffered.
+pub const MAX_CA_FILE_BYTES: u64 = 1 << 20;
 /// What is kept of a message a registry writes (an OCI error's `message`), escaped.
 const MAX_MESSAGE_BYTES: usize = 120;
 const MAX_CODE_BYTES: usize = 40;
