@@ -215,6 +215,13 @@ impl Sources {
         (Sources { client: client.clone(), modules, registry, namespaces: by_name }, changes)
     }
 
+    /// Sources for tenants' rule sets only, reading no rules namespace (a cluster rule set's
+    /// ConfigMap or pull secret is refused as outside `--rules-namespaces`): what `explain`
+    /// checks a tenant's module with, so that it is read, pulled and checked as `run` does.
+    pub fn for_tenants(client: &Client, modules: Arc<ModuleLoader>, registry: Arc<Registry>) -> Sources {
+        Sources { client: client.clone(), modules, registry, namespaces: HashMap::new() }
+    }
+
     /// Refused unless `namespace` is one the operator reads rules from.
     fn allowed(&self, namespace: &str, what: &str) -> Result<(), Problem> {
         if self.namespaces.contains_key(namespace) {

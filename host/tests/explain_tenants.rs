@@ -1,0 +1,151 @@
+//! `explain` on a tenant's Hikawa against the local API server: the words a tenant's rule set
+//! (`ZundokoNamespacedRules`) said replay through the checks `run` makes of that rule set (the
+//! operator's own `Tenancy::judge` and `Sources::check`, host/src/cli/explain/tenant.rs), and
+//! what `run` would refuse is named, not replayed: a policy's required key the module is not
+//! signed with, a ConfigMap in another namespace, a policy field. And a Hikawa naming its rules
+//! by `rulesRef` is explained from the rule set it names, of either kind.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use common::cluster::{Cluster, quick_settings};
+use common::module_bytes;
+use common::rules::{RULES_NS, create_rules, plain};
+use common::tenants::*;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use zundoko_operator::cli::explain::replay::Verdict;
+use zundoko_operator::cli::explain::{Report, explain};
+use zundoko_operator::cli::{Cli, Command};
+use zundoko_operator::crd::{RulesKind, TenantSources, ZundokoTenantPolicySpec};
+use zundoko_operator::supply::contract::rules::Rules;
+use zundoko_operator::supply::fetch::SIGNATURE_ANNOTATION_PREFIX;
+use zundoko_operator::supply::oci::SignKey;
+use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sources::digest;
+use zundoko_rules::{classic, strict_japanese};
+
+const A: &str = "team-a";
+const B: &str = "team-b";
+
+fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
+    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
+}
+
+/// `explain` as the command line parses it, run in-process against the cluster.
+async fn run(cluster: &Cluster, argv: &[&str]) -> Report {
+    let cli = Cli::try_parse_from([&["zundoko-operator", "explain"], argv].concat()).unwrap();
+    let Command::Explain(args) = cli.command else { unreachable!() };
+    explain(&cluster.client, &args).await.unwrap()
+}
+
+/// Team A and team B, both selected by the policy `teams` (open); A's rule set `mine` serves
+/// the strict Japanese rules from A's ConfigMap `rules-a`.
+async fn tenants() -> Cluster {
+    let cluster = Cluster::start().await;
+    for ns in [RULES_NS, A, B] {
+        cluster.create_namespace(ns).await;
+        label_namespace(&cluster, ns, "team").await;
+    }
+    put_policy(&cluster, "teams", ZundokoTenantPolicySpec { namespace_selector: selecting("team"), ..open_policy() }).await;
+    cluster.put_configmap(A, "rules-a", &module_bytes("zundoko-strict-ja")).await;
+    create_tenant_rules(&cluster, A, "mine", from_configmap(A, "rules-a")).await;
+    cluster
+}
+
+/// Every word of the report replayed and matching, said by `module`.
+fn assert_replayed(report: &Report, module: &[u8], who: &str) {
+    assert!(report.first_difference.is_none(), "{who}: {:?}", report.first_difference);
+    assert!(report.words.len() >= 2, "{who}: {:?}", report.words);
+    for word in &report.words {
+        assert_eq!(word.verdict, Verdict::Matches, "{who}: {word:?}");
+        assert_eq!(word.decision.as_ref().unwrap().module, digest(module), "{who}: {word:?}");
+    }
+}
+
+/// The first word is not replayed: the module is unavailable, for a reason holding `said`.
+fn assert_refused(report: &Report, said: &[&str], who: &str) {
+    let first = report.first_difference.as_ref().unwrap_or_else(|| panic!("{who}: replayed, though run would refuse the module"));
+    assert_eq!((first.position, &first.verdict), (1, &Verdict::ModuleUnavailable), "{who}: {}", first.reason);
+    for said in said {
+        assert!(first.reason.contains(said), "{who}: no {said:?} in: {}", first.reason);
+    }
+    assert!(report.words.iter().all(|w| w.plan.is_none()), "{who}: a word was replayed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_song_replays_through_runs_checks_and_what_run_refuses_is_named() {
+    let cluster = tenants().await;
+    let japanese = module_bytes("zundoko-strict-ja");
+    let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
+    sing_in(&cluster, A, "song", None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+    cluster.assert_songs_complete(A, &["song".to_string()], &strict_japanese(), Duration::from_secs(120)).await;
+    operator.stop().await;
+    let argv = ["team-a/song", "--song"];
+    assert_replayed(&run(&cluster, &argv).await, &japanese, "as sung");
+
+    // The policy now requires a key the module is not signed with: run would refuse it.
+    let key = SignKey::generate();
+    let keyed = ZundokoTenantPolicySpec { namespace_selector: selecting("team"), required_keys: vec![key.public_pem()], ..open_policy() };
+    put_policy(&cluster, "teams", keyed).await;
+    assert_refused(&run(&cluster, &argv).await, &["SignatureRequired", "requiredKeys", "ConfigMap team-a/rules-a"], "a required key");
+    // Signed by that key beside it (as run reads a ConfigMap's signature): it replays again.
+    let signature = zundoko_operator::supply::oci::signature::sign_digest(&key, &digest(&japanese)).unwrap();
+    let patch = serde_json::json!({"metadata": {"annotations": {format!("{SIGNATURE_ANNOTATION_PREFIX}rules.wasm"): signature}}});
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cluster.client.clone(), A);
+    configmaps.patch("rules-a", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    assert_replayed(&run(&cluster, &argv).await, &japanese, "signed by the required key");
+
+    // A policy field run judges the spec by: ConfigMaps no longer allowed.
+    let no_configmaps = ZundokoTenantPolicySpec { namespace_selector: selecting("team"), sources: TenantSources { config_maps: false, registries: vec!["*".into()] }, ..open_policy() };
+    put_policy(&cluster, "teams", no_configmaps).await;
+    assert_refused(&run(&cluster, &argv).await, &["ZundokoTenantPolicy teams spec.sources.configMaps: ", "PolicyRefused"], "a policy field");
+    put_policy(&cluster, "teams", ZundokoTenantPolicySpec { namespace_selector: selecting("team"), ..open_policy() }).await;
+
+    // The rule set now names the same module in another namespace's ConfigMap: run reads a
+    // tenant's ConfigMap from its own namespace only, and so does explain.
+    cluster.put_configmap(B, "rules-a", &japanese).await;
+    let rules = tenant_rules_api(&cluster, A);
+    let patch = serde_json::json!({"spec": {"source": {"configMap": {"namespace": B, "name": "rules-a"}}}});
+    rules.patch("mine", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    assert_refused(&run(&cluster, &argv).await, &["SourceNotAllowed", "ConfigMap team-b/rules-a is not in team-a"], "another namespace's ConfigMap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hikawa_naming_its_rules_by_rules_ref_is_explained_from_the_rule_set_it_names() {
+    let cluster = tenants().await;
+    let (japanese, classic_bytes) = (module_bytes("zundoko-strict-ja"), module_bytes("zundoko-classic"));
+    cluster.put_configmap(RULES_NS, "rules-classic", &classic_bytes).await;
+    create_rules(&cluster, "classic", plain("rules-classic")).await;
+    // A Hikawa naming no rule set would be decided by the default module: explain would find
+    // no source of it in the cluster (an in-process operator records none).
+    let operator = cluster.operator(wasm(&classic_bytes), quick_settings());
+    sing_in(&cluster, A, "tenant-ref", None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+    sing_in(&cluster, A, "own-namespace-ref", None, Some((RulesKind::ZundokoNamespacedRules, "mine", Some(A)))).await;
+    sing_in(&cluster, A, "cluster-ref", None, Some((RulesKind::ZundokoRules, "classic", None))).await;
+    sing_in(&cluster, B, "other-namespace-ref", None, Some((RulesKind::ZundokoNamespacedRules, "mine", Some(A)))).await;
+    let tenant_songs = ["tenant-ref".to_string(), "own-namespace-ref".to_string()];
+    cluster.assert_songs_complete(A, &tenant_songs, &strict_japanese(), Duration::from_secs(120)).await;
+    cluster.assert_songs_complete(A, &["cluster-ref".to_string()], &classic(), Duration::from_secs(120)).await;
+    wait_ready_reason(&cluster, B, "other-namespace-ref", "RulesInOtherNamespace").await;
+    operator.stop().await;
+
+    for name in &tenant_songs {
+        let report = run(&cluster, &[&format!("{A}/{name}"), "--song"]).await;
+        assert_replayed(&report, &japanese, name);
+        let ruleset = report.state.ruleset.as_ref().unwrap_or_else(|| panic!("{name}: no rule set read"));
+        assert_eq!((ruleset.name.as_str(), ruleset.phase.as_deref()), ("mine", Some("Active")), "{name}");
+    }
+    let report = run(&cluster, &["team-a/cluster-ref", "--song"]).await;
+    assert_replayed(&report, &classic_bytes, "cluster-ref");
+    assert_eq!(report.state.ruleset.as_ref().map(|r| r.name.as_str()), Some("classic"));
+
+    // Naming A's rule set from B: explained as waiting on a name the operator refuses.
+    let report = run(&cluster, &["team-b/other-namespace-ref"]).await;
+    assert_eq!(report.state.state, "waiting", "{:?}", report.state);
+    assert!(report.state.summary.contains("own namespace (team-b)"), "{}", report.state.summary);
+    assert!(report.words.is_empty());
+}
