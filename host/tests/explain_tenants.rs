@@ -148,4 +148,15 @@ async fn a_hikawa_naming_its_rules_by_rules_ref_is_explained_from_the_rule_set_i
     assert_eq!(report.state.state, "waiting", "{:?}", report.state);
     assert!(report.state.summary.contains("own namespace (team-b)"), "{}", report.state.summary);
     assert!(report.words.is_empty());
+
+    // The policies unreadable (a tenant's own edit role reads none; here their kind is gone):
+    // explain says what it could not read and replays nothing; with the team's own copy of the
+    // module (its digest the recorded one) it replays.
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
+    crds.delete("zundokotenantpolicies.zundokokiyoshi.kaitoy.github.com", &Default::default()).await.unwrap();
+    let report = run(&cluster, &["team-a/tenant-ref", "--song"]).await;
+    assert_refused(&report, &["cannot read the ZundokoTenantPolicies", "give --module FILE"], "the policies unreadable");
+    let copy = common::module_path("zundoko-strict-ja");
+    assert_replayed(&run(&cluster, &["team-a/tenant-ref", "--song", "--module", copy.to_str().unwrap()]).await, &japanese, "a local copy");
 }
