@@ -49,7 +49,7 @@ pub struct Modules<'a> {
 /// What a source gave: bytes to load, or (a tenant's, checked as `run` checks it) the module.
 #[derive(Clone)]
 enum Found {
-    Bytes(Fetched),
+    Bytes(Box<Fetched>),
     Loaded(Arc<RulesModule>, String),
 }
 
@@ -95,7 +95,7 @@ impl<'a> Modules<'a> {
         if let Some(path) = &self.file {
             let checks = Checks { pin: Some(digest), pinned_by: "the recorded decision", max_bytes: None, required_keys: &[], prove_access: false };
             match fetch_module(Source::File(path), &RegistryAuth::Anonymous, &[], self.signing_registry().as_deref(), &checks).await {
-                Ok(fetched) => return Ok(Found::Bytes(fetched)),
+                Ok(fetched) => return Ok(Found::Bytes(Box::new(fetched))),
                 Err(problem) => tried.push(format!("--module {}: {} ({})", path.display(), problem.message, problem.reason)),
             }
         }
@@ -134,7 +134,7 @@ impl<'a> Modules<'a> {
             if let Some(Ok(default)) = &self.default {
                 self.fetch_default(default, &mut by_digest, &mut problems).await;
             }
-            return (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(f))).collect(), problems);
+            return (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems);
         };
         // A tenant's rule set: through the operator's own checks (tenant.rs), never the ones below.
         if let Some(ns) = ruleset.metadata.namespace.as_deref() {
@@ -188,7 +188,7 @@ impl<'a> Modules<'a> {
                 }
             }
         }
-        (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(f))).collect(), problems)
+        (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems)
     }
 
     /// The default module's sources as its replica recorded them, with the operator's own
