@@ -2,8 +2,9 @@
 //! (`ZundokoNamespacedRules`) said replay through the checks `run` makes of that rule set (the
 //! operator's own `Tenancy::judge` and `Sources::check`, host/src/cli/explain/tenant.rs), and
 //! what `run` would refuse is named, not replayed: a policy's required key the module is not
-//! signed with, a ConfigMap in another namespace, a policy field. And a Hikawa naming its rules
-//! by `rulesRef` is explained from the rule set it names, of either kind.
+//! signed with, a ConfigMap in another namespace, a policy field, a registry that no longer
+//! answers the tenant's own credentials (whatever explain's cache holds). And a Hikawa naming its
+//! rules by `rulesRef` is explained from the rule set it names, of either kind.
 
 mod common;
 
@@ -159,4 +160,46 @@ async fn a_hikawa_naming_its_rules_by_rules_ref_is_explained_from_the_rule_set_i
     assert_refused(&report, &["cannot read the ZundokoTenantPolicies", "give --module FILE"], "the policies unreadable");
     let copy = common::module_path("zundoko-strict-ja");
     assert_replayed(&run(&cluster, &["team-a/tenant-ref", "--song", "--module", copy.to_str().unwrap()]).await, &japanese, "a local copy");
+}
+
+/// A dockerconfigjson Secret `ns/name` for `registry`, with the test registry's user and `password`.
+fn pull_secret(ns: &str, name: &str, registry: &str, password: &str) -> k8s_openapi::api::core::v1::Secret {
+    use common::registry::{USER, base64};
+    let json = serde_json::json!({"auths": {registry: {"auth": base64(&format!("{USER}:{password}"))}}}).to_string();
+    let mut secret = k8s_openapi::api::core::v1::Secret { type_: Some("kubernetes.io/dockerconfigjson".into()), ..Default::default() };
+    (secret.metadata.name, secret.metadata.namespace) = (Some(name.into()), Some(ns.into()));
+    secret.data = Some([(".dockerconfigjson".to_string(), k8s_openapi::ByteString(json.into_bytes()))].into());
+    secret
+}
+
+/// A tenant's artifact is pulled for `explain` with the tenant's own pull secret (read from its
+/// own namespace), and never served from explain's cache unless the registry answers those
+/// credentials now: with the secret's password wrong, the layer explain pulled a moment before
+/// (and keeps by digest) does not replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_artifact_replays_only_while_its_registry_answers_the_tenants_own_credentials() {
+    use common::registry::{PASSWORD, TestRegistry};
+    use zundoko_operator::crd::{ModuleSource, OciSource, SecretReference, ZundokoRulesSpec};
+    let Some(registry) = TestRegistry::start(true) else { return };
+    let japanese = module_bytes("zundoko-strict-ja");
+    registry.push("team-a/rules:v1", &japanese, None).await;
+    let cluster = tenants().await;
+    let settings = zundoko_operator::supply::oci::RegistrySettings { cache_dir: Some(registry.dir().join("operator-cache")), ..registry.settings() };
+    let operator = cluster.operator_with_registry(wasm(&module_bytes("zundoko-classic")), quick_settings(), settings);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(cluster.client.clone(), A);
+    secrets.create(&Default::default(), &pull_secret(A, "a-pull", &registry.addr, PASSWORD)).await.unwrap();
+    let pull_secret_ref = Some(SecretReference { namespace: A.into(), name: "a-pull".into() });
+    let oci = OciSource { reference: format!("{}/team-a/rules:v1", registry.addr), pull_secret: pull_secret_ref, ..OciSource::default() };
+    create_tenant_rules(&cluster, A, "pulled", ZundokoRulesSpec { source: ModuleSource { config_map: None, oci: Some(oci) }, sha256: None, candidate: None }).await;
+    sing_in(&cluster, A, "pulled-song", None, Some((RulesKind::ZundokoNamespacedRules, "pulled", None))).await;
+    cluster.assert_songs_complete(A, &["pulled-song".to_string()], &strict_japanese(), Duration::from_secs(120)).await;
+    operator.stop().await;
+
+    // explain's own cache, as a user's machine has one.
+    let cache = registry.dir().join("explain-cache");
+    let argv = ["team-a/pulled-song", "--song", "--insecure-registry", registry.addr.as_str(), "--cache-dir", cache.to_str().unwrap()];
+    assert_replayed(&run(&cluster, &argv).await, &japanese, "with the tenant's pull secret");
+    // The tenant's credentials no longer answer: the cached layer is not handed over.
+    secrets.replace("a-pull", &Default::default(), &pull_secret(A, "a-pull", &registry.addr, "not-the-password")).await.unwrap();
+    assert_refused(&run(&cluster, &argv).await, &["RegistryUnauthorized"], "the tenant's credentials refused");
 }
