@@ -156,6 +156,9 @@ async fn a_hikawa_naming_its_rules_by_rules_ref_is_explained_from_the_rule_set_i
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
     crds.delete("zundokotenantpolicies.zundokokiyoshi.kaitoy.github.com", &Default::default()).await.unwrap();
+    // Its objects go first, then the kind: explain's list is refused only once it is gone.
+    let policies: Api<zundoko_operator::crd::ZundokoTenantPolicy> = Api::all(cluster.client.clone());
+    common::running::eventually("the policies' kind gone", Duration::from_secs(20), async || policies.list(&Default::default()).await.is_err()).await;
     let report = run(&cluster, &["team-a/tenant-ref", "--song"]).await;
     assert_refused(&report, &["cannot read the ZundokoTenantPolicies", "give --module FILE"], "the policies unreadable");
     let copy = common::module_path("zundoko-strict-ja");
