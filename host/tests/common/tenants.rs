@@ -30,7 +30,12 @@ pub async fn tenant_rules_status(cluster: &Cluster, ns: &str, name: &str) -> Zun
 }
 
 pub async fn wait_tenant_rules(cluster: &Cluster, ns: &str, name: &str, what: &str, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
-    let (started, deadline) = (std::time::Instant::now(), Duration::from_secs(30));
+    wait_tenant_rules_within(cluster, ns, name, what, Duration::from_secs(30), check).await
+}
+
+/// [`wait_tenant_rules`] for up to `deadline` (a pull and a compile of an interpreter's module).
+pub async fn wait_tenant_rules_within(cluster: &Cluster, ns: &str, name: &str, what: &str, deadline: Duration, check: impl Fn(&ZundokoRulesStatus) -> bool) -> ZundokoRulesStatus {
+    let started = std::time::Instant::now();
     loop {
         let status = tenant_rules_status(cluster, ns, name).await;
         if check(&status) {

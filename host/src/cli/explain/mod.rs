@@ -10,6 +10,7 @@ pub mod module;
 pub mod pacing;
 pub mod read;
 pub mod replay;
+pub mod tenant;
 pub mod waiting;
 
 use std::io::Write;
@@ -84,8 +85,8 @@ pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
     };
     let engine = args.sandbox.cli_engine(args.registry.cache_dir.as_deref())?;
     let ruleset = read.ruleset.as_ref().and_then(|r| r.as_ref().ok()).cloned();
-    let mut modules = module::Modules::new(&engine, &args.registry, client, args.module.clone(), ruleset, read.default_module.clone());
     let limits = args.sandbox.plan_limits();
+    let mut modules = module::Modules::new(&engine, limits.clone(), &args.registry, client, args.module.clone(), ruleset, read.default_module.clone());
     for at in chosen {
         report.words.push(replay::replay(&read.hikawa, &read.children, at, &mut modules, &limits).await);
     }

@@ -6,7 +6,8 @@
 //! through the one fetch path (`supply/fetch.rs`: size bound, digest, signature checks as `run`
 //! makes them: an artifact verified by the rule set's own `publicKeys` beside the registry
 //! flags' trusted keys, bound to its repository with `requireIdentity`) and kept only if its
-//! digest is the one recorded.
+//! digest is the one recorded. A tenant's rule set (`ZundokoNamespacedRules`) is checked by
+//! the operator's own code instead, policy and all (`tenant.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,9 +19,12 @@ use oci_client::secrets::RegistryAuth;
 
 use crate::cli::args::RegistryArgs;
 use crate::cli::explain::read::DefaultModule;
+use crate::cli::explain::tenant;
 use crate::crd::{ModuleSource, ZundokoRules};
 use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
+use crate::supply::ModuleLoader;
+use crate::supply::contract::plan_check::PlanLimits;
 use crate::supply::sandbox::{RulesModule, SandboxEngine};
 use crate::supply::sources::configmap::DEFAULT_KEY;
 use crate::supply::sources::recorded::RecordedSource;
@@ -29,6 +33,8 @@ use crate::supply::sources::rulesets::{SourceRef, SourceSpec};
 /// Modules by digest, fetched once each.
 pub struct Modules<'a> {
     engine: &'a SandboxEngine,
+    /// What a tenant's module is smoke-tested with, as the operator's loader does.
+    plan_limits: PlanLimits,
     registry: &'a RegistryArgs,
     client: &'a Client,
     file: Option<PathBuf>,
@@ -36,20 +42,37 @@ pub struct Modules<'a> {
     /// For a Hikawa that names no rule set: the default module as a replica recorded it.
     default: Option<Result<DefaultModule, String>>,
     /// What each source gave (by digest), and what each could not give; filled on first need.
-    fetched: Option<(HashMap<String, Fetched>, Vec<String>)>,
+    fetched: Option<(HashMap<String, Found>, Vec<String>)>,
     loaded: HashMap<String, Result<Arc<RulesModule>, String>>,
+}
+
+/// What a source gave: bytes to load, or (a tenant's, checked as `run` checks it) the module.
+#[derive(Clone)]
+enum Found {
+    Bytes(Box<Fetched>),
+    Loaded(Arc<RulesModule>, String),
+}
+
+impl Found {
+    fn origin(&self) -> String {
+        match self {
+            Found::Bytes(fetched) => fetched.origin.to_string(),
+            Found::Loaded(_, origin) => origin.clone(),
+        }
+    }
 }
 
 impl<'a> Modules<'a> {
     pub fn new(
         engine: &'a SandboxEngine,
+        plan_limits: PlanLimits,
         registry: &'a RegistryArgs,
         client: &'a Client,
         file: Option<PathBuf>,
         ruleset: Option<ZundokoRules>,
         default: Option<Result<DefaultModule, String>>,
     ) -> Self {
-        Modules { engine, registry, client, file, ruleset, default, fetched: None, loaded: HashMap::new() }
+        Modules { engine, plan_limits, registry, client, file, ruleset, default, fetched: None, loaded: HashMap::new() }
     }
 
     /// The module whose digest is `digest`, loaded; or why it cannot be had.
@@ -57,19 +80,22 @@ impl<'a> Modules<'a> {
         if let Some(found) = self.loaded.get(digest) {
             return found.clone();
         }
-        let found = self.find(digest).await.and_then(|f| {
-            self.engine.load(&f.bytes).map(Arc::new).map_err(|e| format!("the module {digest} ({}) is rejected: {}", f.origin, crate::text::printable(&e.to_string(), 512)))
+        let found = self.find(digest).await.and_then(|found| match found {
+            Found::Loaded(module, _) => Ok(module),
+            Found::Bytes(f) => {
+                self.engine.load(&f.bytes).map(Arc::new).map_err(|e| format!("the module {digest} ({}) is rejected: {}", f.origin, crate::text::printable(&e.to_string(), 512)))
+            }
         });
         self.loaded.insert(digest.to_string(), found.clone());
         found
     }
 
-    async fn find(&mut self, digest: &str) -> Result<Fetched, String> {
+    async fn find(&mut self, digest: &str) -> Result<Found, String> {
         let mut tried = Vec::new();
         if let Some(path) = &self.file {
             let checks = Checks { pin: Some(digest), pinned_by: "the recorded decision", max_bytes: None, required_keys: &[], prove_access: false };
             match fetch_module(Source::File(path), &RegistryAuth::Anonymous, &[], self.signing_registry().as_deref(), &checks).await {
-                Ok(fetched) => return Ok(fetched),
+                Ok(fetched) => return Ok(Found::Bytes(Box::new(fetched))),
                 Err(problem) => tried.push(format!("--module {}: {} ({})", path.display(), problem.message, problem.reason)),
             }
         }
@@ -80,7 +106,7 @@ impl<'a> Modules<'a> {
         if let Some(fetched) = by_digest.get(digest) {
             return Ok(fetched.clone());
         }
-        tried.extend(by_digest.values().map(|f| format!("{} serves {}", f.origin, f.digest)));
+        tried.extend(by_digest.iter().map(|(digest, f)| format!("{} serves {digest}", f.origin())));
         tried.extend(problems.iter().cloned());
         if self.ruleset.is_none() {
             tried.push(match &self.default {
@@ -102,14 +128,24 @@ impl<'a> Modules<'a> {
 
     /// Every module the rule set names now, fetched (the default module's recorded sources for
     /// a Hikawa that names none).
-    async fn fetch_sources(&self) -> (HashMap<String, Fetched>, Vec<String>) {
+    async fn fetch_sources(&self) -> (HashMap<String, Found>, Vec<String>) {
         let (mut by_digest, mut problems) = (HashMap::new(), Vec::new());
         let Some(ruleset) = &self.ruleset else {
             if let Some(Ok(default)) = &self.default {
                 self.fetch_default(default, &mut by_digest, &mut problems).await;
             }
-            return (by_digest, problems);
+            return (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems);
         };
+        // A tenant's rule set: through the operator's own checks (tenant.rs), never the ones below.
+        if let Some(ns) = ruleset.metadata.namespace.as_deref() {
+            let registry = match self.registry.settings().map_err(|e| e.to_string()).and_then(Registry::new) {
+                Ok(registry) => registry,
+                Err(error) => return (HashMap::new(), vec![format!("no registry client: {error}")]),
+            };
+            let loader = Arc::new(ModuleLoader::new(self.engine.clone(), self.plan_limits.clone()));
+            let (found, problems) = tenant::modules(self.client, ns, ruleset, loader, registry).await;
+            return (found.into_iter().map(|(d, c)| (d, Found::Loaded(c.module, c.origin))).collect(), problems);
+        }
         // Each source with the reference its status pinned (a tag resolved then may point
         // elsewhere now), which its own keys verify as they verify the source.
         let status = ruleset.status.as_ref();
@@ -152,7 +188,7 @@ impl<'a> Modules<'a> {
                 }
             }
         }
-        (by_digest, problems)
+        (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems)
     }
 
     /// The default module's sources as its replica recorded them, with the operator's own

@@ -36,6 +36,30 @@ pub const NAMESPACES: u8 = 2;
 pub const RULE_SETS: u8 = 4;
 
 impl Tenancy {
+    /// The policies, one namespace and its rule sets as read once (what `explain` reads from
+    /// the cluster), judged by [`judge`](Self::judge) as the controller judges from its watches.
+    pub fn listed_once(policies: Vec<ZundokoTenantPolicy>, namespace: PartialObjectMeta<Namespace>, rule_sets: Vec<ZundokoNamespacedRules>) -> Tenancy {
+        use kube::runtime::watcher::Event;
+        fn filled<K>(objects: impl IntoIterator<Item = K>) -> Store<K>
+        where
+            K: kube::runtime::reflector::Lookup + Clone + 'static,
+            K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+        {
+            let (store, mut writer) = kube::runtime::reflector::store();
+            for object in objects {
+                writer.apply_watcher_event(&Event::Apply(object));
+            }
+            store
+        }
+        Tenancy {
+            policies: filled(policies),
+            namespaces: filled([namespace]),
+            rule_sets: filled(rule_sets),
+            listed: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(POLICIES | NAMESPACES | RULE_SETS)),
+            rule_sets_writer: std::sync::Arc::default(),
+        }
+    }
+
     /// The bounds of the tenant rule set `zr` (seen as a ZundokoRules in namespace `ns`), or
     /// the refusal naming the policy and its field. `None` while the policies, the namespaces
     /// or the rule sets have not been listed yet.

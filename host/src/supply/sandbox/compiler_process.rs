@@ -74,6 +74,17 @@ impl CompilerProcess {
         }
     }
 
+    /// A compile stopped at one of this process's bounds: by a tenant policy's ceiling (its
+    /// `field`) if `policys` says [`within`] set that bound on this thread (it was the lower,
+    /// so [`bounded`](Self::bounded) took it), `message` naming no flag; else by the operator's
+    /// own flag, `flagged` naming it.
+    fn stopped(field: &'static str, policys: impl Fn((Option<usize>, Option<Duration>)) -> bool, message: String, flagged: String) -> GuestError {
+        if policys(CEILING.with(std::cell::Cell::get)) {
+            return GuestError::CompileOverCeiling { field, message };
+        }
+        GuestError::CompileFailed(flagged)
+    }
+
     /// Run the child: it compiles `bytes` with an engine made from `limits` (so its code fits
     /// this engine) and hands back the compiled code, given to `sink` in pieces of at most
     /// [`PIECE_BYTES`] as it comes: never whole in this process (a componentize-js
@@ -131,7 +142,9 @@ impl CompilerProcess {
                     Ok(None) if started.elapsed() > self.timeout => {
                         let _ = child.kill();
                         let _ = child.wait();
-                        break Err(failed(format!("the compile took longer than {:?} (--compile-timeout-secs); the compiler process was stopped", self.timeout)));
+                        let message = |by: &str| format!("the compile took longer than {:?}{by}; the compiler process was stopped", self.timeout);
+                        let policys = |(_, time): (Option<usize>, Option<Duration>)| time == Some(self.timeout);
+                        break Err(Self::stopped("spec.ceilings.compileSeconds", policys, message(""), message(" (--compile-timeout-secs)")));
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                     Err(e) => break Err(failed(format!("lost the compiler process: {e}"))),
@@ -150,15 +163,16 @@ impl CompilerProcess {
                 Err(_) => Err(failed("reading the compiler process's code failed".into())),
             };
         }
-        let said = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        // The last line that says something: std's hint about backtraces (after an allocation
+        // failure's own line) says nothing of why.
+        let said = stderr.lines().rev().find(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE")).unwrap_or("").trim();
         let said = crate::text::printable(said.strip_prefix("error: ").unwrap_or(said), 512);
         // Rust's allocator says "memory allocation of N bytes failed" and aborts; a fallible
         // reservation (reading the module in) fails as an io error "out of memory".
         if ["memory allocation", "Cannot allocate memory", "out of memory"].iter().any(|said| stderr.contains(said)) {
-            return Err(failed(format!(
-                "compiling it needed more than {} MiB (--{MAX_COMPILE_MIB}): {said}",
-                self.max_memory_bytes >> 20
-            )));
+            let message = |by: &str| format!("compiling it needed more than {} MiB{by}: {said}", self.max_memory_bytes >> 20);
+            let policys = |(memory, _): (Option<usize>, Option<Duration>)| memory == Some(self.max_memory_bytes);
+            return Err(Self::stopped("spec.ceilings.compileMemoryMiB", policys, message(""), message(&format!(" (--{MAX_COMPILE_MIB})"))));
         }
         Err(failed(if said.is_empty() { format!("the compiler process ended with {status}") } else { said }))
     }
@@ -246,6 +260,43 @@ mod tests {
     }
 
     use super::*;
+
+    /// A stand-in compiler: a shell script of this test's own (`body` after reading stdin).
+    fn stand_in(test: &str, body: &str) -> (PathBuf, PathBuf) {
+        let dir = crate::supply::disk_cache::private_temp_dir(&format!("zundoko-child-{test}-")).unwrap();
+        let script = dir.join("compiler.sh");
+        std::fs::write(&script, format!("#!/bin/sh\ncat >/dev/null\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        (dir, script)
+    }
+
+    #[test]
+    fn a_compile_a_tenant_policys_ceiling_stopped_names_its_field_and_one_the_operators_bound_stopped_its_flag() {
+        let compile = |process: &CompilerProcess| process.bounded().compile_to(b"module", &SandboxLimits::default(), &mut |_: &[u8]| Ok(())).unwrap_err();
+        // Out of memory, as the child says it (std's line, then its hint about backtraces).
+        let (dir, script) = stand_in("memory", "echo 'memory allocation of 4096 bytes failed' >&2\necho 'note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace' >&2\nexit 134");
+        let operator = CompilerProcess { exe: script, max_memory_bytes: 512 << 20, timeout: Duration::from_secs(60) };
+        match within(Some(64 << 20), None, || compile(&operator)) {
+            GuestError::CompileOverCeiling { field, message } => {
+                assert_eq!(field, "spec.ceilings.compileMemoryMiB");
+                assert_eq!(message, "compiling it needed more than 64 MiB: memory allocation of 4096 bytes failed");
+            }
+            other => panic!("not the policy's: {other}"),
+        }
+        // The operator's bound was the lower (or no policy set one): its flag is named.
+        for error in [within(Some(1 << 30), None, || compile(&operator)), compile(&operator)] {
+            assert!(matches!(&error, GuestError::CompileFailed(why) if why.starts_with("compiling it needed more than 512 MiB (--max-compile-mib)")), "{error}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        // Too long: stopped at the policy's time, or at the operator's.
+        let (dir, script) = stand_in("time", "exec sleep 30");
+        let operator = CompilerProcess { exe: script, max_memory_bytes: 512 << 20, timeout: Duration::from_millis(300) };
+        let error = within(None, Some(Duration::from_millis(100)), || compile(&operator));
+        assert!(matches!(&error, GuestError::CompileOverCeiling { field: "spec.ceilings.compileSeconds", message } if message.starts_with("the compile took longer than 100ms;")), "{error}");
+        let error = compile(&operator);
+        assert!(matches!(&error, GuestError::CompileFailed(why) if why.starts_with("the compile took longer than 300ms (--compile-timeout-secs)")), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_compiler_process_gets_a_cleared_environment_and_not_the_operators_directory() {

@@ -27,6 +27,10 @@ pub enum GuestError {
     OverCeiling { what: &'static str, asked: u64, ceiling: u64, flag: &'static str },
     #[error("the module could not be compiled: {0}")]
     CompileFailed(String),
+    /// A compile stopped by a tenant policy's ceiling (lower than the operator's own bound):
+    /// `field` is the policy's (`spec.ceilings.compileMemoryMiB`, `spec.ceilings.compileSeconds`).
+    #[error("the module could not be compiled within its tenant policy's {field}: {message}")]
+    CompileOverCeiling { field: &'static str, message: String },
     #[error(
         "the module's compiled code does not fit the cache's free space: over {room} bytes came back (--cache-max-mib less what serves now and the writes in flight, or less if the disk has less free); refused, not kept"
     )]
@@ -70,7 +74,7 @@ impl GuestError {
             GuestError::ForbiddenImport(_) => "ForbiddenImport",
             GuestError::BadModuleMetadata { .. } => "BadModuleMetadata",
             GuestError::OverCeiling { .. } => "BudgetOverCeiling",
-            GuestError::CompileFailed(_) => "CompileFailed",
+            GuestError::CompileFailed(_) | GuestError::CompileOverCeiling { .. } => "CompileFailed",
             GuestError::CacheFull { .. } | GuestError::CacheShareFull { .. } => "CacheFull",
             GuestError::SmokeTestFailed(_) => "SmokeTestFailed",
             GuestError::OutOfCpuBudget { .. } => "OutOfCpuBudget",

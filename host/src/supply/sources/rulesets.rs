@@ -23,7 +23,7 @@ use crate::supply::ModuleLoader;
 use crate::supply::digest::normalize_pin;
 use crate::supply::fetch::{Checks, Fetched, Source, fetch_module};
 use crate::supply::oci::{ModuleRef, Registry, TrustedKey};
-use crate::supply::sandbox::{RulesModule, WhoCompiles};
+use crate::supply::sandbox::{GuestError, RulesModule, WhoCompiles};
 use crate::supply::sources::Rejection;
 use crate::supply::sources::configmap::{ConfigMapRef, DEFAULT_KEY};
 use crate::supply::tenant::Tenant;
@@ -215,6 +215,13 @@ impl Sources {
         (Sources { client: client.clone(), modules, registry, namespaces: by_name }, changes)
     }
 
+    /// Sources for tenants' rule sets only, reading no rules namespace (a cluster rule set's
+    /// ConfigMap or pull secret is refused as outside `--rules-namespaces`): what `explain`
+    /// checks a tenant's module with, so that it is read, pulled and checked as `run` does.
+    pub fn for_tenants(client: &Client, modules: Arc<ModuleLoader>, registry: Arc<Registry>) -> Sources {
+        Sources { client: client.clone(), modules, registry, namespaces: HashMap::new() }
+    }
+
     /// Refused unless `namespace` is one the operator reads rules from.
     fn allowed(&self, namespace: &str, what: &str) -> Result<(), Problem> {
         if self.namespaces.contains_key(namespace) {
@@ -323,19 +330,17 @@ impl Sources {
         }
         let (modules, who) = (self.modules.clone(), WhoCompiles::RuleSet(spec.tenant.clone(), uid.to_owned()));
         let ceilings = bounds.map_or((None, None), |b| (b.compile_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)), b.compile_time));
-        let policy = bounds.map(|b| b.policy.clone());
         let loaded = tokio::task::spawn_blocking(move || -> Result<Arc<RulesModule>, Rejection> {
             Ok(crate::supply::sandbox::compiler_process::within(ceilings.0, ceilings.1, || modules.load_for(who, &fetched.bytes, &fetched.digest))?)
         });
         let outcome = loaded
         .await
         .unwrap_or_else(|e| Err(Rejection::Unreadable(format!("checking the module panicked: {e}"))));
-        // A compile past a tenant's ceilings names the policy that set them.
-        outcome.map_err(|rejection| match (&policy, ceilings) {
-            (Some(policy), (Some(_), _) | (_, Some(_))) if rejection.reason() == "CompileFailed" => {
-                Problem::new(rejection.reason(), format!("{rejection} (within ZundokoTenantPolicy {policy} spec.ceilings.compileMemoryMiB and compileSeconds)"), false)
-            }
-            _ => Problem::new(rejection.reason(), rejection.to_string(), false),
+        // A compile one of a tenant policy's ceilings stopped (it was lower than the operator's
+        // own bound): refused by that line of the policy, as its other ceilings refuse.
+        outcome.map_err(|rejection| match (rejection, bounds) {
+            (Rejection::Guest(GuestError::CompileOverCeiling { field, message }), Some(bounds)) => bounds.refused(field, message),
+            (rejection, _) => Problem::new(rejection.reason(), rejection.to_string(), false),
         })
     }
 
