@@ -1019,4 +1019,62 @@ mod tests {
             Categories::WRITTEN | Categories::PFNZERO
         );
     }
+
+    /// zundoko-operator patch (vendor/README.md, points 1 and 2): a slot reset with the scan
+    /// resets exactly the pages written, in place, in far more runs than one ioctl reports
+    /// (`MAX_REGIONS`), while the `keep_resident` budget lasts; what the budget does not reach is
+    /// decommitted; pages never touched or only read are left alone.
+    #[test]
+    #[cfg(feature = "pooling-allocator")]
+    fn reset_resets_every_written_run_in_place_while_the_budget_lasts() {
+        use crate::runtime::vm::HostAlignedByteCount;
+
+        let Some(pagemap) = super::PageMap::new() else {
+            return;
+        };
+        let page = rustix::param::page_size();
+        let pages = 256;
+        // 100 runs of one written page (every other page of the first 200), 10 pages only read.
+        let written: Vec<usize> = (0..100).map(|run| 2 * run).collect();
+        for budget in [pages, 100, 40, 7] {
+            let mmap = MmapAnonymous::new(pages);
+            for &p in &written {
+                mmap.write(p);
+            }
+            for p in 200..210 {
+                mmap.read(p);
+            }
+            let base = mmap.ptr.cast::<u8>();
+            let mut reset = Vec::new();
+            let mut decommitted = Vec::new();
+            let resident = unsafe {
+                super::reset_with_pagemap(
+                    Some(&pagemap),
+                    base,
+                    HostAlignedByteCount::new(pages * page).unwrap(),
+                    HostAlignedByteCount::new(budget * page).unwrap(),
+                    |region| {
+                        let first = (region.as_ptr().addr() - base.addr()) / page;
+                        reset.extend(first..first + region.len() / page);
+                    },
+                    |at, len| {
+                        let first = (at.addr() - base.addr()) / page;
+                        decommitted.extend(first..first + len / page);
+                    },
+                )
+            };
+            // The budget goes to written pages only, in order.
+            let kept = budget.min(written.len());
+            assert_eq!(reset, written[..kept], "budget {budget}: pages reset in place");
+            assert_eq!(resident, kept * page, "budget {budget}");
+            // Every written page the budget did not reach is decommitted.
+            for p in &written[kept..] {
+                assert!(decommitted.contains(p), "budget {budget}: page {p} neither reset nor decommitted");
+            }
+            // With budget left, nothing is decommitted: the scan went on past a full buffer.
+            if budget > written.len() {
+                assert_eq!(decommitted, Vec::<usize>::new(), "budget {budget}");
+            }
+        }
+    }
 }
