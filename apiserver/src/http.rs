@@ -240,7 +240,9 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
             tokio::spawn(async move {
                 inner.faults.healed(&record.user_agent).await;
                 let headers = Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent };
-                let code = match resource_request(&inner, rr, &query, &headers, &body, &mut Facts::default()) {
+                // Who sent it is asked as it is processed (with RBAC; APF has nothing to say).
+                let admitted = credentials.map_or(Ok(()), |h| authn::identify(&inner.store, &h).and_then(|u| authn::authorize(&inner.store, &u, &record, true)));
+                let code = match admitted.and_then(|()| resource_request(&inner, rr, &query, &headers, &body, &mut Facts::default())) {
                     Ok(r) => r.status().as_u16(),
                     Err(e) => e.code,
                 };

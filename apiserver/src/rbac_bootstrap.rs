@@ -113,7 +113,12 @@ pub fn bootstrap(st: &mut State) {
     for b in bindings {
         st.put(&GroupResource::new(GROUP, "clusterrolebindings"), stamp(b));
     }
-    while aggregate(st) {}
+    // view into edit, edit into admin: a pass or two.
+    for _ in 0..10 {
+        if !aggregate(st) {
+            break;
+        }
+    }
 }
 
 /// metav1.LabelSelector (matchLabels, matchExpressions) against an object's labels.
@@ -141,14 +146,17 @@ fn selects(selector: &Value, labels: &Value) -> bool {
 /// on a cluster. Whether it changed anything.
 pub fn aggregate(st: &mut State) -> bool {
     let gr = cluster_roles_gr();
-    let roles: Vec<Value> = st.list(&gr, None).cloned().collect();
     let Some(def) = st.registry.by_gr(&gr).cloned() else { return false };
+    let aggregated: Vec<String> = st.list(&gr, None).filter(|r| r.get("aggregationRule").is_some_and(|a| !a.is_null())).map(|r| meta_str(r, "name").to_string()).collect();
     let mut changed = false;
-    for role in roles.iter().filter(|r| r.get("aggregationRule").is_some_and(|a| !a.is_null())) {
-        let name = meta_str(role, "name");
+    // Each role from the roles as they are now, the ones written before it in this pass
+    // included (as the controller syncs one key at a time from its cache): two aggregated
+    // roles selecting each other settle instead of trading their rules for ever.
+    for name in aggregated {
+        let Some(role) = st.get(&gr, "", &name).cloned() else { continue };
         let mut rules: Vec<Value> = vec![];
         for selector in role.pointer("/aggregationRule/clusterRoleSelectors").and_then(Value::as_array).into_iter().flatten() {
-            let mut chosen: Vec<&Value> = roles.iter().filter(|r| meta_str(r, "name") != name && selects(selector, &r["metadata"]["labels"])).collect();
+            let mut chosen: Vec<&Value> = st.list(&gr, None).filter(|r| meta_str(r, "name") != name && selects(selector, &r["metadata"]["labels"])).collect();
             chosen.sort_by_key(|r| meta_str(r, "name"));
             for r in chosen.into_iter().flat_map(|r| r["rules"].as_array().into_iter().flatten()) {
                 if !rules.contains(r) {
@@ -158,7 +166,7 @@ pub fn aggregate(st: &mut State) -> bool {
         }
         let current = role.get("rules").and_then(Value::as_array).cloned().unwrap_or_default();
         if current != rules {
-            let mut updated = role.clone();
+            let mut updated = role;
             updated["rules"] = Value::Array(rules);
             crate::ops::controller_update(st, &def, updated);
             changed = true;

@@ -228,3 +228,55 @@ async fn without_rbac_everyone_may_do_anything_and_impersonation_is_not_read() {
     let roles: Api<ClusterRole> = Api::all(client_as(&s, None, &[]));
     assert!(roles.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
+
+#[tokio::test]
+async fn two_aggregated_clusterroles_selecting_each_other_settle() {
+    let s = rbac_server().await;
+    let roles: Api<ClusterRole> = Api::all(client_as(&s, None, &[]));
+    let rule = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]);
+    for (name, selects) in [("ping", "pong"), ("pong", "ping")] {
+        let role = json!({
+            "metadata": {"name": name, "labels": {"mutual": name}},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"mutual": selects}}]},
+            "rules": if name == "ping" { rule.clone() } else { json!([]) },
+        });
+        roles.create(&PostParams::default(), &from_json(role)).await.unwrap();
+    }
+    // Whatever they settle on, they settle: nothing is written again once it has.
+    let versions = || async { (roles.get("ping").await.unwrap().metadata.resource_version, roles.get("pong").await.unwrap().metadata.resource_version) };
+    let mut last = versions().await;
+    let started = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = versions().await;
+        if now == last {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "ping and pong are still rewritten: {now:?}");
+        last = now;
+    }
+    let (ping, pong) = (roles.get("ping").await.unwrap(), roles.get("pong").await.unwrap());
+    assert_eq!(ping.rules, pong.rules);
+}
+
+#[tokio::test]
+async fn a_write_held_by_a_partition_is_authorized_when_it_lands_late() {
+    let s = rbac_server().await;
+    s.faults().partition_late("late-writer");
+    let http = reqwest::Client::new();
+    let post = http
+        .post(format!("{}/api/v1/namespaces/default/configmaps", s.url()))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("Impersonate-User", ALICE)
+        .header("User-Agent", "late-writer")
+        .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}}))
+        .timeout(Duration::from_millis(300))
+        .send();
+    assert!(post.await.is_err(), "a partitioned request is never answered");
+    s.faults().heal("late-writer");
+    wait_for(|| async { s.requests().iter().any(|r| r.late) }, "the held write to land").await;
+    let late = s.requests().into_iter().find(|r| r.late).unwrap();
+    assert_eq!((late.verb.as_str(), late.code), ("create", 403));
+    let cms: Api<ConfigMap> = Api::namespaced(client_as(&s, None, &[]), "default");
+    assert!(cms.get_opt("late").await.unwrap().is_none(), "alice may not create it, late or not");
+}
