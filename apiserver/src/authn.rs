@@ -4,7 +4,12 @@
 //!
 //! - the kubeconfig's bearer token ([`ADMIN_TOKEN`]) is the cluster administrator,
 //!   `kubernetes-admin` in `system:masters` (as kind's and kubeadm's admin.conf);
-//! - no credentials: `system:anonymous` in `system:unauthenticated`;
+//! - no credentials: `system:unsecured` in `system:masters`, as kube-apiserver's plain-HTTP
+//!   port (`--insecure-port`, until 1.20) took every request. This server speaks only plain
+//!   HTTP, and client-go (kubectl) sends a kubeconfig's credentials only over TLS
+//!   (clientcmd's `IsConfigTransportTLS`), so without this kubectl could do nothing here;
+//!   unlike that port, impersonation and authorization are applied after it, as on the secure
+//!   port, so `kubectl --as` works. There is no `system:anonymous` requestor;
 //! - any other credentials: 401 Unauthorized;
 //! - `Impersonate-User` (and `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-*`), as
 //!   `kubectl --as/--as-group` and kube-rs' `auth_info.impersonate` send them: each asked of the
@@ -25,6 +30,8 @@ use crate::store::{State, Store};
 /// The bearer token of the kubeconfig the server writes: the administrator's.
 pub const ADMIN_TOKEN: &str = "zundoko-local-dummy-token";
 pub const ADMIN_USER: &str = "kubernetes-admin";
+/// Who a request without credentials is (server.InsecureSuperuser).
+pub const UNSECURED_USER: &str = "system:unsecured";
 const ANONYMOUS: &str = "system:anonymous";
 const UNAUTHENTICATED: &str = "system:unauthenticated";
 
@@ -40,7 +47,7 @@ struct Impersonation {
 pub(crate) fn authenticate(headers: &HeaderMap) -> Result<UserInfo, ApiError> {
     let unauthorized = || ApiError::new(401, "Unauthorized", "Unauthorized", None);
     match headers.get("authorization") {
-        None => Ok(UserInfo { name: ANONYMOUS.into(), groups: vec![UNAUTHENTICATED.into()] }),
+        None => Ok(UserInfo { name: UNSECURED_USER.into(), groups: vec![MASTERS.into(), AUTHENTICATED.into()] }),
         Some(v) => match v.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim) {
             Some(ADMIN_TOKEN) => Ok(UserInfo { name: ADMIN_USER.into(), groups: vec![MASTERS.into(), AUTHENTICATED.into()] }),
             _ => Err(unauthorized()),
@@ -146,4 +153,60 @@ pub(crate) fn authorize(store: &Store, user: &UserInfo, r: &RequestRecord, resou
     };
     let st = store.lock();
     policy_of(&st).authorize(&a).map_err(|reason| forbidden(&a, &reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper::header::HeaderValue;
+    use serde_json::json;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    /// `alice` in team-a holding what `edit` holds for impersonation: serviceaccounts in team-a.
+    fn objects() -> Vec<serde_json::Value> {
+        vec![
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "sa-impersonator"},
+                   "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "b", "namespace": "team-a"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sa-impersonator"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": "team-a"}]}),
+        ]
+    }
+
+    #[test]
+    fn a_non_admin_impersonates_only_what_rbac_lets_it() {
+        let objects = objects();
+        let policy = Policy::from_objects(&objects);
+        let alice = UserInfo::service_account("team-a", "alice");
+        let bob = acting_user(&policy, alice.clone(), &headers(&[("impersonate-user", "system:serviceaccount:team-a:bob")])).unwrap();
+        assert_eq!(bob, UserInfo::service_account("team-a", "bob"));
+        let refused = |h: &[(&'static str, &str)]| acting_user(&policy, alice.clone(), &headers(h)).unwrap_err();
+        let e = refused(&[("impersonate-user", "system:serviceaccount:team-b:bob")]);
+        assert_eq!((e.code, e.message.as_str()), (403, "serviceaccounts \"bob\" is forbidden: User \"system:serviceaccount:team-a:alice\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"team-b\""));
+        let e = refused(&[("impersonate-user", "kubernetes-admin")]);
+        assert_eq!(e.message, "users \"kubernetes-admin\" is forbidden: User \"system:serviceaccount:team-a:alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope");
+        let e = refused(&[("impersonate-user", "system:serviceaccount:team-a:bob"), ("impersonate-group", "system:masters")]);
+        assert_eq!(e.message, "groups \"system:masters\" is forbidden: User \"system:serviceaccount:team-a:alice\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope");
+        // No impersonation: alice herself.
+        assert_eq!(acting_user(&policy, alice.clone(), &HeaderMap::new()).unwrap(), alice);
+    }
+
+    #[test]
+    fn the_admin_and_a_request_without_credentials_impersonate_anyone() {
+        let policy = Policy::default();
+        for requestor in [authenticate(&headers(&[("authorization", "Bearer zundoko-local-dummy-token")])).unwrap(), authenticate(&HeaderMap::new()).unwrap()] {
+            assert!(requestor.in_group(MASTERS), "{requestor:?}");
+            let as_user = acting_user(&policy, requestor, &headers(&[("impersonate-user", "jane"), ("impersonate-group", "devs"), ("impersonate-group", "ops")])).unwrap();
+            assert_eq!(as_user, UserInfo { name: "jane".into(), groups: vec!["devs".into(), "ops".into(), AUTHENTICATED.into()] });
+        }
+        assert_eq!(authenticate(&headers(&[("authorization", "Bearer guessed")])).unwrap_err().code, 401);
+    }
 }
