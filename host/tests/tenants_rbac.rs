@@ -99,11 +99,19 @@ async fn start() -> (Cluster, Operator) {
     for doc in rbac.cloned().chain([edit_binding(A), edit_binding(B)]) {
         create_rbac(&cluster.client, &doc).await;
     }
-    // The clusterrole-aggregation controller writes rbac-tenants.yaml's rules into edit.
+    // The clusterrole-aggregation controller writes rbac-tenants.yaml's rules into edit (both
+    // roles': the edit one's directly, the view one's through view).
     let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
     let started = std::time::Instant::now();
-    while !roles.get("edit").await.unwrap().rules.iter().flatten().any(|r| r.resources.iter().flatten().any(|x| x == "zundokonamespacedrules")) {
-        assert!(started.elapsed() < Duration::from_secs(10), "edit never aggregated zundokonamespacedrules");
+    let grants = |role: &ClusterRole, resource: &str, verb: &str| {
+        role.rules.iter().flatten().any(|r| r.resources.iter().flatten().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb))
+    };
+    loop {
+        let edit = roles.get("edit").await.unwrap();
+        if grants(&edit, "zundokonamespacedrules", "create") && grants(&edit, "zundokonamespacedrules/status", "get") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "edit never aggregated rbac-tenants.yaml's rules: {:?}", edit.rules);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     put_policy(&cluster, "open", open_policy()).await;
