@@ -182,8 +182,8 @@ pub fn sweep(store: &Store) -> bool {
 }
 
 /// Could anything since `after` give the collector work? A ClusterRole's change (aggregation),
-/// deletions, objects being deleted
-/// (finalizers, namespaces, CRDs) and dependents whose owner cannot be found do; plain
+/// deletions, objects being deleted (finalizers, namespaces, CRDs) and dependents whose owner
+/// cannot be found do; plain
 /// writes of owned children whose owners exist (nearly all writes) do not. Checking the
 /// changes is O(changes); a full pass is O(objects), under the store lock.
 fn needs_sweep(st: &State, after: u64) -> bool {
