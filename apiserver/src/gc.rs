@@ -1,7 +1,8 @@
 //! Background controllers kube-controller-manager and apiextensions-apiserver would run:
 //! the garbage collector (background cascading deletion of objects whose owners are all
 //! gone, removal of dangling owner references, the `orphan` and `foregroundDeletion`
-//! finalizers), namespace termination and CRD instance cleanup.
+//! finalizers), namespace termination and CRD instance cleanup; and, in the same pass, the
+//! clusterrole-aggregation controller (`rbac_bootstrap::aggregate`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -170,6 +171,7 @@ pub fn sweep(store: &Store) -> bool {
     for a in plan(&st) {
         apply(&mut st, a);
     }
+    crate::rbac_bootstrap::aggregate(&mut st);
     let changed = st.rv != before;
     if changed {
         let rv = st.rv;
@@ -179,14 +181,16 @@ pub fn sweep(store: &Store) -> bool {
     changed
 }
 
-/// Could anything since `after` give the collector work? Deletions, objects being deleted
-/// (finalizers, namespaces, CRDs) and dependents whose owner cannot be found do; plain
+/// Could anything since `after` give the collector work? A ClusterRole's change (aggregation),
+/// deletions, objects being deleted (finalizers, namespaces, CRDs) and dependents whose owner
+/// cannot be found do; plain
 /// writes of owned children whose owners exist (nearly all writes) do not. Checking the
 /// changes is O(changes); a full pass is O(objects), under the store lock.
 fn needs_sweep(st: &State, after: u64) -> bool {
     let Ok(events) = st.events_after(after) else { return true };
+    let cluster_roles = crate::rbac_bootstrap::cluster_roles_gr();
     events.into_iter().any(|ev| {
-        ev.typ == EventType::Deleted || deleting(&ev.object) || refs(&ev.object).iter().any(|r| !owner_exists(st, &ev.object, r))
+        ev.gr == cluster_roles || ev.typ == EventType::Deleted || deleting(&ev.object) || refs(&ev.object).iter().any(|r| !owner_exists(st, &ev.object, r))
     })
 }
 

@@ -18,6 +18,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use crate::AuthorizationMode;
+use crate::authn;
 use crate::cost::{self, Cost, Facts};
 use crate::discovery;
 use crate::route::{ResourceReq, parse_query, parse_resource_path, selected_name};
@@ -72,10 +74,11 @@ pub struct Inner {
     pub cost: Cost,
     pub addr: SocketAddr,
     pub bookmark_every: Duration,
+    pub authorization: AuthorizationMode,
 }
 
 impl Inner {
-    pub fn new(store: Arc<Store>, addr: SocketAddr, bookmark_every: Duration) -> Self {
+    pub fn new(store: Arc<Store>, addr: SocketAddr, bookmark_every: Duration, authorization: AuthorizationMode) -> Self {
         Inner {
             store,
             faults: Faults::default(),
@@ -85,6 +88,7 @@ impl Inner {
             cost: Cost::default(),
             addr,
             bookmark_every,
+            authorization,
         }
     }
 
@@ -205,6 +209,7 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
     let content_type = header("content-type");
     let accept = header("accept");
     let user_agent = header("user-agent");
+    let credentials = (inner.authorization == AuthorizationMode::Rbac).then(|| req.headers().clone());
     let rr = parse_resource_path(&method, &path, &query);
     let mut record = RequestRecord {
         verb: rr.as_ref().map(|r| r.verb.to_string()).unwrap_or_else(|| method.as_str().to_lowercase()),
@@ -235,7 +240,9 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
             tokio::spawn(async move {
                 inner.faults.healed(&record.user_agent).await;
                 let headers = Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent };
-                let code = match resource_request(&inner, rr, &query, &headers, &body, &mut Facts::default()) {
+                // Who sent it is asked as it is processed (with RBAC; APF has nothing to say).
+                let admitted = credentials.map_or(Ok(()), |h| authn::identify(&inner.store, &h).and_then(|u| authn::authorize(&inner.store, &u, &record, true)));
+                let code = match admitted.and_then(|()| resource_request(&inner, rr, &query, &headers, &body, &mut Facts::default())) {
                     Ok(r) => r.status().as_u16(),
                     Err(e) => e.code,
                 };
@@ -268,11 +275,17 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         tokio::time::sleep(latency).await;
     }
     record.facts.body_bytes = body.len();
-    // Authentication and authorization, then APF, come before routing, for every path.
+    // Authentication and impersonation, then APF, then authorization come before routing,
+    // for every path (kube-apiserver's filter chain). Without RBAC, everyone may do anything.
+    let user = credentials.map(|headers| authn::identify(&inner.store, &headers));
     let resp = if let Some(refused) = inner.faults.refusal(&record.user_agent, &record.verb, &path) {
         err_resp(&refused)
+    } else if let Some(Err(refused)) = &user {
+        err_resp(refused)
     } else if let Some(secs) = inner.faults.throttle(&record.user_agent) {
         too_many_requests(secs)
+    } else if let Some(Err(refused)) = user.as_ref().and_then(|u| u.as_ref().ok()).map(|u| authn::authorize(&inner.store, u, &record, rr.is_some())) {
+        err_resp(&refused)
     } else {
         match rr {
             Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body, &mut record.facts) {

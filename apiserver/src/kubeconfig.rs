@@ -3,6 +3,7 @@
 pub const CONTEXT: &str = "zundoko-local";
 
 pub fn kubeconfig_yaml(url: &str) -> String {
+    let token = crate::authn::ADMIN_TOKEN;
     format!(
         "apiVersion: v1
 kind: Config
@@ -21,7 +22,7 @@ preferences: {{}}
 users:
 - name: {CONTEXT}
   user:
-    token: zundoko-local-dummy-token
+    token: {token}
 "
     )
 }

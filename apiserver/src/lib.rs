@@ -5,6 +5,7 @@
 //! supported and what deliberately is not. It is a development tool and is never linked
 //! into the operator binary.
 
+mod authn;
 mod celrules;
 mod convert;
 pub mod cost;
@@ -23,6 +24,8 @@ mod protobuf;
 mod registry;
 mod route;
 mod selectors;
+pub mod rbac;
+mod rbac_bootstrap;
 pub mod status;
 mod store;
 mod table;
@@ -40,7 +43,19 @@ use tokio::task::JoinHandle;
 pub use faults::Faults;
 pub use gc::SAFETY_NET_EVERY as GC_SAFETY_NET_EVERY;
 pub use http::RequestRecord;
+pub use authn::{ADMIN_TOKEN, ADMIN_USER};
 pub use kubeconfig::CONTEXT as KUBECONFIG_CONTEXT;
+
+/// kube-apiserver's `--authorization-mode`: which requests are allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthorizationMode {
+    /// Every request, whoever sends it (credentials and impersonation headers are not read).
+    #[default]
+    AlwaysAllow,
+    /// Who is asking (authn.rs) and what RBAC grants them (rbac.rs), with the bootstrap roles
+    /// (`cluster-admin`, `admin`, `edit`, `view`...) in place: as a cluster's `Node,RBAC`.
+    Rbac,
+}
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -53,11 +68,12 @@ pub struct ServerConfig {
     pub bookmark_interval: Duration,
     /// If set, the kubeconfig is written here before the first connection is accepted.
     pub kubeconfig_out: Option<std::path::PathBuf>,
+    pub authorization: AuthorizationMode,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { port: 0, history_size: 4096, bookmark_interval: Duration::from_secs(10), kubeconfig_out: None }
+        ServerConfig { port: 0, history_size: 4096, bookmark_interval: Duration::from_secs(10), kubeconfig_out: None, authorization: AuthorizationMode::AlwaysAllow }
     }
 }
 
@@ -86,11 +102,15 @@ impl ApiServer {
                 });
                 st.put(&registry::GroupResource::new("", "namespaces"), obj);
             }
+            // Only with RBAC: the default mode's objects and revisions stay as they were.
+            if config.authorization == AuthorizationMode::Rbac {
+                rbac_bootstrap::bootstrap(&mut st);
+            }
         }
         if let Some(p) = &config.kubeconfig_out {
             std::fs::write(p, kubeconfig::kubeconfig_yaml(&format!("http://{addr}")))?;
         }
-        let inner = Arc::new(http::Inner::new(store.clone(), addr, config.bookmark_interval.max(Duration::from_millis(10))));
+        let inner = Arc::new(http::Inner::new(store.clone(), addr, config.bookmark_interval.max(Duration::from_millis(10)), config.authorization));
         let mut tasks = vec![];
         tasks.push(tokio::spawn(http::serve(inner.clone(), listener)));
         tasks.push(tokio::spawn(gc::run(store.clone())));

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use zundoko_apiserver::cost::{self, CostModel};
-use zundoko_apiserver::{ApiServer, ServerConfig};
+use zundoko_apiserver::{ApiServer, AuthorizationMode, ServerConfig};
 
 #[derive(Parser, Debug)]
 #[command(name = "zundoko-apiserver", about = "In-memory Kubernetes API server for development (plain HTTP on 127.0.0.1)")]
@@ -21,6 +21,11 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 10.0)]
     bookmark_interval: f64,
+    /// Which requests are allowed, as kube-apiserver's flag: `AlwaysAllow` (everyone, anything),
+    /// or `RBAC` (the kubeconfig's token is the admin in system:masters; others impersonated
+    /// by it, as `kubectl --as`; the bootstrap roles `admin`, `edit`, `view`... in place).
+    #[arg(long, default_value = "AlwaysAllow", value_parser = ["AlwaysAllow", "RBAC"])]
+    authorization_mode: String,
     /// Fault: fraction of requests answered 500, as VERB=RATE (repeatable; VERB may be *).
     #[arg(long = "error-rate", value_name = "VERB=RATE")]
     error_rates: Vec<String>,
@@ -130,6 +135,7 @@ async fn main() -> anyhow::Result<()> {
         history_size: args.history_size,
         bookmark_interval: std::time::Duration::from_secs_f64(args.bookmark_interval.max(0.01)),
         kubeconfig_out: Some(path.clone()),
+        authorization: if args.authorization_mode == "RBAC" { AuthorizationMode::Rbac } else { AuthorizationMode::AlwaysAllow },
     })
     .await?;
     for spec in &args.error_rates {

@@ -1,6 +1,6 @@
 //! Decoding of the Kubernetes protobuf envelope for the built-in kinds kubectl's generators
-//! send that way (`kubectl create configmap|namespace|secret`). Only those kinds are decoded;
-//! other protobuf bodies get 415 as before. Responses are always JSON, which client-go accepts.
+//! send that way (`kubectl create configmap|namespace|secret|role|clusterrole|rolebinding|
+//! clusterrolebinding`). Only those kinds are decoded; other protobuf bodies get 415 as before. Responses are always JSON, which client-go accepts.
 
 use serde_json::{Map, Value, json};
 
@@ -144,7 +144,80 @@ fn object_meta(b: &[u8]) -> Option<Value> {
     Some(Value::Object(m))
 }
 
-/// Decodes a protobuf-encoded ConfigMap, Secret or Namespace into its JSON form.
+/// A message of string fields (and repeated string fields) as a JSON object, by field number.
+fn strings(b: &[u8], names: &[(u64, &str, bool)]) -> Option<Value> {
+    let mut m = Map::new();
+    for (n, f) in fields(b)? {
+        let (Field::Bytes(x), Some((_, name, repeated))) = (f, names.iter().find(|(k, _, _)| *k == n)) else { continue };
+        let v = Value::String(string(x)?);
+        if *repeated {
+            m.entry(name.to_string()).or_insert_with(|| json!([])).as_array_mut()?.push(v);
+        } else if v != "" {
+            // gogo-protobuf writes every string, empty ones too; the JSON leaves them out.
+            m.insert(name.to_string(), v);
+        }
+    }
+    Some(Value::Object(m))
+}
+
+/// k8s.io/api/rbac/v1 PolicyRule: verbs 1, apiGroups 2, resources 3, resourceNames 4,
+/// nonResourceURLs 5.
+fn policy_rule(b: &[u8]) -> Option<Value> {
+    strings(b, &[(1, "verbs", true), (2, "apiGroups", true), (3, "resources", true), (4, "resourceNames", true), (5, "nonResourceURLs", true)])
+}
+
+/// AggregationRule: clusterRoleSelectors 1, each a LabelSelector (matchLabels 1, a
+/// map; matchExpressions 2: key 1, operator 2, values 3).
+fn aggregation_rule(b: &[u8]) -> Option<Value> {
+    let mut selectors = vec![];
+    for (n, f) in fields(b)? {
+        let (1, Field::Bytes(sel)) = (n, f) else { continue };
+        let (mut labels, mut exprs) = (Map::new(), vec![]);
+        for (sn, sf) in fields(sel)? {
+            match (sn, sf) {
+                (1, Field::Bytes(x)) => {
+                    let (k, v) = map_entry(x, false)?;
+                    labels.insert(k, v);
+                }
+                (2, Field::Bytes(x)) => exprs.push(strings(x, &[(1, "key", false), (2, "operator", false), (3, "values", true)])?),
+                _ => {}
+            }
+        }
+        let mut selector = Map::new();
+        if !labels.is_empty() {
+            selector.insert("matchLabels".into(), Value::Object(labels));
+        }
+        if !exprs.is_empty() {
+            selector.insert("matchExpressions".into(), Value::Array(exprs));
+        }
+        selectors.push(Value::Object(selector));
+    }
+    Some(json!({"clusterRoleSelectors": selectors}))
+}
+
+/// Role and ClusterRole (metadata 1, rules 2, aggregationRule 3), RoleBinding and
+/// ClusterRoleBinding (metadata 1, subjects 2: kind 1, apiGroup 2, name 3, namespace 4;
+/// roleRef 3: apiGroup 1, kind 2, name 3), as `kubectl create role|rolebinding|...` send them.
+fn rbac(obj: &mut Value, kind: &str, raw: &[u8]) -> Option<()> {
+    let binding = kind.ends_with("Binding");
+    for (n, f) in fields(raw)? {
+        let Field::Bytes(x) = f else { continue };
+        match (n, binding) {
+            (1, _) => obj["metadata"] = object_meta(x)?,
+            (2, false) => obj.as_object_mut()?.entry("rules").or_insert_with(|| json!([])).as_array_mut()?.push(policy_rule(x)?),
+            (3, false) => obj["aggregationRule"] = aggregation_rule(x)?,
+            (2, true) => {
+                let subject = strings(x, &[(1, "kind", false), (2, "apiGroup", false), (3, "name", false), (4, "namespace", false)])?;
+                obj.as_object_mut()?.entry("subjects").or_insert_with(|| json!([])).as_array_mut()?.push(subject);
+            }
+            (3, true) => obj["roleRef"] = strings(x, &[(1, "apiGroup", false), (2, "kind", false), (3, "name", false)])?,
+            _ => {}
+        }
+    }
+    Some(())
+}
+
+/// Decodes a protobuf-encoded ConfigMap, Secret, Namespace or RBAC object into its JSON form.
 pub fn decode(body: &[u8]) -> Option<Value> {
     let rest = body.strip_prefix(MAGIC)?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
@@ -225,6 +298,7 @@ pub fn decode(body: &[u8]) -> Option<Value> {
                 }
             }
         }
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding") => rbac(&mut obj, &kind, raw)?,
         _ => return None,
     }
     Some(obj)
@@ -257,6 +331,29 @@ mod tests {
             serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
                 "data": {".dockerconfigjson": "e30="}, "type": "kubernetes.io/dockerconfigjson", "stringData": {"k": "v"}, "immutable": true})
         );
+    }
+
+    #[test]
+    fn rbac_objects_as_kubectl_create_sends_them() {
+        let envelope = |kind: &[u8], raw: Vec<u8>| {
+            let type_meta = [ld(1, b"rbac.authorization.k8s.io/v1"), ld(2, kind)].concat();
+            super::decode(&[super::MAGIC.to_vec(), ld(1, &type_meta), ld(2, &raw)].concat()).unwrap()
+        };
+        let meta = [ld(1, b"e"), ld(3, b"team-a")].concat();
+        let subject = [ld(1, b"ServiceAccount"), ld(2, b""), ld(3, b"alice"), ld(4, b"team-a")].concat();
+        let role_ref = [ld(1, b"rbac.authorization.k8s.io"), ld(2, b"ClusterRole"), ld(3, b"edit")].concat();
+        let binding = envelope(b"RoleBinding", [ld(1, &meta), ld(2, &subject), ld(3, &role_ref)].concat());
+        assert_eq!(binding, serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "e", "namespace": "team-a"},
+            "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": "team-a"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"}}));
+        let rule = [ld(1, b"get"), ld(1, b"list"), ld(2, b""), ld(3, b"secrets"), ld(4, b"s1")].concat();
+        // AggregationRule.clusterRoleSelectors[0].matchLabels{x: y}
+        let selector = ld(1, &ld(1, &[ld(1, b"x"), ld(2, b"y")].concat()));
+        let role = envelope(b"ClusterRole", [ld(1, &ld(1, b"agg")), ld(2, &rule), ld(3, &selector)].concat());
+        assert_eq!(role, serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "agg"},
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s1"]}],
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}));
     }
 
     #[test]

@@ -140,6 +140,12 @@ impl Registry {
         ev2.create_on_update = true;
         r.add(ev2);
         r.add(builtin("coordination.k8s.io", "v1", "leases", "Lease", &[], true, false));
+        // Served in every mode (a manifest's roles apply as on a cluster); enforced only with
+        // `--authorization-mode RBAC` (rbac.rs).
+        r.add(builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", &[], true, false));
+        r.add(builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", &[], true, false));
+        r.add(builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", &[], false, false));
+        r.add(builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", &[], false, false));
         let mut crd = builtin(
             "apiextensions.k8s.io",
             "v1",

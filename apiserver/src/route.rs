@@ -58,10 +58,11 @@ pub(crate) fn parse_resource_path(method: &Method, path: &str, query: &HashMap<S
     Some(ResourceReq { verb, group, version, resource, namespace, name, subresource: sub })
 }
 
-/// As kube-apiserver's RequestInfo: a list, watch or deletecollection whose field selector
-/// pins `metadata.name` names that object, so RBAC `resourceNames` can allow it.
+/// As kube-apiserver's RequestInfo: a list or watch whose field selector pins `metadata.name`
+/// to a valid path segment names that object, so RBAC `resourceNames` can allow it (a
+/// deletecollection is a DELETE, which RequestInfo never names so).
 pub(crate) fn selected_name(verb: &str, query: &HashMap<String, String>) -> Option<String> {
-    if !matches!(verb, "list" | "watch" | "deletecollection") {
+    if !matches!(verb, "list" | "watch") {
         return None;
     }
     let selector = query.get("fieldSelector")?;
@@ -69,7 +70,8 @@ pub(crate) fn selected_name(verb: &str, query: &HashMap<String, String>) -> Opti
         let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
         (field.trim() == "metadata.name" && !field.ends_with('!')).then(|| value.trim().to_string())
     });
-    names.next()
+    // path.IsValidPathSegmentName.
+    names.next().filter(|n| n != "." && n != ".." && !n.contains('/') && !n.contains('%'))
 }
 
 pub(crate) fn parse_query(q: Option<&str>) -> HashMap<String, String> {

@@ -141,3 +141,32 @@ async fn kubectl_secrets_docker_registry_round_trip() {
     assert!(!ok && err.contains("not found"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--authorization-mode RBAC` with kubectl: the kubeconfig (sent without its token over plain
+/// HTTP, as client-go does) may do anything, `kubectl create rolebinding` (protobuf) grants,
+/// and `--as` is refused with kube-apiserver's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_as_a_service_account_under_rbac() {
+    if !kubectl_runs() {
+        return;
+    }
+    let s = server_with(zundoko_apiserver::ServerConfig { authorization: zundoko_apiserver::AuthorizationMode::Rbac, ..Default::default() }).await;
+    let dir = tmpdir();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    let run = |args: &'static [&'static str]| kubectl(&kc, args);
+    assert!(run(&["create", "namespace", "team-a"]).await.0);
+    let (ok, _, err) = run(&["create", "rolebinding", "e", "-n", "team-a", "--clusterrole=edit", "--serviceaccount=team-a:alice"]).await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(&["create", "configmap", "c", "-n", "team-a", "--from-literal=k=v", "--as=system:serviceaccount:team-a:alice"]).await;
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = run(&["create", "configmap", "c", "-n", "default", "--from-literal=k=v", "--as=system:serviceaccount:team-a:alice"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("configmaps is forbidden: User \"system:serviceaccount:team-a:alice\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\""),
+        "{err}"
+    );
+    let (ok, out, err) = run(&["get", "configmaps", "-n", "team-a", "-o", "name", "--as=system:serviceaccount:team-a:alice"]).await;
+    assert!(ok && out.contains("configmap/c"), "{out}{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,6 +18,7 @@ mod kubectl;
 mod managed_fields;
 mod metadata;
 mod patching;
+mod rbac;
 mod secrets;
 mod status_generation;
 mod validation;

@@ -48,7 +48,9 @@ impl Cluster {
             let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
         }
         let server = ApiServer::start(config).await.unwrap();
-        let config = kube::Config::new(server.url().parse().unwrap());
+        // The kubeconfig's admin (read only with `--authorization-mode RBAC`).
+        let mut config = kube::Config::new(server.url().parse().unwrap());
+        config.auth_info.token = Some(zundoko_apiserver::ADMIN_TOKEN.to_string().into());
         let client = Client::try_from(config).unwrap();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in crd::all() {
@@ -71,14 +73,29 @@ impl Cluster {
     /// The same under another identity (the `decidedBy` of the statuses it writes): what one
     /// process did can be told from another's.
     pub fn operator_as(&self, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
+        self.operator_with_client(self.client.clone(), identity, rules, settings, registry)
+    }
+
+    /// A client of the admin acting as `user` in `groups` (impersonation, as `kubectl --as`):
+    /// with `--authorization-mode RBAC`, allowed what RBAC grants that user.
+    pub fn client_as(&self, user: &str, groups: &[&str]) -> Client {
+        let mut config = kube::Config::new(self.server.url().parse().unwrap());
+        config.auth_info.token = Some(zundoko_apiserver::ADMIN_TOKEN.to_string().into());
+        config.auth_info.impersonate = Some(user.into());
+        config.auth_info.impersonate_groups = (!groups.is_empty()).then(|| groups.iter().map(|g| g.to_string()).collect());
+        Client::try_from(config).unwrap()
+    }
+
+    /// The operator making its requests with `client` (say, as its service account).
+    pub fn operator_with_client(&self, client: Client, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
         let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
         let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         shared.registry = zundoko_operator::supply::oci::Registry::new(registry).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         // One process: every shard is its own.
-        let shards = zundoko_operator::process::leader::ShardTable::all(32, identity, self.client.clone());
-        let task = tokio::spawn(zundoko_operator::operator::controllers::run(self.client.clone(), shards, shared.clone(), settings, async move {
+        let shards = zundoko_operator::process::leader::ShardTable::all(32, identity, client.clone());
+        let task = tokio::spawn(zundoko_operator::operator::controllers::run(client, shards, shared.clone(), settings, async move {
             let _ = stopped.await;
         }));
         Operator { task, stop, slot, shared }

@@ -1,93 +1,49 @@
-//! Kubernetes RBAC as the API server's authorizer evaluates it, over manifests (for instance
-//! deploy/ rendered by `kubectl kustomize`): may this service account make this request?
+//! Kubernetes RBAC over manifests (for instance deploy/ rendered by `kubectl kustomize`): may
+//! this service account make this request? Decided by the local API server's own authorizer
+//! (`zundoko_apiserver::rbac`, kube-apiserver's `RuleAllows` and `appliesToUser`), so the
+//! manifests are read with the rules the server enforces with `--authorization-mode RBAC`.
 //!
-//! Semantics follow kube-apiserver's RBAC authorizer (`RuleAllows`, `appliesToUser`):
-//! - a ClusterRole bound by a ClusterRoleBinding applies to every namespace and to
-//!   cluster-wide requests (namespace ""); a Role, or a ClusterRole bound by a RoleBinding,
-//!   applies only to requests in the binding's namespace;
-//! - verbs and apiGroups match exactly or by `*`; the core group is "";
-//! - a subresource is asked for as `resource/subresource` and matches that, `*`, or
-//!   `*/subresource`;
-//! - resourceNames, when present, must contain the request's name, and an empty name never
-//!   matches: a create on a collection carries no name (the new object's name is in the body),
-//!   so a rule with resourceNames never allows it, and a list or watch matches only when the
-//!   caller passes the name the API server takes from a `metadata.name=` field selector;
-//! - subjects: the service account itself (a subject without a namespace means the binding's
-//!   namespace), the user `system:serviceaccount:NS:NAME`, and the groups every service
-//!   account is in (`system:serviceaccounts`, `system:serviceaccounts:NS`, `system:authenticated`).
-//!
-//! Only resource requests are evaluated; nonResourceURLs rules never allow one.
-//! Needs only serde_json and k8s-openapi, so any test binary can use it.
+//! Only the manifests given count: no bootstrap roles, and a binding to a role that is not in
+//! them, or to an aggregated ClusterRole (whose rules a controller writes, not the manifest),
+//! is a manifest mistake and panics.
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use serde_json::Value;
+use zundoko_apiserver::rbac::{Attributes, Policy, UserInfo, applies_to_user};
 
-/// The rules a service account holds, each with where it applies.
+/// The manifests and the service account asking.
 #[derive(Clone, Debug)]
 pub struct RbacRules {
-    grants: Vec<Grant>,
-}
-
-#[derive(Clone, Debug)]
-struct Grant {
-    /// None: bound by a ClusterRoleBinding, applies everywhere. Some(ns): bound in ns only.
-    namespace: Option<String>,
-    rule: PolicyRule,
+    docs: Vec<Value>,
+    user: UserInfo,
 }
 
 impl RbacRules {
     /// The rules bound to service account `namespace/name` by the bindings in `docs`
     /// (manifests as JSON values; objects of other kinds are ignored).
-    ///
-    /// Panics on a binding whose role is not in `docs` or on an aggregated ClusterRole: the API
-    /// server would grant nothing or the aggregated rules, and either is a manifest mistake.
     pub fn for_service_account(docs: &[Value], namespace: &str, name: &str) -> RbacRules {
-        let cluster_roles: Vec<ClusterRole> = of_kind(docs, "ClusterRole");
-        let roles: Vec<Role> = of_kind(docs, "Role");
-        let user = ServiceAccount { namespace, name };
-        let cluster_role_rules = |role_ref: &RoleRef, binding: &str| -> Vec<PolicyRule> {
-            let role = cluster_roles
-                .iter()
-                .find(|r| r.metadata.name.as_deref() == Some(role_ref.name.as_str()))
-                .unwrap_or_else(|| panic!("{binding} refers to ClusterRole {}, which is not in the manifests", role_ref.name));
-            assert!(role.aggregation_rule.is_none(), "ClusterRole {} is aggregated: its rules are not in the manifest", role_ref.name);
-            role.rules.clone().unwrap_or_default()
-        };
+        let rules = RbacRules { docs: docs.to_vec(), user: UserInfo::service_account(namespace, name) };
+        let policy = rules.policy();
+        let bindings = policy.cluster_role_bindings.iter().map(|b| (b, "")).chain(policy.role_bindings.iter().map(|b| (b, b["metadata"]["namespace"].as_str().unwrap_or(""))));
+        for (binding, ns) in bindings {
+            if !binding["subjects"].as_array().into_iter().flatten().any(|s| applies_to_user(&rules.user, s, ns)) {
+                continue;
+            }
+            let (label, role) = (format!("{} {ns}/{}", binding["kind"], binding["metadata"]["name"]), binding["roleRef"]["name"].as_str().unwrap_or(""));
+            if binding["kind"] == "ClusterRoleBinding" {
+                assert_eq!(binding["roleRef"]["kind"], "ClusterRole", "{label}: a ClusterRoleBinding can only refer to a ClusterRole");
+            }
+            if binding["roleRef"]["kind"] == "ClusterRole" {
+                let cluster_role = policy.cluster_role(role).unwrap_or_else(|| panic!("{label} refers to ClusterRole {role}, which is not in the manifests"));
+                assert!(cluster_role.get("aggregationRule").is_none(), "ClusterRole {role} is aggregated: its rules are not in the manifest");
+            }
+            let (_, errors) = policy.rules_for(&rules.user, ns);
+            assert!(errors.is_empty(), "{label}: {errors:?}");
+        }
+        rules
+    }
 
-        let mut grants = vec![];
-        for binding in of_kind::<ClusterRoleBinding>(docs, "ClusterRoleBinding") {
-            let label = format!("ClusterRoleBinding {}", binding.metadata.name.as_deref().unwrap_or(""));
-            if !binding.subjects.iter().flatten().any(|s| user.is(s, "")) {
-                continue;
-            }
-            assert_eq!(binding.role_ref.kind, "ClusterRole", "{label}: a ClusterRoleBinding can only refer to a ClusterRole");
-            for rule in cluster_role_rules(&binding.role_ref, &label) {
-                grants.push(Grant { namespace: None, rule });
-            }
-        }
-        for binding in of_kind::<RoleBinding>(docs, "RoleBinding") {
-            let ns = binding.metadata.namespace.clone().unwrap_or_default();
-            let label = format!("RoleBinding {ns}/{}", binding.metadata.name.as_deref().unwrap_or(""));
-            assert!(!ns.is_empty(), "{label} has no namespace");
-            if !binding.subjects.iter().flatten().any(|s| user.is(s, &ns)) {
-                continue;
-            }
-            let rules = match binding.role_ref.kind.as_str() {
-                "ClusterRole" => cluster_role_rules(&binding.role_ref, &label),
-                "Role" => roles
-                    .iter()
-                    .find(|r| r.metadata.namespace.as_deref() == Some(ns.as_str()) && r.metadata.name.as_deref() == Some(binding.role_ref.name.as_str()))
-                    .unwrap_or_else(|| panic!("{label} refers to Role {}, which is not in its namespace", binding.role_ref.name))
-                    .rules
-                    .clone()
-                    .unwrap_or_default(),
-                other => panic!("{label} refers to a {other}"),
-            };
-            for rule in rules {
-                grants.push(Grant { namespace: Some(ns.clone()), rule });
-            }
-        }
-        RbacRules { grants }
+    fn policy(&self) -> Policy<'_> {
+        Policy::from_objects(&self.docs)
     }
 
     /// Whether a resource request is allowed. Arguments as the API server's request attributes
@@ -96,76 +52,24 @@ impl RbacRules {
     pub fn allows(&self, verb: &str, api_group: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> bool {
         // A create on a collection is a POST without a name in its path.
         let name = if verb == "create" && subresource.is_empty() { "" } else { name };
-        let combined = if subresource.is_empty() { resource.to_string() } else { format!("{resource}/{subresource}") };
-        self.grants.iter().any(|g| {
-            let in_scope = match &g.namespace {
-                None => true,
-                Some(ns) => !namespace.is_empty() && ns == namespace,
-            };
-            in_scope && rule_allows(&g.rule, verb, api_group, &combined, subresource, name)
-        })
+        let a = Attributes { user: &self.user, verb, resource_request: true, api_group, api_version: "v1", resource, subresource, namespace, name, path: "" };
+        self.policy().authorize(&a).is_ok()
     }
 
     /// Every rule with where it applies, for a readable failure message.
     pub fn describe(&self) -> String {
-        self.grants
-            .iter()
-            .map(|g| {
-                let r = &g.rule;
-                format!(
-                    "{}: groups {:?} resources {:?} names {:?} verbs {:?}",
-                    g.namespace.as_deref().unwrap_or("(cluster)"),
-                    r.api_groups.as_deref().unwrap_or_default(),
-                    r.resources.as_deref().unwrap_or_default(),
-                    r.resource_names.as_deref().unwrap_or_default(),
-                    r.verbs
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-/// kube-apiserver's `RuleAllows` for a resource request.
-fn rule_allows(rule: &PolicyRule, verb: &str, api_group: &str, combined: &str, subresource: &str, name: &str) -> bool {
-    let has = |list: &Option<Vec<String>>, want: &str| list.iter().flatten().any(|v| v == "*" || v == want);
-    let verb_ok = rule.verbs.iter().any(|v| v == "*" || v == verb);
-    let resource_ok = rule.resources.iter().flatten().any(|r| {
-        r == "*" || r == combined || (!subresource.is_empty() && r.strip_prefix("*/") == Some(subresource))
-    });
-    let name_ok = match &rule.resource_names {
-        Some(names) if !names.is_empty() => names.iter().any(|n| n == name),
-        _ => true,
-    };
-    verb_ok && has(&rule.api_groups, api_group) && resource_ok && name_ok
-}
-
-struct ServiceAccount<'a> {
-    namespace: &'a str,
-    name: &'a str,
-}
-
-impl ServiceAccount<'_> {
-    /// kube-apiserver's `appliesToUser` for a service account's user info.
-    fn is(&self, subject: &Subject, binding_namespace: &str) -> bool {
-        match subject.kind.as_str() {
-            "ServiceAccount" => {
-                let ns = subject.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(binding_namespace);
-                !ns.is_empty() && ns == self.namespace && subject.name == self.name
+        let policy = self.policy();
+        let namespaces = policy.role_bindings.iter().filter_map(|b| b["metadata"]["namespace"].as_str());
+        let mut lines: Vec<String> = vec![];
+        for ns in std::iter::once("").chain(namespaces) {
+            for g in policy.rules_for(&self.user, ns).0.into_iter().filter(|g| ns.is_empty() || g.namespace.is_some()) {
+                let r = g.rule;
+                let line = format!("{}: groups {} resources {} names {} verbs {}", g.namespace.unwrap_or("(cluster)"), r["apiGroups"], r["resources"], r["resourceNames"], r["verbs"]);
+                if !lines.contains(&line) {
+                    lines.push(line);
+                }
             }
-            "User" => subject.name == format!("system:serviceaccount:{}:{}", self.namespace, self.name),
-            "Group" => {
-                let group = subject.name.as_str();
-                group == "system:serviceaccounts" || group == "system:authenticated" || group == format!("system:serviceaccounts:{}", self.namespace)
-            }
-            _ => false,
         }
+        lines.join("\n")
     }
-}
-
-fn of_kind<T: serde::de::DeserializeOwned>(docs: &[Value], kind: &str) -> Vec<T> {
-    docs.iter()
-        .filter(|d| d["apiVersion"] == "rbac.authorization.k8s.io/v1" && d["kind"] == kind)
-        .map(|d| serde_json::from_value(d.clone()).unwrap_or_else(|e| panic!("a {kind} does not parse: {e}")))
-        .collect()
 }
