@@ -147,11 +147,22 @@ async fn tenants_holding_only_their_namespaces_edit_role_bring_their_own_rules_a
     }
     let mine = ZundokoNamespacedRules::in_namespace(A, "mine", from_configmap(A, "rules-a"));
     Api::<ZundokoNamespacedRules>::namespaced(a.clone(), A).create(&PostParams::default(), &mine).await.unwrap();
-    // Hikawas are not aggregated to edit (deploy/ aggregates only the rule sets): the admin's.
+    // A sings in its namespace with its own hands too (deploy/ aggregates Hikawas to edit).
     let songs = ["a-1".to_string(), "a-2".to_string()];
     for name in &songs {
-        sing_in(&cluster, A, name, None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+        sing_as(&a, A, name, None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
     }
+    // It reads the words sung (view), and cannot write one itself: the children are the operator's.
+    cluster.assert_songs_complete(A, &songs, &strict_japanese(), Duration::from_secs(60)).await;
+    let words = Api::<zundoko_operator::crd::Zundoko>::namespaced(a.clone(), A).list(&Default::default()).await.unwrap();
+    assert!(!words.items.is_empty());
+    let forged = serde_json::from_value::<zundoko_operator::crd::Zundoko>(json!({
+        "apiVersion": "zundokokiyoshi.kaitoy.github.com/v1beta1", "kind": "Zundoko",
+        "metadata": {"name": "a-1-zundoko-999", "namespace": A}, "spec": {"say": "Doko"},
+    }))
+    .unwrap();
+    let no = refused(Api::<zundoko_operator::crd::Zundoko>::namespaced(a.clone(), A).create(&PostParams::default(), &forged).await);
+    assert_eq!(no.message, forbidden_message(&format!("zundokos.{GROUP}"), "create", "zundokos", "in the namespace \"team-a\""));
 
     // B brings its own in its namespace: allowed; its namespace grants the operator no read.
     put_module(&b, B, "rules-b", &module_bytes("zundoko-classic")).await;
@@ -206,6 +217,7 @@ async fn tenants_holding_only_their_namespaces_edit_role_bring_their_own_rules_a
     refusals.dedup();
     let expected = [
         "create zundokonamespacedrules/ team-a/",
+        "create zundokos/ team-a/",
         "create zundokotenantpolicies/ /",
         "get configmaps/ team-b/rules-b",
         "get hikawas/ team-a/a-1",

@@ -48,10 +48,15 @@ pub async fn wait_tenant_rules_within(cluster: &Cluster, ns: &str, name: &str, w
 
 /// A Hikawa in `ns` naming its rules by `rules` (a ZundokoRules) and/or `rules_ref`.
 pub async fn sing_in(cluster: &Cluster, ns: &str, name: &str, rules: Option<&str>, rules_ref: Option<(RulesKind, &str, Option<&str>)>) -> Hikawa {
+    sing_as(&cluster.client, ns, name, rules, rules_ref).await
+}
+
+/// A Hikawa created by `client` (a tenant's own, say).
+pub async fn sing_as(client: &kube::Client, ns: &str, name: &str, rules: Option<&str>, rules_ref: Option<(RulesKind, &str, Option<&str>)>) -> Hikawa {
     let rules_ref = rules_ref.map(|(kind, name, namespace)| RulesRef { kind, name: name.into(), namespace: namespace.map(Into::into) });
     let mut hikawa = Hikawa::new(name, HikawaSpec { interval_millis: 0, rules: rules.map(Into::into), rules_ref, ..HikawaSpec::default() });
     hikawa.metadata.namespace = Some(ns.into());
-    cluster.hikawas(ns).create(&PostParams::default(), &hikawa).await.unwrap()
+    kube::Api::<Hikawa>::namespaced(client.clone(), ns).create(&PostParams::default(), &hikawa).await.unwrap()
 }
 
 /// The Hikawa's Ready condition: (status, reason, message).
