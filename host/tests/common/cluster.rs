@@ -71,8 +71,19 @@ impl Cluster {
     /// The same under another identity (the `decidedBy` of the statuses it writes): what one
     /// process did can be told from another's.
     pub fn operator_as(&self, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
+        self.operator_with_engine(identity, rules, settings, registry, SandboxEngine::new(SandboxLimits::default()).unwrap())
+    }
+
+    /// The same with its compiled modules and pulled blobs kept in `dir` (`--cache-dir`), as
+    /// `operator::start` keeps them: one cache, whose bytes each tenant keeps are counted.
+    pub fn operator_with_cache(&self, rules: Arc<dyn Rules>, settings: Settings, dir: &std::path::Path) -> Operator {
+        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(dir).unwrap();
+        let registry = zundoko_operator::supply::oci::RegistrySettings { cache_dir: Some(dir.to_path_buf()), ..Default::default() };
+        self.operator_with_engine("in-process", rules, settings, registry, engine)
+    }
+
+    fn operator_with_engine(&self, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings, engine: SandboxEngine) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
-        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
         let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         shared.registry = zundoko_operator::supply::oci::Registry::new(registry).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

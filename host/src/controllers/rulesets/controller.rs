@@ -68,6 +68,8 @@ pub(super) struct Memo {
     pub(super) pinned: Option<(String, String)>,
     /// A followed tag: what it pointed at when last resolved, and when it was tried.
     pub(super) followed: Option<Followed>,
+    /// When this replica last took the tenant's usage and found nothing moved (usage.rs).
+    pub(super) usage_looked: Option<zundoko_rules::TimestampMs>,
 }
 
 pub(super) struct Followed {
