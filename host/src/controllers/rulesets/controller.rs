@@ -68,6 +68,9 @@ pub(super) struct Memo {
     pub(super) pinned: Option<(String, String)>,
     /// A followed tag: what it pointed at when last resolved, and when it was tried.
     pub(super) followed: Option<Followed>,
+    /// Reconciles in a row that could not judge a tenant's rule set against its policy (the
+    /// lists not done, its namespace unreadable): the next waits longer.
+    pub(super) unjudged: u32,
     /// When this replica last took the tenant's usage and found nothing moved (usage.rs).
     pub(super) usage_looked: Option<zundoko_rules::TimestampMs>,
 }
@@ -342,16 +345,32 @@ fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'stati
         .map(|_| ());
     let (namespaces, namespaces_writer) = reflector::store();
     let namespaces_listed = on_listed(policy::NAMESPACES);
+    // A list refused (RBAC) or failing: every tenant rule set says so (policy::NAMESPACE_UNREADABLE)
+    // instead of waiting for a list in silence; the watch tries again with its backoff.
+    let namespaces_unlisted = Arc::new(Mutex::new(None));
+    let unlisted = namespaces_unlisted.clone();
     let namespace_changes = reflector::reflector(
         namespaces_writer,
         watch(Api::<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(|ns| ns.metadata.managed_fields = None),
     )
-    .inspect(move |event| namespaces_listed(matches!(event, Ok(Event::InitDone))))
+    .inspect(move |event| {
+        let failure = match event {
+            Ok(Event::InitDone) => None,
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) => Some(policy::ListFailure { code: status.code, message: status.message.clone() }),
+            Err(watcher::Error::InitialListFailed(error)) => Some(policy::ListFailure { code: 0, message: error.to_string() }),
+            _ => return,
+        };
+        if let Some(failure) = &failure {
+            warn!(code = failure.code, message = %failure.message, "cannot list namespaces: no tenant's rule set can be matched to a ZundokoTenantPolicy until they are");
+        }
+        namespaces_listed(failure.is_none());
+        *unlisted.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+    })
     .map(|_| ());
     let (rule_sets, rule_sets_writer) = reflector::store();
-    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer: Arc::new(Mutex::new(Some(rule_sets_writer))) };
+    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer: Arc::new(Mutex::new(Some(rule_sets_writer))), namespaces_unlisted };
     (tenancy, futures::stream::select(policy_changes, namespace_changes).boxed())
 }
 

@@ -31,6 +31,9 @@ pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sour
     if at.tenant != Tenant::Cluster && reads_configmap {
         requeue = requeue.min(TENANT_CONFIGMAP_POLL);
     }
+    if let Some(retry_in) = sources.retry_in {
+        requeue = retry_in;
+    }
     if !at.writes {
         // Its count is written again at the next reconcile: a failure here fails nothing else.
         if let Err(error) = count_own(ctx, zr, &at.uid, &at.me, rolled.rollout.as_ref()).await {
