@@ -177,11 +177,13 @@ fn on_disk(path: &std::path::Path) -> u64 {
     meta.len().max(meta.blocks() * 512)
 }
 
-/// The compiled file of `bytes` in the cache `dir`.
-fn compiled_file(dir: &std::path::Path, bytes: &[u8]) -> std::path::PathBuf {
+/// What the compiled file of `bytes` in the cache `dir` takes, with its owner record.
+fn compiled_bytes(dir: &std::path::Path, bytes: &[u8]) -> u64 {
     let hex = digest(bytes).trim_start_matches("sha256:").to_string();
     let found = std::fs::read_dir(dir.join("compiled")).unwrap().map(|e| e.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&hex));
-    found.unwrap_or_else(|| panic!("no compiled file for {hex} in {}", dir.display()))
+    let file = found.unwrap_or_else(|| panic!("no compiled file for {hex} in {}", dir.display()));
+    let record = dir.join("owners").join(format!("compiled-{}", file.file_name().unwrap().to_string_lossy()));
+    on_disk(&file) + on_disk(&record)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,10 +210,10 @@ async fn a_tenants_rule_set_shows_its_own_use_of_the_operator_and_nothing_of_ano
     assert_eq!((a.tenant.as_str(), a.replica.as_str()), (A, "in-process"), "whose figures, and whose count");
     assert!(a.taken_at.parse::<jiff::Timestamp>().is_ok(), "{a:?}");
     // Each tenant's cached bytes are its own compiled module's, nothing of the other's.
-    assert_eq!(a.cache_bytes, on_disk(&compiled_file(&dir, &hoard)), "{a:?}");
+    assert_eq!(a.cache_bytes, compiled_bytes(&dir, &hoard), "{a:?}");
     let b = wait_usage(&cluster, B, "theirs", "cached bytes", |u| u.cache_bytes > 0).await;
     assert_eq!(b.tenant, B);
-    assert_eq!(b.cache_bytes, on_disk(&compiled_file(&dir, &japanese)), "{b:?}");
+    assert_eq!(b.cache_bytes, compiled_bytes(&dir, &japanese), "{b:?}");
     assert_eq!(b.call_turns, 0, "B's module takes no turn: A's turns are not B's: {b:?}");
     let b_said = serde_json::to_string(&tenant_rules_status(&cluster, B, "theirs").await).unwrap();
     assert!(!b_said.contains(A), "B's status names A: {b_said}");
