@@ -153,12 +153,13 @@ async fn a_tenants_module_is_held_to_the_policys_ceilings_and_required_keys() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_namespace_the_operator_may_not_read_leaves_its_rule_sets_saying_so_and_what_to_grant() {
+async fn namespaces_or_policies_the_operator_may_not_list_leave_its_rule_sets_saying_so_and_what_to_grant() {
     let cluster = Cluster::start().await;
     cluster.create_namespace(A).await;
     put_policy(&cluster, "open", open_policy()).await;
-    // RBAC without namespaces in the operator's ClusterRole: its list of them refused.
+    // RBAC without namespaces nor policies in the operator's ClusterRole: its lists refused.
     cluster.server.faults().set_refusal_rate("list/namespaces", 403, 1.0);
+    cluster.server.faults().set_refusal_rate("list/zundokotenantpolicies", 403, 1.0);
     let _operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
     let japanese = module_bytes("zundoko-strict-ja");
     cluster.put_configmap(A, "rules-a", &japanese).await;
@@ -173,8 +174,12 @@ async fn a_namespace_the_operator_may_not_read_leaves_its_rule_sets_saying_so_an
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "NamespaceUnreadable"));
     assert!(tenant_rules_events(&cluster, A, "mine").await.iter().any(|(reason, _)| reason == "NamespaceUnreadable"), "a Warning Event on the rule set");
 
-    // Granted: the watch lists them (after its backoff) and the rule set is judged and serves.
+    // Namespaces granted (the watch lists them after its backoff): the policies are next.
     cluster.server.faults().set_refusal_rate("list/namespaces", 403, 0.0);
+    let message = wait_tenant_reason(&cluster, A, "mine", "PoliciesUnreadable").await;
+    assert!(message.contains(r#"resources ["zundokotenantpolicies"], verbs ["get", "list", "watch"]"#), "names the rule to grant: {message}");
+    // Granted: the rule set is judged and serves.
+    cluster.server.faults().set_refusal_rate("list/zundokotenantpolicies", 403, 0.0);
     let status = wait_tenant_rules(&cluster, A, "mine", "Active", |s| s.phase.as_deref() == Some("Active")).await;
     assert_eq!(status.module.map(|m| m.digest), Some(digest(&japanese)));
 }

@@ -41,7 +41,7 @@ pub(super) struct Sources {
 /// Check the sources. `Err(retry_in)` when a source is to be checked again first.
 pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Result<Result<Sources, Duration>, Error> {
     // A tenant's rule set: held to the policy selecting its namespace, or refused by it.
-    // Not judged yet (the lists not done, or the namespaces' refused): looked at again with
+    // Not judged yet (the lists not done, or refused): looked at again with
     // backoff (a list done wakes every tenant's rule set at once).
     let unjudged = || ctx.with_memo(&at.uid, |m| {
         m.unjudged = m.unjudged.saturating_add(1);
@@ -51,7 +51,7 @@ pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Re
         Tenant::Cluster => None,
         Tenant::Namespace(ns) => match ctx.tenancy.judge(zr, ns, ctx.sources.min_poll()) {
             None => return Ok(Err(tally::error_backoff(unjudged()))),
-            Some(Err(problem)) if problem.reason == policy::NAMESPACE_UNREADABLE => {
+            Some(Err(problem)) if policy::unreadable(&problem.reason) => {
                 let retry_in = tally::error_backoff(unjudged());
                 return Ok(Ok(Sources { retry_in: Some(retry_in), ..refused_by_policy(zr, ctx, at, problem) }));
             }

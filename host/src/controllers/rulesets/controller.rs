@@ -333,44 +333,43 @@ fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'stati
             }
         }
     };
+    // A list refused (RBAC) or failing: every tenant rule set says so (policy::unreadable)
+    // instead of waiting for a list in silence; the watch tries again with its backoff.
+    let unlisted = |bit: u8, what: &'static str| {
+        let (listed, failed) = (on_listed(bit), Arc::new(Mutex::new(None)));
+        let recorded = failed.clone();
+        let inspect = move |outcome: Option<Result<(), policy::ListFailure>>| {
+            let Some(outcome) = outcome else { return };
+            if let Err(failure) = &outcome {
+                warn!(code = failure.code, message = %failure.message, "cannot list {what}: no tenant's rule set can be judged against a ZundokoTenantPolicy until they are");
+            }
+            listed(outcome.is_ok());
+            *recorded.lock().unwrap_or_else(|p| p.into_inner()) = outcome.err();
+        };
+        (inspect, failed)
+    };
     let (policies, policies_writer) = reflector::store();
-    let policies_listed = on_listed(policy::POLICIES);
+    let (policies_listed, policies_unlisted) = unlisted(policy::POLICIES, "zundokotenantpolicies");
     let policy_changes = reflector::reflector(policies_writer, watch(Api::<ZundokoTenantPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
         .inspect(move |event| match event {
-            Ok(Event::InitDone) => policies_listed(true),
             // Without the policy's CRD there is none: every tenant is refused, saying so.
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(true),
-            _ => {}
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(Some(Ok(()))),
+            event => policies_listed(policy::list_outcome(event)),
         })
         .map(|_| ());
     let (namespaces, namespaces_writer) = reflector::store();
-    let namespaces_listed = on_listed(policy::NAMESPACES);
-    // A list refused (RBAC) or failing: every tenant rule set says so (policy::NAMESPACE_UNREADABLE)
-    // instead of waiting for a list in silence; the watch tries again with its backoff.
-    let namespaces_unlisted = Arc::new(Mutex::new(None));
-    let unlisted = namespaces_unlisted.clone();
+    let (namespaces_listed, namespaces_unlisted) = unlisted(policy::NAMESPACES, "namespaces");
     let namespace_changes = reflector::reflector(
         namespaces_writer,
         watch(Api::<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(|ns| ns.metadata.managed_fields = None),
     )
-    .inspect(move |event| {
-        let failure = match event {
-            Ok(Event::InitDone) => None,
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) => Some(policy::ListFailure { code: status.code, message: status.message.clone() }),
-            Err(watcher::Error::InitialListFailed(error)) => Some(policy::ListFailure { code: 0, message: error.to_string() }),
-            _ => return,
-        };
-        if let Some(failure) = &failure {
-            warn!(code = failure.code, message = %failure.message, "cannot list namespaces: no tenant's rule set can be matched to a ZundokoTenantPolicy until they are");
-        }
-        namespaces_listed(failure.is_none());
-        *unlisted.lock().unwrap_or_else(|p| p.into_inner()) = failure;
-    })
+    .inspect(move |event| namespaces_listed(policy::list_outcome(event)))
     .map(|_| ());
     let (rule_sets, rule_sets_writer) = reflector::store();
-    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer: Arc::new(Mutex::new(Some(rule_sets_writer))), namespaces_unlisted };
+    let rule_sets_writer = Arc::new(Mutex::new(Some(rule_sets_writer)));
+    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer, namespaces_unlisted, policies_unlisted };
     (tenancy, futures::stream::select(policy_changes, namespace_changes).boxed())
 }
 
