@@ -160,12 +160,25 @@ async fn namespaces_or_policies_the_operator_may_not_list_leave_its_rule_sets_sa
     // RBAC without namespaces nor policies in the operator's ClusterRole: its lists refused.
     cluster.server.faults().set_refusal_rate("list/namespaces", 403, 1.0);
     cluster.server.faults().set_refusal_rate("list/zundokotenantpolicies", 403, 1.0);
-    let _operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
+    let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
     let japanese = module_bytes("zundoko-strict-ja");
     cluster.put_configmap(A, "rules-a", &japanese).await;
     create_tenant_rules(&cluster, A, "mine", from_configmap(A, "rules-a")).await;
 
     let message = wait_tenant_reason(&cluster, A, "mine", "NamespaceUnreadable").await;
+    // Looked at again with backoff, not every 200 ms: in 6 s, once the backoff (0.25 s
+    // doubling) has grown for 4 s, its few tries and the wake-ups of the two watches' own
+    // retries (1 measured), well under the 30 a 200 ms requeue makes (34). A bound above: a slower
+    // machine only reconciles less.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let reconciles = || {
+        let text = operator.shared.metrics.encode();
+        let line = text.lines().find_map(|l| l.strip_prefix("zundoko_reconcile_duration_seconds_count{controller=\"zundokorules\",result=\"success\"} ")?.trim().parse::<f64>().ok());
+        line.unwrap_or(0.0)
+    };
+    let before = reconciles();
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert!(reconciles() - before < 10.0, "{} reconciles in 6 s of an unreadable namespace", reconciles() - before);
     assert!(message.contains("cannot get namespace team-a") && message.contains("forbidden"), "names the namespace and the refusal: {message}");
     assert!(message.contains(r#"resources ["namespaces"], verbs ["get", "list", "watch"]"#), "names the rule to grant: {message}");
     let status = tenant_rules_status(&cluster, A, "mine").await;

@@ -334,29 +334,34 @@ fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'stati
         }
     };
     // A list refused (RBAC) or failing: every tenant rule set says so (policy::unreadable)
-    // instead of waiting for a list in silence; the watch tries again with its backoff.
+    // instead of waiting for a list in silence; the watch tries again with its backoff. What
+    // may change a judgement wakes every tenant's rule set (an object applied or deleted, a list
+    // done, a failure that is new), not the watch's every retry (each would judge them all again:
+    // a refused list was retried about once a second here).
     let unlisted = |bit: u8, what: &'static str| {
         let (listed, failed) = (on_listed(bit), Arc::new(Mutex::new(None)));
         let recorded = failed.clone();
-        let inspect = move |outcome: Option<Result<(), policy::ListFailure>>| {
-            let Some(outcome) = outcome else { return };
-            if let Err(failure) = &outcome {
+        let wakes = move |outcome: Option<Result<(), policy::ListFailure>>, changes: bool| {
+            let Some(outcome) = outcome else { return futures::future::ready(changes.then_some(())) };
+            listed(outcome.is_ok());
+            let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
+            let changed = *recorded != outcome.as_ref().err().cloned();
+            if let (Err(failure), true) = (&outcome, changed) {
                 warn!(code = failure.code, message = %failure.message, "cannot list {what}: no tenant's rule set can be judged against a ZundokoTenantPolicy until they are");
             }
-            listed(outcome.is_ok());
-            *recorded.lock().unwrap_or_else(|p| p.into_inner()) = outcome.err();
+            *recorded = outcome.err();
+            futures::future::ready((changes || changed).then_some(()))
         };
-        (inspect, failed)
+        (wakes, failed)
     };
     let (policies, policies_writer) = reflector::store();
     let (policies_listed, policies_unlisted) = unlisted(policy::POLICIES, "zundokotenantpolicies");
     let policy_changes = reflector::reflector(policies_writer, watch(Api::<ZundokoTenantPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-        .inspect(move |event| match event {
+        .filter_map(move |event| match &event {
             // Without the policy's CRD there is none: every tenant is refused, saying so.
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(Some(Ok(()))),
-            event => policies_listed(policy::list_outcome(event)),
-        })
-        .map(|_| ());
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(Some(Ok(())), true),
+            event => policies_listed(policy::list_outcome(event), policy::changes(event)),
+        });
     let (namespaces, namespaces_writer) = reflector::store();
     let (namespaces_listed, namespaces_unlisted) = unlisted(policy::NAMESPACES, "namespaces");
     let namespace_changes = reflector::reflector(
@@ -365,8 +370,7 @@ fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'stati
             .default_backoff()
             .modify(|ns| ns.metadata.managed_fields = None),
     )
-    .inspect(move |event| namespaces_listed(policy::list_outcome(event)))
-    .map(|_| ());
+    .filter_map(move |event| namespaces_listed(policy::list_outcome(&event), policy::changes(&event)));
     let (rule_sets, rule_sets_writer) = reflector::store();
     let rule_sets_writer = Arc::new(Mutex::new(Some(rule_sets_writer)));
     let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer, namespaces_unlisted, policies_unlisted };

@@ -64,6 +64,13 @@ pub fn list_outcome<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::ru
     }
 }
 
+/// Whether a watch event may change a judgement: an object applied or deleted, a list done
+/// (not a list's start or its objects one by one, before it is done).
+pub fn changes<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>) -> bool {
+    use kube::runtime::watcher::Event;
+    matches!(event, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))
+}
+
 /// Why the policies cannot be read, from the list's `failure`.
 pub fn policies_unreadable(failure: &ListFailure) -> Problem {
     let said = crate::text::printable(&failure.message, 256);
