@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 mod tenants;
 pub use tenants::{
-    RulesKind, RulesRef, TenantCeilings, TenantSources, ZundokoNamespacedRules, ZundokoNamespacedRulesSpec, ZundokoTenantPolicy, ZundokoTenantPolicySpec,
+    RulesKind, RulesRef, TenantCeilings, TenantSources, TenantUsage, ZundokoNamespacedRules, ZundokoNamespacedRulesSpec, ZundokoTenantPolicy, ZundokoTenantPolicySpec,
 };
 
 /// Annotation the host puts on every child: when it was said, to the millisecond.
@@ -369,6 +369,9 @@ pub struct ZundokoRulesStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
+    /// This tenant's use of the operator, as the replica writing this status counts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TenantUsage>,
 }
 
 /// A candidate's rollout, as far as it has come.

@@ -241,7 +241,12 @@ async fn a_forged_verified_record_is_not_believed_and_kept_signatures_verify_aga
     // artifact serving from the cache below shows this one keeps them.)
     let signatures = dir.join("oci/signatures");
     if signatures.join(&signed[7..]).exists() {
+        // With an owner record that verifies (a file without one is dropped unread): what one
+        // who could also read the cache's key would write. The signatures decide.
+        use zundoko_operator::supply::disk_cache::{DiskCache, Kept};
+        let disk = DiskCache::open(&dir).unwrap();
         std::fs::copy(signatures.join(&signed[7..]), signatures.join(&unsigned[7..])).unwrap();
+        disk.own(Kept::Signatures, &unsigned[7..], &zundoko_operator::supply::tenant::Tenant::Cluster).unwrap();
     }
 
     registry.stop();
@@ -415,5 +420,59 @@ fn a_compile_whose_code_does_not_fit_the_caches_room_is_refused_as_cache_full() 
     assert!(compiled_files(&dir, &hex(&module)).is_empty(), "nothing kept");
     engine.compiled_cache().unwrap().disk().set_max_bytes(64 << 20);
     assert_eq!(engine.load(&module).unwrap().info().unwrap().name, "zundoko-classic");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whose each cached file is survives a restart (`supply/cache_shares.rs`): a tenant's file
+/// counts against that tenant's part, and a file whose owner record does not verify is dropped,
+/// never counted as the cluster's.
+#[test]
+fn a_files_owner_survives_a_restart_and_a_file_whose_owner_record_does_not_verify_is_dropped() {
+    use std::collections::HashMap;
+    use std::io::Write as _;
+    use zundoko_operator::supply::disk_cache::{DiskCache, Kept};
+    use zundoko_operator::supply::tenant::Tenant;
+    let dir = scratch("owners");
+    let a = Tenant::Namespace("team-a".into());
+    let put = |cache: &DiskCache, name: &str, tenant: &Tenant| {
+        let mut made = cache.folder(Kept::Blobs).create_new().unwrap();
+        made.file.write_all(&[1u8; 5000]).unwrap();
+        cache.own(Kept::Blobs, name, tenant).unwrap();
+        made.publish(name).unwrap();
+        cache.collect((Kept::Blobs, name), tenant);
+    };
+    let usage = |cache: &DiskCache| cache.usage().into_iter().collect::<HashMap<_, _>>();
+    let each = {
+        let cache = DiskCache::open(&dir).unwrap();
+        for (name, tenant) in [("a-module", &a), ("b-module", &Tenant::Namespace("team-b".into())), ("cluster-module", &Tenant::Cluster), ("c-module", &Tenant::Namespace("team-c".into()))] {
+            put(&cache, name, tenant);
+        }
+        usage(&cache)[&Tenant::Cluster]
+    };
+    // Restarted: a new cache over the same directory counts a's file as a's.
+    let cache = DiskCache::open(&dir).unwrap();
+    let used = usage(&cache);
+    assert_eq!((used.get(&a), used.get(&Tenant::Cluster)), (Some(&each), Some(&each)), "{used:?}");
+    drop(cache);
+
+    // Tampered records: the cluster's record copied over a's (a genuine MAC, for another
+    // file); b's relabelled `_cluster` keeping its MAC; c's over its cap. None is believed:
+    // each file is dropped, and the cluster keeps only its own.
+    let records = dir.join("owners");
+    std::fs::copy(records.join("blobs-cluster-module"), records.join("blobs-a-module")).unwrap();
+    let b_record = std::fs::read_to_string(records.join("blobs-b-module")).unwrap();
+    std::fs::write(records.join("blobs-b-module"), b_record.replacen("team-b", "_cluster", 1)).unwrap();
+    std::fs::write(records.join("blobs-c-module"), vec![b'a'; zundoko_operator::supply::cache_shares::MAX_OWNER_RECORD as usize + 1]).unwrap();
+    let cache = DiskCache::open(&dir).unwrap();
+    let used = usage(&cache);
+    assert_eq!(used, HashMap::from([(Tenant::Cluster, each)]), "only the cluster's own file is the cluster's");
+    for name in ["a-module", "b-module", "c-module"] {
+        assert!(!dir.join("oci/blobs").join(name).exists(), "{name} dropped");
+    }
+    // A file with no record at all (put there by another, or from before records): dropped.
+    std::fs::write(dir.join("oci/blobs/planted"), [2u8; 100]).unwrap();
+    assert_eq!(usage(&cache), HashMap::from([(Tenant::Cluster, each)]));
+    assert!(!dir.join("oci/blobs/planted").exists());
+    drop(cache);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -61,8 +61,9 @@ fn every_object_is_rendered_once_with_a_kind_a_name_and_its_namespace() {
         *kinds.entry(kind.to_string()).or_default() += 1;
     }
     let expected: BTreeMap<String, usize> = [
-        // The operator's, and the two tenants' roles aggregated to edit/admin and view.
-        ("ClusterRole", 3),
+        // The operator's, and the tenants' roles aggregated to edit/admin and view (rule sets,
+        // Hikawas).
+        ("ClusterRole", 5),
         ("ClusterRoleBinding", 1),
         ("ConfigMap", 1),
         ("CustomResourceDefinition", 6),

@@ -151,3 +151,48 @@ async fn a_tenants_module_is_held_to_the_policys_ceilings_and_required_keys() {
     let status = wait_tenant_rules(&cluster, A, "mine", "Active, signed", |s| s.phase.as_deref() == Some("Active")).await;
     assert_eq!(status.module.map(|m| m.digest), Some(digest(&classic)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_or_policies_the_operator_may_not_list_leave_its_rule_sets_saying_so_and_what_to_grant() {
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(A).await;
+    put_policy(&cluster, "open", open_policy()).await;
+    // RBAC without namespaces nor policies in the operator's ClusterRole: its lists refused.
+    cluster.server.faults().set_refusal_rate("list/namespaces", 403, 1.0);
+    cluster.server.faults().set_refusal_rate("list/zundokotenantpolicies", 403, 1.0);
+    let operator = cluster.operator(wasm(&module_bytes("zundoko-classic")), quick_settings());
+    let japanese = module_bytes("zundoko-strict-ja");
+    cluster.put_configmap(A, "rules-a", &japanese).await;
+    create_tenant_rules(&cluster, A, "mine", from_configmap(A, "rules-a")).await;
+
+    let message = wait_tenant_reason(&cluster, A, "mine", "NamespaceUnreadable").await;
+    // Looked at again with backoff, not every 200 ms: in 6 s, once the backoff (0.25 s
+    // doubling) has grown for 4 s, its few tries and the wake-ups of the two watches' own
+    // retries (1 measured), well under the 30 a 200 ms requeue makes (34). A bound above: a slower
+    // machine only reconciles less.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let reconciles = || {
+        let text = operator.shared.metrics.encode();
+        let line = text.lines().find_map(|l| l.strip_prefix("zundoko_reconcile_duration_seconds_count{controller=\"zundokorules\",result=\"success\"} ")?.trim().parse::<f64>().ok());
+        line.unwrap_or(0.0)
+    };
+    let before = reconciles();
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert!(reconciles() - before < 10.0, "{} reconciles in 6 s of an unreadable namespace", reconciles() - before);
+    assert!(message.contains("cannot get namespace team-a") && message.contains("forbidden"), "names the namespace and the refusal: {message}");
+    assert!(message.contains(r#"resources ["namespaces"], verbs ["get", "list", "watch"]"#), "names the rule to grant: {message}");
+    let status = tenant_rules_status(&cluster, A, "mine").await;
+    assert_eq!((status.phase.as_deref(), status.module.as_ref()), (Some("Pending"), None), "nothing serves unjudged");
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").expect("a Ready condition");
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "NamespaceUnreadable"));
+    assert!(tenant_rules_events(&cluster, A, "mine").await.iter().any(|(reason, _)| reason == "NamespaceUnreadable"), "a Warning Event on the rule set");
+
+    // Namespaces granted (the watch lists them after its backoff): the policies are next.
+    cluster.server.faults().set_refusal_rate("list/namespaces", 403, 0.0);
+    let message = wait_tenant_reason(&cluster, A, "mine", "PoliciesUnreadable").await;
+    assert!(message.contains(r#"resources ["zundokotenantpolicies"], verbs ["get", "list", "watch"]"#), "names the rule to grant: {message}");
+    // Granted: the rule set is judged and serves.
+    cluster.server.faults().set_refusal_rate("list/zundokotenantpolicies", 403, 0.0);
+    let status = wait_tenant_rules(&cluster, A, "mine", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    assert_eq!(status.module.map(|m| m.digest), Some(digest(&japanese)));
+}

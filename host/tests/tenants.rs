@@ -169,3 +169,53 @@ async fn a_digest_one_tenant_pulled_with_its_credentials_is_not_served_to_anothe
     let a_said = serde_json::to_string(&tenant_rules_status(&cluster, A, "mine").await).unwrap() + &format!("{:?}", tenant_rules_events(&cluster, A, "mine").await);
     assert!(!a_said.contains("copied") && !a_said.contains("by-tag") && !a_said.contains("team-b"), "{a_said}");
 }
+
+/// What a file takes in the cache as the cache counts it (its blocks, or its length if more).
+fn on_disk(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).unwrap();
+    meta.len().max(meta.blocks() * 512)
+}
+
+/// What the compiled file of `bytes` in the cache `dir` takes, with its owner record.
+fn compiled_bytes(dir: &std::path::Path, bytes: &[u8]) -> u64 {
+    let hex = digest(bytes).trim_start_matches("sha256:").to_string();
+    let found = std::fs::read_dir(dir.join("compiled")).unwrap().map(|e| e.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&hex));
+    let file = found.unwrap_or_else(|| panic!("no compiled file for {hex} in {}", dir.display()));
+    let record = dir.join("owners").join(format!("compiled-{}", file.file_name().unwrap().to_string_lossy()));
+    on_disk(&file) + on_disk(&record)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_rule_set_shows_its_own_use_of_the_operator_and_nothing_of_another_tenants() {
+    let cluster = Cluster::start().await;
+    for ns in [A, B] {
+        cluster.create_namespace(ns).await;
+    }
+    put_policy(&cluster, "open", open_policy()).await;
+    let dir = zundoko_operator::supply::disk_cache::private_temp_dir("zundoko-usage-").unwrap();
+    let _operator = cluster.operator_with_cache(wasm(&module_bytes("zundoko-classic")), quick_settings(), &dir);
+    // A's module imports WASI (classic rules): its calls take turns. B's does not: none.
+    let (hoard, japanese) = (common::fixture_bytes("zundoko-wasi-hoard"), module_bytes("zundoko-strict-ja"));
+    cluster.put_configmap(A, "rules-a", &hoard).await;
+    cluster.put_configmap(B, "rules-b", &japanese).await;
+    create_tenant_rules(&cluster, A, "mine", from_configmap(A, "rules-a")).await;
+    create_tenant_rules(&cluster, B, "theirs", from_configmap(B, "rules-b")).await;
+    sing_in(&cluster, A, "a", None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+    sing_in(&cluster, B, "b", None, Some((RulesKind::ZundokoNamespacedRules, "theirs", None))).await;
+    cluster.assert_songs_complete(A, &["a".to_string()], &classic(), Duration::from_secs(60)).await;
+    cluster.assert_songs_complete(B, &["b".to_string()], &strict_japanese(), Duration::from_secs(60)).await;
+
+    let a = wait_usage(&cluster, A, "mine", "calls and cached bytes", |u| u.call_turns > 0 && u.cache_bytes > 0).await;
+    assert_eq!((a.tenant.as_str(), a.replica.as_str()), (A, "in-process"), "whose figures, and whose count");
+    assert!(a.taken_at.parse::<jiff::Timestamp>().is_ok(), "{a:?}");
+    // Each tenant's cached bytes are its own compiled module's, nothing of the other's.
+    assert_eq!(a.cache_bytes, compiled_bytes(&dir, &hoard), "{a:?}");
+    let b = wait_usage(&cluster, B, "theirs", "cached bytes", |u| u.cache_bytes > 0).await;
+    assert_eq!(b.tenant, B);
+    assert_eq!(b.cache_bytes, compiled_bytes(&dir, &japanese), "{b:?}");
+    assert_eq!(b.call_turns, 0, "B's module takes no turn: A's turns are not B's: {b:?}");
+    let b_said = serde_json::to_string(&tenant_rules_status(&cluster, B, "theirs").await).unwrap();
+    assert!(!b_said.contains(A), "B's status names A: {b_said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -188,3 +188,33 @@ pub struct TenantCeilings {
     #[schemars(range(min = 1))]
     pub compile_seconds: Option<u64>,
 }
+
+/// The use of the operator by the tenant whose rule set this is (its namespace; `_cluster` for
+/// a `ZundokoRules`: every cluster rule set and the default module together), since the start of
+/// the replica that writes this status, as that replica counts it: with several replicas, the
+/// one holding the rule set's shard writes it, and the others' use is in their own metrics.
+/// Refreshed at most every 30 s, and only when a figure moved. Never another tenant's figures.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantUsage {
+    /// Whose figures: the namespace, or `_cluster`.
+    pub tenant: String,
+    /// Guest call turns given to its modules that import WASI (an interpreter's); a module
+    /// without WASI takes no turn.
+    #[serde(default)]
+    pub call_turns: u64,
+    /// How long its compiles waited for their turn, in milliseconds.
+    #[serde(default)]
+    pub compile_wait_millis: u64,
+    /// Registry tries made for it (a pull permit given).
+    #[serde(default)]
+    pub pulls: u64,
+    /// Bytes it keeps in the module cache (`--cache-dir`) now.
+    #[serde(default)]
+    pub cache_bytes: u64,
+    /// When the figures were taken (RFC 3339).
+    pub taken_at: String,
+    /// The replica (its Pod name) whose figures these are.
+    #[schemars(length(max = 253))]
+    pub replica: String,
+}

@@ -3,8 +3,10 @@
 //! (`sandbox/compiled_cache.rs`, `DIR/compiled/`):
 //! - its folders, held open (`cache_files.rs`): every one the operator's own, or the start is
 //!   refused naming it;
+//! - whose each file is (`DIR/owners/`, `cache_shares.rs`): a record written before the file is
+//!   put in place, read back at start; a file without one that verifies is dropped;
 //! - its bound, `--cache-max-mib`: after every write, every file in those four folders counts
-//!   (the key and writes in flight too), and the least recently used (by modification time,
+//!   (the key, the owner records and writes in flight too), and the least recently used (by modification time,
 //!   which a read sets) are removed until they fit, except what serves now (the loader says
 //!   which digests; with a serving module its manifest, its tag's record and its signatures)
 //!   and the entry just written;
@@ -79,6 +81,18 @@ pub enum Kept {
 
 const KEPT: [Kept; 4] = [Kept::Blobs, Kept::Tags, Kept::Signatures, Kept::Compiled];
 
+impl Kept {
+    /// The folder's name, as owner records name it.
+    fn label(self) -> &'static str {
+        match self {
+            Kept::Blobs => "blobs",
+            Kept::Tags => "tags",
+            Kept::Signatures => "signatures",
+            Kept::Compiled => "compiled",
+        }
+    }
+}
+
 /// A tag's record is a digest and a MAC: never more than this.
 pub const MAX_TAG_RECORD: u64 = 256;
 /// A manifest is never more than this (a bigger blob is a layer).
@@ -90,6 +104,8 @@ pub struct DiskCache {
     tags: Folder,
     signatures: Folder,
     compiled: Folder,
+    /// `owners/`: whose each file is, a record each (`cache_shares.rs`).
+    owner_records: Folder,
     key: [u8; KEY_BYTES],
     max_bytes: AtomicU64,
     in_use: RwLock<Option<InUse>>,
@@ -126,6 +142,13 @@ struct Entry {
     name: String,
     size: u64,
     modified: i64,
+    owner: Tenant,
+}
+
+/// What a file takes on disk (a small file takes a block; what the kubelet's sizeLimit
+/// measures), or its length if more (a sparse file).
+fn on_disk(st: &libc::stat) -> u64 {
+    (st.st_size.max(0) as u64).max(st.st_blocks.max(0) as u64 * 512)
 }
 
 impl DiskCache {
@@ -144,6 +167,7 @@ impl DiskCache {
         let oci = top.sub("oci").map_err(refused)?;
         let (blobs, tags, signatures) = (oci.sub("blobs").map_err(refused)?, oci.sub("tags").map_err(refused)?, oci.sub("signatures").map_err(refused)?);
         let compiled = top.sub("compiled").map_err(refused)?;
+        let owner_records = top.sub("owners").map_err(refused)?;
         let key = load_or_make_key(&top).map_err(|e| format!("cannot make the cache's key in {}: {e}", root.display()))?;
         let cache = Arc::new(DiskCache {
             root: top,
@@ -151,6 +175,7 @@ impl DiskCache {
             tags,
             signatures,
             compiled,
+            owner_records,
             key,
             max_bytes: AtomicU64::new(DEFAULT_MAX_MIB << 20),
             in_use: RwLock::new(None),
@@ -159,7 +184,40 @@ impl DiskCache {
             owners: Owners::default(),
         });
         open.push((root, Arc::downgrade(&cache)));
+        // Whose each file found is, from its owner record; one without a record that
+        // verifies is dropped now (scan).
+        drop(cache.scan());
         Ok(cache)
+    }
+
+    /// Record `tenant` as the owner of the entry `name` of `kept`, on disk and here: called
+    /// before the entry is put in place, so no file of the operator's is ever in place without
+    /// its owner's record (a crash in between leaves a record no file has, removed later).
+    pub fn own(&self, kept: Kept, name: &str, tenant: &Tenant) -> std::io::Result<()> {
+        let mac = self.tag(&cache_shares::record_context(kept.label(), name), tenant.label().as_bytes());
+        let mut made = self.owner_records.create_new()?;
+        made.file.write_all(cache_shares::record_text(tenant, &mac).as_bytes())?;
+        made.publish(&cache_shares::record_name(kept.label(), name))?;
+        self.owners.record(kept as u8, name, tenant);
+        Ok(())
+    }
+
+    /// Whose the entry `name` of `kept` is, by its owner record (read within its cap, parsed
+    /// strictly, its MAC checked); `Err` says why it is not believed.
+    fn read_owner(&self, kept: Kept, name: &str) -> Result<Tenant, String> {
+        let record = cache_shares::record_name(kept.label(), name);
+        let (file, _) = self.owner_records.open_entry(&record, cache_shares::MAX_OWNER_RECORD).map_err(|e| e.to_string())?.ok_or("it has no owner record")?;
+        let mut bytes = Vec::new();
+        file.take(cache_shares::MAX_OWNER_RECORD).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+        let context = cache_shares::record_context(kept.label(), name);
+        cache_shares::parse_record(&bytes, |label, mac| self.verify(&context, label, mac)).map_err(|why| format!("its owner record is refused: {why}"))
+    }
+
+    /// Remove the entry `name` of `kept` and its owner record.
+    fn remove_entry(&self, kept: Kept, name: &str) -> std::io::Result<()> {
+        self.folder(kept).remove(name)?;
+        let _ = self.owner_records.remove(&cache_shares::record_name(kept.label(), name));
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -214,31 +272,54 @@ impl DiskCache {
         self.mac(context, body).verify_slice(tag).is_ok()
     }
 
-    /// Every file in the cache's folders (a crashed write's temporary file, long abandoned,
-    /// removed on the way), and the bytes of the key and of the writes in flight.
+    /// Every file in the cache's folders with its owner (a crashed write's temporary file, long
+    /// abandoned, removed on the way; a file whose owner is not known here and whose owner
+    /// record does not verify, dropped), and the bytes of the key, the owner records and the
+    /// writes in flight.
     fn scan(&self) -> (Vec<Entry>, u64) {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let stale = |st: &libc::stat| now.saturating_sub(st.st_mtime) > STALE_TMP.as_secs() as i64;
         let mut entries = Vec::new();
         let mut fixed = KEY_BYTES as u64;
+        // The owner records, each counted with its file (what removing the file frees).
+        let mut records: HashMap<String, libc::stat> = self.owner_records.entries().unwrap_or_default().into_iter().collect();
         for kept in KEPT {
             let folder = self.folder(kept);
             for (name, st) in folder.entries().unwrap_or_default() {
                 if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
                     continue;
                 }
-                // What it takes on disk (a small file takes a block; what the kubelet's
-                // sizeLimit measures), or its length if more (a sparse file).
-                let size = (st.st_size.max(0) as u64).max(st.st_blocks.max(0) as u64 * 512);
                 if name.starts_with(TEMP_PREFIX) {
                     // Another write's, in flight: counted, and left alone unless long abandoned.
-                    if now.saturating_sub(st.st_mtime) > STALE_TMP.as_secs() as i64 {
+                    if stale(&st) {
                         let _ = folder.remove(&name);
                     } else {
-                        fixed += size;
+                        fixed += on_disk(&st);
                     }
                     continue;
                 }
-                entries.push(Entry { kept, name, size, modified: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec) });
+                let owner = match self.owners.of(kept as u8, &name).ok_or(()).or_else(|()| self.read_owner(kept, &name)) {
+                    Ok(owner) => owner,
+                    Err(why) => {
+                        tracing::warn!(path = %folder.path().join(&name).display(), %why, "a file in the module cache has no owner the operator recorded: dropped, never counted as the cluster's");
+                        let _ = self.remove_entry(kept, &name);
+                        continue;
+                    }
+                };
+                self.owners.record(kept as u8, &name, &owner);
+                let record = records.remove(&cache_shares::record_name(kept.label(), &name)).map_or(0, |st| on_disk(&st));
+                let size = on_disk(&st) + record;
+                entries.push(Entry { kept, name, size, modified: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec), owner });
+            }
+        }
+        // The owner records no file has (its file removed by a read that found it bad, or a
+        // crash before it was put in place; or a write in flight): counted, and removed once as
+        // old as an abandoned write.
+        for (record, st) in records {
+            if stale(&st) {
+                let _ = self.owner_records.remove(&record);
+            } else {
+                fixed += on_disk(&st);
             }
         }
         (entries, fixed)
@@ -249,7 +330,6 @@ impl DiskCache {
     /// of the tenants over their part (`cache_shares.rs`).
     pub fn collect(&self, keep: (Kept, &str), writer: &Tenant) {
         let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
-        self.owners.record(keep.0 as u8, keep.1, writer);
         let max = self.max_bytes();
         let (entries, fixed) = self.scan();
         self.owners.retain(|folder, name| entries.iter().any(|e| e.kept as u8 == folder && e.name == name));
@@ -258,8 +338,7 @@ impl DiskCache {
             self.warned_full.store(false, Ordering::Relaxed);
             return;
         }
-        let owners: Vec<Tenant> = entries.iter().map(|e| self.owners.of(e.kept as u8, &e.name)).collect();
-        let weighed: Vec<Weighed<'_>> = entries.iter().zip(&owners).map(|(e, owner)| Weighed { owner, size: e.size, used: e.modified }).collect();
+        let weighed: Vec<Weighed<'_>> = entries.iter().map(|e| Weighed { owner: &e.owner, size: e.size, used: e.modified }).collect();
         let order = cache_shares::removal_order(&weighed, max, writer);
         let mut spared = Spared::new(self);
         for entry in order.into_iter().map(|at| &entries[at]) {
@@ -269,8 +348,8 @@ impl DiskCache {
             if (entry.kept, entry.name.as_str()) == keep || spared.spares(entry) {
                 continue;
             }
-            if self.folder(entry.kept).remove(&entry.name).is_ok() {
-                let owner = self.owners.of(entry.kept as u8, &entry.name);
+            if self.remove_entry(entry.kept, &entry.name).is_ok() {
+                let owner = &entry.owner;
                 tracing::debug!(folder = ?entry.kept, name = %entry.name, size = entry.size, tenant = %owner, "collected from the module cache (its tenant over its part first, then least recently used)");
                 total -= entry.size;
             }
@@ -297,27 +376,27 @@ impl DiskCache {
         let _one = self.collecting.lock().unwrap_or_else(|p| p.into_inner());
         let (entries, fixed) = self.scan();
         let mut spared = Spared::new(self);
-        let owners: Vec<Tenant> = entries.iter().map(|e| self.owners.of(e.kept as u8, &e.name)).collect();
         let (mut held, mut own_held) = (fixed, 0);
-        for (entry, owner) in entries.iter().zip(&owners) {
+        for entry in &entries {
             if spared.spares(entry) {
                 held += entry.size;
-                own_held += if owner == tenant { entry.size } else { 0 };
+                own_held += if entry.owner == *tenant { entry.size } else { 0 };
             }
         }
         let free = self.root.free_bytes().unwrap_or(u64::MAX);
         let room = self.max_bytes().saturating_sub(held).min(free);
-        let weighed: Vec<Weighed<'_>> = entries.iter().zip(&owners).map(|(e, owner)| Weighed { owner, size: e.size, used: e.modified }).collect();
+        let weighed: Vec<Weighed<'_>> = entries.iter().map(|e| Weighed { owner: &e.owner, size: e.size, used: e.modified }).collect();
         let part = cache_shares::part(self.max_bytes(), cache_shares::tenants(&weighed, tenant).len()).map(|part| part.saturating_sub(own_held).min(room));
         (part.unwrap_or(room), part)
     }
 
-    /// Bytes each tenant keeps in the cache now (files from before a restart: the cluster's).
+    /// Bytes each tenant keeps in the cache now (files from before a restart: their owner
+    /// records' tenants).
     pub fn usage(&self) -> Vec<(Tenant, u64)> {
         let (entries, _) = self.scan();
         let mut by_tenant = std::collections::BTreeMap::<Tenant, u64>::new();
-        for entry in &entries {
-            *by_tenant.entry(self.owners.of(entry.kept as u8, &entry.name)).or_default() += entry.size;
+        for entry in entries {
+            *by_tenant.entry(entry.owner).or_default() += entry.size;
         }
         by_tenant.into_iter().collect()
     }
@@ -475,6 +554,7 @@ mod tests {
     fn write_for(cache: &DiskCache, name: &str, size: usize, tenant: &Tenant) {
         let mut made = cache.folder(Kept::Blobs).create_new().unwrap();
         made.file.write_all(&vec![0u8; size]).unwrap();
+        cache.own(Kept::Blobs, name, tenant).unwrap();
         made.publish(name).unwrap();
         cache.collect((Kept::Blobs, name), tenant);
     }
@@ -496,7 +576,8 @@ mod tests {
         assert!(there("b-old"), "b, within its part, kept its file");
         assert!(!there("a-0"), "a, over its part, lost its oldest");
         let usage: std::collections::HashMap<_, _> = cache.usage().into_iter().collect();
-        assert_eq!(usage[&b], 256 << 10);
+        let record = std::fs::metadata(dir.join("owners/blobs-b-old")).unwrap();
+        assert_eq!(usage[&b], (256 << 10) + record.len().max(record.blocks() * 512), "b's file and its owner record");
         assert!(usage[&a] <= 768 << 10, "a keeps {} KiB", usage[&a] >> 10);
         // Alone, a tenant has no part: all the room.
         let _ = std::fs::remove_dir_all(&dir);

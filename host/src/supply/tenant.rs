@@ -48,6 +48,19 @@ impl Tenant {
         }
     }
 
+    /// The tenant a [`label`](Self::label) names, read strictly (a label from a file the
+    /// operator wrote, `cache_shares.rs`): `_cluster`, or a namespace's name as Kubernetes
+    /// allows it (a DNS label: 1 to 63 of `a-z`, `0-9`, `-`, a letter or digit at each end).
+    pub fn from_label(label: &str) -> Option<Tenant> {
+        if label == CLUSTER_LABEL {
+            return Some(Tenant::Cluster);
+        }
+        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-';
+        let bytes = label.as_bytes();
+        let ends = |b: Option<&u8>| b.is_some_and(|b| *b != b'-');
+        (!bytes.is_empty() && bytes.len() <= 63 && bytes.iter().all(|b| allowed(*b)) && ends(bytes.first()) && ends(bytes.last())).then(|| Tenant::Namespace(label.to_owned()))
+    }
+
     pub fn namespace(&self) -> Option<&str> {
         match self {
             Tenant::Cluster => None,

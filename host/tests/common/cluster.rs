@@ -88,8 +88,19 @@ impl Cluster {
 
     /// The operator making its requests with `client` (say, as its service account).
     pub fn operator_with_client(&self, client: Client, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings) -> Operator {
+        self.operator_with_engine(client, identity, rules, settings, registry, SandboxEngine::new(SandboxLimits::default()).unwrap())
+    }
+
+    /// The same with its compiled modules and pulled blobs kept in `dir` (`--cache-dir`), as
+    /// `operator::start` keeps them: one cache, whose bytes each tenant keeps are counted.
+    pub fn operator_with_cache(&self, rules: Arc<dyn Rules>, settings: Settings, dir: &std::path::Path) -> Operator {
+        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap().with_compiled_cache(dir).unwrap();
+        let registry = zundoko_operator::supply::oci::RegistrySettings { cache_dir: Some(dir.to_path_buf()), ..Default::default() };
+        self.operator_with_engine(self.client.clone(), "in-process", rules, settings, registry, engine)
+    }
+
+    fn operator_with_engine(&self, client: Client, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings, engine: SandboxEngine) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
-        let engine = SandboxEngine::new(SandboxLimits::default()).unwrap();
         let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         shared.registry = zundoko_operator::supply::oci::Registry::new(registry).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -129,3 +129,17 @@ pub async fn wait_tenant_reason(cluster: &Cluster, ns: &str, name: &str, reason:
     let status = wait_tenant_rules(cluster, ns, name, reason, |s| s.reason.as_deref() == Some(reason)).await;
     status.message.unwrap_or_default()
 }
+
+/// Wait (up to 90 s: the usage is taken again every 30 s) until the tenant rule set's
+/// `status.usage` passes `check`; the usage.
+pub async fn wait_usage(cluster: &Cluster, ns: &str, name: &str, what: &str, check: impl Fn(&zundoko_operator::crd::TenantUsage) -> bool) -> zundoko_operator::crd::TenantUsage {
+    let (started, deadline) = (std::time::Instant::now(), Duration::from_secs(90));
+    loop {
+        let status = tenant_rules_status(cluster, ns, name).await;
+        if let Some(usage) = status.usage.as_ref().filter(|u| check(u)) {
+            return usage.clone();
+        }
+        assert!(started.elapsed() < deadline, "timed out after {deadline:?} waiting for the usage of {ns}/{name} to show {what}; the status: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

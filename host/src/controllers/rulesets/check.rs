@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use super::controller::{Context, Error, Followed, now_ms};
+use super::policy;
 use super::resolve::Resolved;
 use super::tally::{self, OCI_RETRY, follow_every, follow_wait};
 use crate::controllers::writes::status::rfc3339_millis;
@@ -32,17 +33,35 @@ pub(super) struct Sources {
     pub(super) thresholds: Option<Thresholds>,
     /// The candidate is what a followed tag moved to (not the spec's).
     pub(super) follows: bool,
+    /// When to look again, whatever else the pacing says: its namespace could not be read, the
+    /// backoff after that many tries.
+    pub(super) retry_in: Option<Duration>,
 }
 
 /// Check the sources. `Err(retry_in)` when a source is to be checked again first.
 pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Result<Result<Sources, Duration>, Error> {
     // A tenant's rule set: held to the policy selecting its namespace, or refused by it.
+    // Not judged yet (the lists not done, or refused): looked at again with
+    // backoff (a list done wakes every tenant's rule set at once).
+    let unjudged = || ctx.with_memo(&at.uid, |m| {
+        m.unjudged = m.unjudged.saturating_add(1);
+        m.unjudged
+    });
     let bounds = match &at.tenant {
         Tenant::Cluster => None,
         Tenant::Namespace(ns) => match ctx.tenancy.judge(zr, ns, ctx.sources.min_poll()) {
-            None => return Ok(Err(Duration::from_millis(200))),
-            Some(Ok(bounds)) => Some(bounds),
-            Some(Err(problem)) => return Ok(Ok(refused_by_policy(zr, ctx, at, problem))),
+            None => return Ok(Err(tally::error_backoff(unjudged()))),
+            Some(Err(problem)) if policy::unreadable(&problem.reason) => {
+                let retry_in = tally::error_backoff(unjudged());
+                return Ok(Ok(Sources { retry_in: Some(retry_in), ..refused_by_policy(zr, ctx, at, problem) }));
+            }
+            Some(judged) => {
+                ctx.with_memo(&at.uid, |m| m.unjudged = 0);
+                match judged {
+                    Ok(bounds) => Some(bounds),
+                    Err(problem) => return Ok(Ok(refused_by_policy(zr, ctx, at, problem))),
+                }
+            }
         },
     };
     let bounds = bounds.as_ref();
@@ -79,7 +98,7 @@ pub(super) async fn check(zr: &ZundokoRules, ctx: &Context, at: &Resolved) -> Re
         }
     };
     let thresholds = candidate_source.as_ref().map(|(_, rollout, _)| Thresholds::from(rollout));
-    Ok(Ok(Sources { spec, stable, follow_problem, candidate, thresholds, follows }))
+    Ok(Ok(Sources { spec, stable, follow_problem, candidate, thresholds, follows, retry_in: None }))
 }
 
 /// What a followed tag gives: why it could not be resolved again (if it could not), and what
@@ -128,7 +147,7 @@ fn refused_by_policy(zr: &ZundokoRules, ctx: &Context, at: &Resolved, problem: P
         (m.last_stable, m.candidate, m.stable) = (None, None, Some(stable.clone()));
     });
     ctx.sets.forget_candidate(&at.name);
-    Sources { spec, stable, follow_problem: None, candidate: None, thresholds: None, follows: false }
+    Sources { spec, stable, follow_problem: None, candidate: None, thresholds: None, follows: false, retry_in: None }
 }
 
 impl Context {

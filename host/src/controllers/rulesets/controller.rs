@@ -68,6 +68,11 @@ pub(super) struct Memo {
     pub(super) pinned: Option<(String, String)>,
     /// A followed tag: what it pointed at when last resolved, and when it was tried.
     pub(super) followed: Option<Followed>,
+    /// Reconciles in a row that could not judge a tenant's rule set against its policy (the
+    /// lists not done, its namespace unreadable): the next waits longer.
+    pub(super) unjudged: u32,
+    /// When this replica last took the tenant's usage and found nothing moved (usage.rs).
+    pub(super) usage_looked: Option<zundoko_rules::TimestampMs>,
 }
 
 pub(super) struct Followed {
@@ -328,28 +333,47 @@ fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'stati
             }
         }
     };
+    // A list refused (RBAC) or failing: every tenant rule set says so (policy::unreadable)
+    // instead of waiting for a list in silence; the watch tries again with its backoff. What
+    // may change a judgement wakes every tenant's rule set (an object applied or deleted, a list
+    // done, a failure that is new), not the watch's every retry (each would judge them all again:
+    // a refused list was retried about once a second here).
+    let unlisted = |bit: u8, what: &'static str| {
+        let (listed, failed) = (on_listed(bit), Arc::new(Mutex::new(None)));
+        let recorded = failed.clone();
+        let wakes = move |outcome: Option<Result<(), policy::ListFailure>>, changes: bool| {
+            let Some(outcome) = outcome else { return futures::future::ready(changes.then_some(())) };
+            listed(outcome.is_ok());
+            let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
+            let changed = *recorded != outcome.as_ref().err().cloned();
+            if let (Err(failure), true) = (&outcome, changed) {
+                warn!(code = failure.code, message = %failure.message, "cannot list {what}: no tenant's rule set can be judged against a ZundokoTenantPolicy until they are");
+            }
+            *recorded = outcome.err();
+            futures::future::ready((changes || changed).then_some(()))
+        };
+        (wakes, failed)
+    };
     let (policies, policies_writer) = reflector::store();
-    let policies_listed = on_listed(policy::POLICIES);
+    let (policies_listed, policies_unlisted) = unlisted(policy::POLICIES, "zundokotenantpolicies");
     let policy_changes = reflector::reflector(policies_writer, watch(Api::<ZundokoTenantPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-        .inspect(move |event| match event {
-            Ok(Event::InitDone) => policies_listed(true),
+        .filter_map(move |event| match &event {
             // Without the policy's CRD there is none: every tenant is refused, saying so.
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(true),
-            _ => {}
-        })
-        .map(|_| ());
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(Some(Ok(())), true),
+            event => policies_listed(policy::list_outcome(event), policy::changes(event)),
+        });
     let (namespaces, namespaces_writer) = reflector::store();
-    let namespaces_listed = on_listed(policy::NAMESPACES);
+    let (namespaces_listed, namespaces_unlisted) = unlisted(policy::NAMESPACES, "namespaces");
     let namespace_changes = reflector::reflector(
         namespaces_writer,
         watch(Api::<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>::all(client.clone()), watcher::Config::default())
             .default_backoff()
             .modify(|ns| ns.metadata.managed_fields = None),
     )
-    .inspect(move |event| namespaces_listed(matches!(event, Ok(Event::InitDone))))
-    .map(|_| ());
+    .filter_map(move |event| namespaces_listed(policy::list_outcome(&event), policy::changes(&event)));
     let (rule_sets, rule_sets_writer) = reflector::store();
-    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer: Arc::new(Mutex::new(Some(rule_sets_writer))) };
+    let rule_sets_writer = Arc::new(Mutex::new(Some(rule_sets_writer)));
+    let tenancy = Tenancy { policies, namespaces, rule_sets, listed, rule_sets_writer, namespaces_unlisted, policies_unlisted };
     (tenancy, futures::stream::select(policy_changes, namespace_changes).boxed())
 }
 

@@ -4,7 +4,8 @@
 //! pure, in `tally` (with `status`, what the status says). What it publishes (which module
 //! serves which rule set) lives below, in [`crate::supply::serving`], where the Hikawa
 //! controller reads it. A tenant's rule set (`ZundokoNamespacedRules`) takes the same steps,
-//! held first to the cluster policy selecting its namespace (`policy`).
+//! held first to the cluster policy selecting its namespace (`policy`). The status carries the
+//! tenant's use of the operator as this replica counts it (`usage`).
 
 mod check;
 pub mod policy;
@@ -15,3 +16,4 @@ mod resolve;
 mod roll_out;
 mod status;
 mod tally;
+mod usage;

@@ -29,11 +29,80 @@ pub struct Tenancy {
     pub listed: std::sync::Arc<std::sync::atomic::AtomicU8>,
     /// The writer of `rule_sets`, taken by the namespaced controller's watch.
     pub rule_sets_writer: std::sync::Arc<std::sync::Mutex<Option<kube::runtime::reflector::store::Writer<ZundokoNamespacedRules>>>>,
+    /// Why the namespaces could not be listed, while they have not been: the API server's last
+    /// refusal of the list (RBAC: the operator's ClusterRole lacks namespaces).
+    pub namespaces_unlisted: std::sync::Arc<std::sync::Mutex<Option<ListFailure>>>,
+    /// The same of the policies.
+    pub policies_unlisted: std::sync::Arc<std::sync::Mutex<Option<ListFailure>>>,
 }
 
 pub const POLICIES: u8 = 1;
 pub const NAMESPACES: u8 = 2;
 pub const RULE_SETS: u8 = 4;
+
+/// A tenant's rule set whose namespace's labels cannot be read: no policy can be judged, so
+/// nothing of it serves (fail closed), and the status says what the operator must be granted.
+pub const NAMESPACE_UNREADABLE: &str = "NamespaceUnreadable";
+/// The same when the policies cannot be read.
+pub const POLICIES_UNREADABLE: &str = "PoliciesUnreadable";
+
+/// Whether `reason` says the rule set could not be judged for want of a list (looked at again
+/// with backoff, not refused).
+pub fn unreadable(reason: &str) -> bool {
+    reason == NAMESPACE_UNREADABLE || reason == POLICIES_UNREADABLE
+}
+
+/// What a watch event says of its list: done (`Ok`), failed (the API server's answer), or
+/// nothing (`None`: an object, a restart of the list).
+pub fn list_outcome<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>) -> Option<Result<(), ListFailure>> {
+    use kube::runtime::watcher::{Error, Event};
+    match event {
+        Ok(Event::InitDone) => Some(Ok(())),
+        Err(Error::InitialListFailed(kube::Error::Api(status))) => Some(Err(ListFailure { code: status.code, message: status.message.clone() })),
+        Err(Error::InitialListFailed(error)) => Some(Err(ListFailure { code: 0, message: error.to_string() })),
+        _ => None,
+    }
+}
+
+/// Whether a watch event may change a judgement: an object applied or deleted, a list done
+/// (not a list's start or its objects one by one, before it is done).
+pub fn changes<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>) -> bool {
+    use kube::runtime::watcher::Event;
+    matches!(event, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))
+}
+
+/// Why the policies cannot be read, from the list's `failure`.
+pub fn policies_unreadable(failure: &ListFailure) -> Problem {
+    let said = crate::text::printable(&failure.message, 256);
+    let message = if failure.code == 403 {
+        format!(
+            "the operator's service account cannot list ZundokoTenantPolicies (the API server refused it: {said}), so no policy can be matched to this namespace: grant it get, list and watch on zundokotenantpolicies cluster-wide (a ClusterRole rule apiGroups [\"zundokokiyoshi.kaitoy.github.com\"], resources [\"zundokotenantpolicies\"], verbs [\"get\", \"list\", \"watch\"], as deploy/rbac-cluster.yaml has)"
+        )
+    } else {
+        format!("the operator cannot read the ZundokoTenantPolicies (their list failed, HTTP {}: {said}), so no policy can be matched to this namespace yet", failure.code)
+    };
+    Problem::new(POLICIES_UNREADABLE, message, true)
+}
+
+/// The API server's answer to a failed list: its HTTP code (403: RBAC refused it) and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListFailure {
+    pub code: u16,
+    pub message: String,
+}
+
+/// Why namespace `ns` cannot be read, from the list's `failure`.
+pub fn namespace_unreadable(ns: &str, failure: &ListFailure) -> Problem {
+    let said = crate::text::printable(&failure.message, 256);
+    let message = if failure.code == 403 {
+        format!(
+            "the operator's service account cannot get namespace {ns} (the API server refused its list of namespaces: {said}), so no ZundokoTenantPolicy can be matched to it: grant it get, list and watch on namespaces cluster-wide (a ClusterRole rule apiGroups [\"\"], resources [\"namespaces\"], verbs [\"get\", \"list\", \"watch\"], as deploy/rbac-cluster.yaml has)"
+        )
+    } else {
+        format!("the operator cannot read namespace {ns} (its list of namespaces failed, HTTP {}: {said}), so no ZundokoTenantPolicy can be matched to it yet", failure.code)
+    };
+    Problem::new(NAMESPACE_UNREADABLE, message, true)
+}
 
 impl Tenancy {
     /// The policies, one namespace and its rule sets as read once (what `explain` reads from
@@ -61,10 +130,22 @@ impl Tenancy {
     }
 
     /// The bounds of the tenant rule set `zr` (seen as a ZundokoRules in namespace `ns`), or
-    /// the refusal naming the policy and its field. `None` while the policies, the namespaces
-    /// or the rule sets have not been listed yet.
+    /// the refusal naming the policy and its field, or [`NAMESPACE_UNREADABLE`] while the
+    /// namespaces' list fails ([`POLICIES_UNREADABLE`], the policies'). `None` while the policies, the namespaces or the rule sets have
+    /// not been listed yet.
     pub fn judge(&self, zr: &ZundokoRules, ns: &str, min_poll: Duration) -> Option<Result<TenantBounds, Problem>> {
-        if self.listed.load(std::sync::atomic::Ordering::SeqCst) != POLICIES | NAMESPACES | RULE_SETS {
+        let listed = self.listed.load(std::sync::atomic::Ordering::SeqCst);
+        if listed & NAMESPACES == 0
+            && let Some(failure) = self.namespaces_unlisted.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+        {
+            return Some(Err(namespace_unreadable(ns, failure)));
+        }
+        if listed & POLICIES == 0
+            && let Some(failure) = self.policies_unlisted.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+        {
+            return Some(Err(policies_unreadable(failure)));
+        }
+        if listed != POLICIES | NAMESPACES | RULE_SETS {
             return None;
         }
         let Some(namespace) = self.namespaces.get(&ObjectRef::new(ns)) else {

@@ -15,6 +15,7 @@ use super::resolve::Resolved;
 use super::roll_out::RolledOut;
 use super::status;
 use super::tally::{self, Pacing};
+use super::usage;
 use crate::controllers::writes::events::EventType;
 use crate::crd::{RolloutStatus, ZundokoNamespacedRules, ZundokoRules, ZundokoRulesStatus};
 use crate::supply::tenant::Tenant;
@@ -23,19 +24,37 @@ use crate::supply::tenant::Tenant;
 pub(super) const TENANT_CONFIGMAP_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Record what the reconcile found; the requeue.
-pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources, rolled: &RolledOut, desired: ZundokoRulesStatus) -> Result<Action, Error> {
+pub(super) async fn record(zr: &ZundokoRules, ctx: &Context, at: &Resolved, sources: &Sources, rolled: &RolledOut, mut desired: ZundokoRulesStatus) -> Result<Action, Error> {
     let mut requeue = tally::requeue(&pacing(zr, at, sources, rolled, ctx.sources.min_poll()), rolled.now);
     // A tenant's ConfigMap is not watched (the operator may read only it, by name): read again.
     let reads_configmap = [Some(&sources.stable), sources.candidate.as_ref()].into_iter().flatten().any(|c| c.spec.oci().is_none());
     if at.tenant != Tenant::Cluster && reads_configmap {
         requeue = requeue.min(TENANT_CONFIGMAP_POLL);
     }
+    if let Some(retry_in) = sources.retry_in {
+        requeue = retry_in;
+    }
     if !at.writes {
         // Its count is written again at the next reconcile: a failure here fails nothing else.
         if let Err(error) = count_own(ctx, zr, &at.uid, &at.me, rolled.rollout.as_ref()).await {
             warn!(rules = %at.name, %error, "could not write this replica's count of the candidate's decisions");
         }
-    } else if at.before.as_ref() != Some(&desired) {
+    } else {
+        // This tenant's use, folded into this write (usage.rs): taken at most every USAGE_EVERY.
+        let before = at.before.as_ref().and_then(|b| b.usage.as_ref());
+        let looked = ctx.with_memo(&at.uid, |m| m.usage_looked);
+        let mut took = false;
+        desired.usage = usage::refreshed(before, looked, rolled.now, || {
+            took = true;
+            usage::take(ctx, &at.tenant, &at.me, rolled.now)
+        });
+        // Looked and nothing moved: not looked at again for USAGE_EVERY (what moved is written,
+        // or looked at again at the next reconcile if the write must wait).
+        if took && desired.usage.as_ref() == before {
+            ctx.with_memo(&at.uid, |m| m.usage_looked = Some(rolled.now));
+        }
+    }
+    if at.writes && at.before.as_ref() != Some(&desired) {
         let since_last_write = ctx.with_memo(&at.uid, |m| m.written.as_ref().map(|w| w.1.elapsed()));
         if let Some(wait) = tally::write_wait(since_last_write) {
             return Ok(Action::requeue(wait));

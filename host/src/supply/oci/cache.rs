@@ -195,7 +195,12 @@ impl BlobCache {
             return;
         }
         let folder = self.disk.folder(kept);
-        let written = folder.create_new().and_then(|mut made| made.file.write_all(bytes).and_then(|()| made.publish(name)));
+        // Its owner recorded first (`DiskCache::own`): a file in place always has one.
+        let written = folder.create_new().and_then(|mut made| {
+            made.file.write_all(bytes)?;
+            self.disk.own(kept, name, &tenant)?;
+            made.publish(name)
+        });
         if let Err(error) = written {
             tracing::warn!(path = %folder.path().join(name).display(), %error, "could not write to the module cache");
         }

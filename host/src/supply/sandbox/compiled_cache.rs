@@ -327,11 +327,13 @@ impl CompiledCache {
     /// The new `file` holding the code: its MAC `tag` after it, then renamed into place as
     /// `name`; and the cache brought back under its bound.
     fn put(&self, name: &str, mut file: NewFile<'_>, tag: [u8; MAC_BYTES]) {
-        let finished = file.file.write_all(&tag).and_then(|()| file.publish(name));
+        let tenant = super::compile_queue::WhoCompiles::on_this_thread().tenant();
+        // Its owner recorded first (`DiskCache::own`): a file in place always has one.
+        let finished = file.file.write_all(&tag).and_then(|()| self.disk.own(Kept::Compiled, name, &tenant)).and_then(|()| file.publish(name));
         if let Err(error) = finished {
             tracing::warn!(path = %self.folder().path().join(name).display(), %error, "could not keep a compiled module in the cache");
         }
-        self.disk.collect((Kept::Compiled, name), &super::compile_queue::WhoCompiles::on_this_thread().tenant());
+        self.disk.collect((Kept::Compiled, name), &tenant);
     }
 
     fn drop_entry(&self, name: &str) {
