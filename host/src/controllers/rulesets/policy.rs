@@ -126,6 +126,8 @@ impl Tenancy {
             rule_sets: filled(rule_sets),
             listed: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(POLICIES | NAMESPACES | RULE_SETS)),
             rule_sets_writer: std::sync::Arc::default(),
+            namespaces_unlisted: std::sync::Arc::default(),
+            policies_unlisted: std::sync::Arc::default(),
         }
     }
 
