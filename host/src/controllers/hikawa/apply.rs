@@ -100,9 +100,9 @@ impl Owed {
     }
 }
 
-/// Carry out `plan`: create the children it says, then, together, each new word's Said Event,
-/// the Events `owed`, and the status. A refused create stops the plan there and is returned;
-/// the Events of the words said before it and those owed are published all the same.
+/// Carry out `plan`: create the children it says, then each new word's Said Event and the
+/// Events `owed` (together), then the status. A refused create stops the plan there and is
+/// returned; the Events of the words said before it and those owed are published all the same.
 pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity, owed: Owed) -> Result<Applied> {
     let ns = observed.hikawa.namespace.as_str();
     let uid = observed.hikawa.uid.as_str();
@@ -161,9 +161,14 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
         return Err(error);
     }
     let desired = status::after_plan(hikawa.status.as_ref(), observed.hikawa.generation, plan, said_at, module, observed.now);
-    // The Events and the status are independent writes: sent together.
-    let (written, ()) = futures::join!(write_status(ctx, w, hikawa, desired), publish);
-    (applied.status, applied.resource_version) = written?;
+    // The Events first, the status after they were answered (or left owed): the status that
+    // counts a word is written only once its Event is there, and is the word's last write. A
+    // crash between them loses nothing (the next reconcile finds the child and writes the
+    // status; an Event sent again finds itself there), and a reconcile keeps one request at
+    // the server at a time (owed Events aside), as a client writing in turn does: sent
+    // together they were two, which on a busy server makes every request wait longer (issue 55).
+    publish.await;
+    (applied.status, applied.resource_version) = write_status(ctx, w, hikawa, desired).await?;
     Ok(applied)
 }
 
