@@ -12,6 +12,7 @@ use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
+use zundoko_operator::controllers::hikawa::provenance::{DECISION, Provenance};
 use zundoko_operator::supply::contract::rules::{NativeRules, Rules};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 
@@ -68,13 +69,27 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
 
     // One Normal Event per word, the song in order: each there before the status counted it.
     let events = cluster.events_for("default", "hikawa-sample").await;
-    let notes: Vec<String> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).map(|e| e.note.clone().unwrap()).collect();
+    let said: Vec<&Event> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).collect();
+    let notes: Vec<String> = said.iter().map(|e| e.note.clone().unwrap()).collect();
     // Each note is the word, then the module and the decision that said it.
     let words: Vec<&str> = notes.iter().map(|n| n.split(" · ").next().unwrap()).collect();
     let mut expected = song.words.clone();
     expected.push("Ki-yo-shi!".into());
     assert_eq!(words, expected);
-    assert!(notes.iter().all(|n| n.contains(&format!("said by zundoko-classic 0.1.0 ({})", module.digest)) && n.contains("input sha256:")), "{notes:?}");
+    let module_named = format!(" · zundoko-classic 0.1.0 ({}), decision i=", &module.digest[.."sha256:".len() + 12]);
+    for event in &said {
+        let note = event.note.as_deref().unwrap();
+        let (_, decision) = note.split_once(&module_named).unwrap_or_else(|| panic!("{note:?} names not the module as {module_named:?}"));
+        // The decision it names is the one recorded on the child the Event is related to.
+        let child = event.related.as_ref().and_then(|r| r.name.clone()).unwrap();
+        let annotations = match event.related.as_ref().and_then(|r| r.kind.as_deref()) {
+            Some("Kiyoshi") => Api::<zundoko_operator::crd::Kiyoshi>::namespaced(cluster.client.clone(), "default").get(&child).await.unwrap().metadata.annotations,
+            _ => Api::<zundoko_operator::crd::Zundoko>::namespaced(cluster.client.clone(), "default").get(&child).await.unwrap().metadata.annotations,
+        };
+        let recorded = Provenance::parse(&annotations.unwrap()[DECISION]).unwrap();
+        assert_eq!(decision.len(), 8, "{note:?}");
+        assert!(recorded.input.starts_with(decision), "{note:?} against the child's decision i={}", recorded.input);
+    }
     assert!(events.iter().all(|e| e.type_.as_deref() == Some("Normal")));
     operator.stop().await;
 }
