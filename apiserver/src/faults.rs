@@ -53,6 +53,8 @@ pub(crate) struct Conn {
     id: u64,
     /// The User-Agent of its latest request ("" before the first).
     user_agent: Mutex<String>,
+    /// The User-Agent of its first request: the client it is counted for (`connections.rs`).
+    first_user_agent: std::sync::OnceLock<String>,
     /// Partitioned: nothing more is written to it, and it is closed when the partition heals.
     /// Never reset, so a body that stopped for it need not be woken.
     held: AtomicBool,
@@ -65,6 +67,14 @@ impl Conn {
         if *cur != ua {
             *cur = ua.to_string();
         }
+    }
+    /// Records `ua` as the client of the connection if this is its first request; true then.
+    pub(crate) fn first_request(&self, ua: &str) -> bool {
+        self.first_user_agent.set(ua.to_string()).is_ok()
+    }
+    /// The User-Agent of its first request (`None` before one came).
+    pub(crate) fn client(&self) -> Option<&str> {
+        self.first_user_agent.get().map(String::as_str)
     }
     pub(crate) fn hold(&self) {
         self.held.store(true, Ordering::SeqCst);
@@ -289,7 +299,7 @@ impl Faults {
     /// Registers a new connection.
     pub(crate) fn connect(&self) -> Arc<Conn> {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let conn = Arc::new(Conn { id, user_agent: Mutex::new(String::new()), held: AtomicBool::new(false), close: Notify::new() });
+        let conn = Arc::new(Conn { id, user_agent: Mutex::new(String::new()), first_user_agent: std::sync::OnceLock::new(), held: AtomicBool::new(false), close: Notify::new() });
         lock(&self.conns).insert(id, conn.clone());
         conn
     }

@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 use crate::AuthorizationMode;
 use crate::authn;
+use crate::connections::Connections;
 use crate::cost::{self, Cost, Facts};
 use crate::discovery;
 use crate::route::{ResourceReq, parse_query, parse_resource_path, selected_name};
@@ -72,6 +73,7 @@ pub struct Inner {
     /// How many were answered, their durations and facts, by the same key (watches excluded).
     pub durations: Mutex<HashMap<(String, String, String), cost::Tally>>,
     pub cost: Cost,
+    pub connections: Connections,
     pub addr: SocketAddr,
     pub bookmark_every: Duration,
     pub authorization: AuthorizationMode,
@@ -86,6 +88,7 @@ impl Inner {
             counts: Mutex::new(HashMap::new()),
             durations: Mutex::new(HashMap::new()),
             cost: Cost::default(),
+            connections: Connections::default(),
             addr,
             bookmark_every,
             authorization,
@@ -113,6 +116,7 @@ pub async fn serve(inner: Arc<Inner>, listener: TcpListener) {
             }
         };
         let _ = stream.set_nodelay(true);
+        inner.connections.accepted();
         let conn = inner.faults.connect();
         let i2 = inner.clone();
         tokio::spawn(async move {
@@ -128,6 +132,9 @@ pub async fn serve(inner: Arc<Inner>, listener: TcpListener) {
                 _ = conn.closing() => {}
             }
             i2.faults.disconnect(&conn);
+            if let Some(client) = conn.client() {
+                i2.connections.closed(client);
+            }
         });
     }
 }
@@ -229,6 +236,9 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         duration: Duration::ZERO,
     };
     conn.set_user_agent(&record.user_agent);
+    if conn.first_request(&record.user_agent) {
+        inner.connections.first_request(&record.user_agent);
+    }
     let hold = inner.faults.hold_if_partitioned(&conn, &record.user_agent);
     if hold != Hold::No {
         // Read, logged, never answered: the connection waits to be closed. A write held

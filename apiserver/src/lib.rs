@@ -7,6 +7,7 @@
 
 mod authn;
 mod celrules;
+pub mod connections;
 mod convert;
 pub mod cost;
 mod discovery;
@@ -170,6 +171,12 @@ impl ApiServer {
         let mut all: Vec<_> = durations.iter().map(|(k, t)| (k.clone(), *t)).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
+    }
+
+    /// The TCP connections accepted so far: in all (with or without a request), and by
+    /// client (the User-Agent of each connection's first request), sorted.
+    pub fn connections(&self) -> (u64, Vec<(String, connections::ClientConnections)>) {
+        (self.inner.connections.total(), self.inner.connections.by_client())
     }
 
     /// Watch events sent to all watchers so far (bookmarks included) and their bytes.

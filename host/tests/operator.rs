@@ -12,6 +12,7 @@ use common::{fixture_bytes, module_bytes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
+use zundoko_operator::controllers::hikawa::provenance::{DECISION, Provenance};
 use zundoko_operator::supply::contract::rules::{NativeRules, Rules};
 use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 
@@ -66,20 +67,56 @@ async fn the_sample_sings_a_valid_song_with_status_events_and_intervals() {
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Decided"));
     assert_eq!(hikawa.spec.num_zundokos, None, "the operator never writes the spec");
 
-    // One Normal Event per word, the song in order. (A word's Event and the status that counts
-    // it are written together: the last Event may land just after the status.)
-    let said = async || cluster.events_for("default", "hikawa-sample").await.iter().filter(|e| e.reason.as_deref() == Some("Said")).count();
-    eventually("an Event for every word", Duration::from_secs(10), async || said().await > song.words.len()).await;
+    // One Normal Event per word, the song in order: each there before the status counted it.
     let events = cluster.events_for("default", "hikawa-sample").await;
-    let notes: Vec<String> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).map(|e| e.note.clone().unwrap()).collect();
+    let said: Vec<&Event> = events.iter().filter(|e| e.reason.as_deref() == Some("Said")).collect();
+    let notes: Vec<String> = said.iter().map(|e| e.note.clone().unwrap()).collect();
     // Each note is the word, then the module and the decision that said it.
     let words: Vec<&str> = notes.iter().map(|n| n.split(" · ").next().unwrap()).collect();
     let mut expected = song.words.clone();
     expected.push("Ki-yo-shi!".into());
     assert_eq!(words, expected);
-    assert!(notes.iter().all(|n| n.contains(&format!("said by zundoko-classic 0.1.0 ({})", module.digest)) && n.contains("input sha256:")), "{notes:?}");
+    let module_named = format!(" · zundoko-classic 0.1.0 ({}), decision i=", &module.digest[.."sha256:".len() + 12]);
+    for event in &said {
+        let note = event.note.as_deref().unwrap();
+        let (_, decision) = note.split_once(&module_named).unwrap_or_else(|| panic!("{note:?} names not the module as {module_named:?}"));
+        // The decision it names is the one recorded on the child the Event is related to.
+        let child = event.related.as_ref().and_then(|r| r.name.clone()).unwrap();
+        let annotations = match event.related.as_ref().and_then(|r| r.kind.as_deref()) {
+            Some("Kiyoshi") => Api::<zundoko_operator::crd::Kiyoshi>::namespaced(cluster.client.clone(), "default").get(&child).await.unwrap().metadata.annotations,
+            _ => Api::<zundoko_operator::crd::Zundoko>::namespaced(cluster.client.clone(), "default").get(&child).await.unwrap().metadata.annotations,
+        };
+        let recorded = Provenance::parse(&annotations.unwrap()[DECISION]).unwrap();
+        assert_eq!(decision.len(), 8, "{note:?}");
+        assert!(recorded.input.starts_with(decision), "{note:?} against the child's decision i={}", recorded.input);
+    }
     assert!(events.iter().all(|e| e.type_.as_deref() == Some("Normal")));
     operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_words_status_is_written_only_after_its_event_was_answered() {
+    // Every request held 30 ms by the server: an Event and a status sent together would both
+    // come before either was answered.
+    let cluster = Cluster::start().await;
+    cluster.server.faults().set_latency(Duration::from_millis(30));
+    let operator = cluster.operator(Arc::new(NativeRules::new(zundoko_rules::classic())), quick_settings());
+    cluster.create_hikawa("default", "in-turn", 0, &[]).await;
+    cluster.wait_kiyoshied("default", &["in-turn".to_string()], Duration::from_secs(120)).await;
+    operator.stop().await;
+    let mut log = cluster.server.requests();
+    log.sort_by_key(|r| r.at);
+    let is_child = |r: &zundoko_apiserver::RequestRecord| r.verb == "create" && (r.resource == "zundokos" || r.resource == "kiyoshis") && r.code == 201;
+    let starts: Vec<usize> = log.iter().enumerate().filter(|(_, r)| is_child(r)).map(|(i, _)| i).collect();
+    let words = cluster.song("default", "in-turn").await.words.len() + 1;
+    assert_eq!(starts.len(), words, "a create per word");
+    // Each word's requests, from its child's create to the next word's.
+    for (n, window) in starts.iter().zip(starts.iter().skip(1).chain([&log.len()])).map(|(&from, &to)| &log[from..to]).enumerate() {
+        let event = window.iter().find(|r| r.verb == "create" && r.resource == "events").unwrap_or_else(|| panic!("word {n}: no Said Event"));
+        let status = window.iter().find(|r| r.verb == "patch" && r.resource == "hikawas" && r.subresource == "status").unwrap_or_else(|| panic!("word {n}: no status"));
+        let answered = event.at + event.duration;
+        assert!(status.at >= answered, "word {n}: the status came {:?} before its Event was answered", answered.duration_since(status.at).unwrap_or_default());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

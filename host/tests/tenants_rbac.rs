@@ -130,7 +130,12 @@ fn refused<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Status 
 }
 
 fn forbidden_message(object: &str, verb: &str, resource: &str, scope: &str) -> String {
-    format!("{object} is forbidden: User {:?} cannot {verb} resource {resource:?} in API group {GROUP:?} {scope}", tenant(B))
+    forbidden_message_to(B, object, verb, resource, scope)
+}
+
+/// kube-apiserver's refusal of `verb` to the tenant of namespace `ns`.
+fn forbidden_message_to(ns: &str, object: &str, verb: &str, resource: &str, scope: &str) -> String {
+    format!("{object} is forbidden: User {:?} cannot {verb} resource {resource:?} in API group {GROUP:?} {scope}", tenant(ns))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,7 +167,7 @@ async fn tenants_holding_only_their_namespaces_edit_role_bring_their_own_rules_a
     }))
     .unwrap();
     let no = refused(Api::<zundoko_operator::crd::Zundoko>::namespaced(a.clone(), A).create(&PostParams::default(), &forged).await);
-    assert_eq!(no.message, forbidden_message(&format!("zundokos.{GROUP}"), "create", "zundokos", "in the namespace \"team-a\""));
+    assert_eq!(no.message, forbidden_message_to(A, &format!("zundokos.{GROUP}"), "create", "zundokos", "in the namespace \"team-a\""));
 
     // B brings its own in its namespace: allowed; its namespace grants the operator no read.
     put_module(&b, B, "rules-b", &module_bytes("zundoko-classic")).await;

@@ -8,6 +8,7 @@ mod cel;
 #[path = "../../../host/tests/common/ci.rs"]
 mod ci;
 mod common;
+mod connections;
 mod cost;
 mod crud;
 mod deletion;

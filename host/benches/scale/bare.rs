@@ -3,7 +3,7 @@
 //! create its Said Event (its word as the note), merge-patch the Hikawa's status with what the
 //! rules said (numZundokosSaid, kiyoshied, phase). Against it the operator's words/s show
 //! what its own writes cost the server beyond the words' (bigger status and Event, managedFields,
-//! watches, Leases, two requests in flight per reconcile).
+//! watches, Leases).
 
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -4,8 +4,8 @@
 //!
 //! - `ceiling`: the API server's own ceiling for the operator's writes. No operator: a client
 //!   process (this benchmark re-run as `ZUNDOKO_BENCH_ROLE=ceiling`) with the operator's own
-//!   client stack and write path (`apply::apply`: create the child, then its Event and the
-//!   status merge patch together) sings the same songs (the classic rules, called natively),
+//!   client stack and write path (`apply::apply`: create the child, then its Event, then the
+//!   status merge patch) sings the same songs (the classic rules, called natively),
 //!   one word per Hikawa at a time, `concurrency` words in flight: the operator's structure
 //!   (a reconcile is one word of one Hikawa, `concurrency` reconciles at once) without its
 //!   watches, caches and reconciles.
@@ -40,7 +40,9 @@
 //! `ceiling,wasm,ceiling` with it: the ceiling before and after the operator, so load from
 //! elsewhere on the machine weighs on both alike; the ratios are against their mean; `python`
 //! and `js` are the classic rules in those languages, `module=FILE` any module, named by its
-//! file: `wasm,module=target/modules/my-rules.wasm` puts a rule set of yours beside Rust's),
+//! file: `wasm,module=target/modules/my-rules.wasm` puts a rule set of yours beside Rust's;
+//! `bin=FILE` is the `wasm` run by another build of the operator, named by its file, so a
+//! change is measured before and after in one run: `bare,bin=/tmp/before,bare,wasm`),
 //! `ZUNDOKO_BENCH_PERF=FILE` (records the operator's first run with `perf record --call-graph
 //! dwarf` into FILE, from its first Hikawa to its last Kiyoshi; dev tooling, needs linux-perf),
 //! `ZUNDOKO_BENCH_LOG` (the operator's log filter, default `info` as the operator's own, with
@@ -125,7 +127,7 @@ async fn bench() {
     assert!(Path::new(module).exists(), "run `make guest` first");
     println!("Scale: Hikawas with intervalMillis 0, from creation to every Kiyoshi; a fresh local API server process per run.");
     println!("ceiling: no operator; a client process with the operator's client stack and write path (per word: create the child, then");
-    println!("         its Event and the status merge patch together), the classic rules called natively, one word per Hikawa at a time,");
+    println!("         its Event, then the status merge patch), the classic rules called natively, one word per Hikawa at a time,");
     println!("         {concurrency} words in flight (the operator: {concurrency} reconciles at once, a reconcile is one word of one Hikawa).");
     println!("wasm:    zundoko-operator run --module zundoko-classic.wasm --concurrency {concurrency} (its own process); native: --native-rules classic.");
     println!("words = children (Zundokos and Kiyoshis), each a child, an Event and a status write; seconds from the first Hikawa created");
@@ -154,13 +156,13 @@ async fn bench() {
                 let mut r = match run.trim() {
                     "ceiling" => run_ceiling(n, concurrency, latency_ms, false).await,
                     "bare" => run_ceiling(n, concurrency, latency_ms, true).await,
-                    "wasm" => run_operator("wasm", n, concurrency, latency_ms, &["--module", module], record).await,
-                    "native" => run_operator("native", n, concurrency, latency_ms, &["--native-rules", "classic"], record).await,
+                    "wasm" => run_operator(OPERATOR, "wasm", n, concurrency, latency_ms, &["--module", module], record).await,
+                    "native" => run_operator(OPERATOR, "native", n, concurrency, latency_ms, &["--native-rules", "classic"], record).await,
                     // The classic rules in Python and JavaScript (make guest-langs).
                     lang @ ("python" | "js") => {
                         let file = if lang == "python" { "zundoko-classic-py.wasm" } else { "zundoko-classic-js.wasm" };
                         let module = format!("{}/../target/modules/{file}", env!("CARGO_MANIFEST_DIR"));
-                        run_operator(lang, n, concurrency, latency_ms, &["--module", &module, "--cache-dir", &cache], record).await
+                        run_operator(OPERATOR, lang, n, concurrency, latency_ms, &["--module", &module, "--cache-dir", &cache], record).await
                     }
                     // Any module, say one of your own rule sets (`module=target/modules/my-rules.wasm`),
                     // named by its file; its songs must end in a Kiyoshi with no params.
@@ -171,9 +173,18 @@ async fn bench() {
                         let module = if Path::new(given).is_file() { given } else { from_root.as_str() };
                         assert!(Path::new(module).is_file(), "ZUNDOKO_BENCH_RUNS: no module file {given:?}");
                         let name = Path::new(module).file_stem().map_or("module".into(), |stem| stem.to_string_lossy().into_owned());
-                        run_operator(&name, n, concurrency, latency_ms, &["--module", module, "--cache-dir", &cache], record).await
+                        run_operator(OPERATOR, &name, n, concurrency, latency_ms, &["--module", module, "--cache-dir", &cache], record).await
                     }
-                    other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, wasm, native, python, js, module=FILE)"),
+                    // Another build of the operator (say main's, copied aside), singing the
+                    // classic module as `wasm` does, named by its file: before and after a
+                    // change in one run, `bare,bin=/tmp/before,bare,wasm`.
+                    other if other.starts_with("bin=") => {
+                        let binary = &other["bin=".len()..];
+                        assert!(Path::new(binary).is_file(), "ZUNDOKO_BENCH_RUNS: no operator binary {binary:?}");
+                        let name = Path::new(binary).file_name().map_or("bin".into(), |f| f.to_string_lossy().into_owned());
+                        run_operator(binary, &name, n, concurrency, latency_ms, &["--module", module], record).await
+                    }
+                    other => panic!("unknown run {other:?} in ZUNDOKO_BENCH_RUNS (ceiling, bare, wasm, native, python, js, module=FILE, bin=FILE)"),
                 };
                 let repeats = runs.iter().filter(|p: &&Run| p.name.split(' ').next() == Some(r.name.as_str())).count();
                 if repeats > 0 {

@@ -26,11 +26,15 @@ pub(crate) fn operator_env() -> Vec<(String, String)> {
         .collect()
 }
 
-pub(crate) async fn run_operator(name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
+/// The operator this benchmark was built with.
+pub(crate) const OPERATOR: &str = env!("CARGO_BIN_EXE_zundoko-operator");
+
+/// A run of the operator's process `binary`, named `name`.
+pub(crate) async fn run_operator(binary: &str, name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
     let server = fresh_server(latency_ms).await;
     let port = free_port();
     let log = std::env::var("ZUNDOKO_BENCH_LOG").unwrap_or_else(|_| "info".into());
-    let mut operator: Child = Command::new(env!("CARGO_BIN_EXE_zundoko-operator"))
+    let mut operator: Child = Command::new(binary)
         .arg("run")
         .args(rules_args)
         .args(["--http-addr", &format!("127.0.0.1:{port}"), "--concurrency", &concurrency.to_string()])

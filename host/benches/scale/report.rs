@@ -81,6 +81,12 @@ pub(crate) fn print_runs(n: usize, concurrency: u16, latency_ms: u64, runs: &[Ru
             r.mean_facts("patch", "hikawas", "status")
         );
     }
+    // The connections the server accepted, by client: a new one costs a real server a TLS
+    // handshake, and HTTP/1.1 needs one per request in flight.
+    for r in runs.iter().filter(|r| r.connections_total > 0) {
+        let clients: Vec<String> = r.connections.iter().map(|(agent, accepted, most)| format!("{agent:?} {accepted} (most open at once {most})")).collect();
+        println!("{:<8} connections accepted: {} in all; by client: {}", r.name, r.connections_total, clients.join(", "));
+    }
     if let Some(r) = runs.iter().find(|r| !r.sizes.is_empty()) {
         println!("{}", r.sizes);
     }

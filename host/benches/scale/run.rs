@@ -32,6 +32,10 @@ pub(crate) struct Run {
     /// what the cost model charged them for (object, body and managedFields bytes, watchers),
     /// by (verb, resource, subresource): apiserver_request_duration_seconds.
     pub(crate) durations: Vec<Tallied>,
+    /// The TCP connections the API server accepted: in all, and per client (its User-Agent,
+    /// connections accepted, the most open at once).
+    pub(crate) connections_total: u64,
+    pub(crate) connections: Vec<(String, u64, u64)>,
     pub(crate) watch_events: u64,
     pub(crate) watch_bytes: u64,
 }

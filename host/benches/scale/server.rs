@@ -4,7 +4,8 @@
 use super::*;
 
 /// The API server process: serves until its stdin closes, then prints what it counted and its
-/// CPU time (`requests verb/resource/subresource=count,...`, `watch EVENTS BYTES`, `cpu SECONDS`).
+/// CPU time (`requests verb/resource/subresource=count,...`, `watch EVENTS BYTES`, `cpu SECONDS`,
+/// `connections TOTAL`, then `connection ACCEPTED MOST_OPEN USER-AGENT` per client).
 pub(crate) async fn apiserver_process() {
     let server = serve().await;
     let latency_ms: u64 = env_number("ZUNDOKO_BENCH_LATENCY_MS", 0);
@@ -22,6 +23,12 @@ pub(crate) async fn apiserver_process() {
         }).collect();
     println!("durations {}", durations.join(","));
     println!("cpu {:.3}", cpu_seconds("self"));
+    let (total, clients) = server.connections();
+    println!("connections {total}");
+    for (agent, c) in clients {
+        // The User-Agent last: it may hold spaces.
+        println!("connection {} {} {agent}", c.accepted, c.most_open);
+    }
     std::process::exit(0);
 }
 
@@ -88,6 +95,14 @@ impl Server {
                             Some((key, n, sum, facts))
                         })
                         .collect()
+                }
+                "connections" => run.connections_total = rest.trim().parse().unwrap_or(0),
+                "connection" => {
+                    let mut fields = rest.splitn(3, ' ');
+                    let (accepted, most_open) = (fields.next().and_then(|x| x.parse().ok()), fields.next().and_then(|x| x.parse().ok()));
+                    if let (Some(accepted), Some(most_open)) = (accepted, most_open) {
+                        run.connections.push((fields.next().unwrap_or("").to_string(), accepted, most_open));
+                    }
                 }
                 "watch" => {
                     let mut n = rest.split(' ').filter_map(|x| x.parse().ok());

@@ -100,9 +100,9 @@ impl Owed {
     }
 }
 
-/// Carry out `plan`: create the children it says, then, together, each new word's Said Event,
-/// the Events `owed`, and the status. A refused create stops the plan there and is returned;
-/// the Events of the words said before it and those owed are published all the same.
+/// Carry out `plan`: create the children it says, then each new word's Said Event and the
+/// Events `owed` (together), then the status. A refused create stops the plan there and is
+/// returned; the Events of the words said before it and those owed are published all the same.
 pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observed, plan: &Plan, module: &ModuleIdentity, owed: Owed) -> Result<Applied> {
     let ns = observed.hikawa.namespace.as_str();
     let uid = observed.hikawa.uid.as_str();
@@ -161,19 +161,39 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
         return Err(error);
     }
     let desired = status::after_plan(hikawa.status.as_ref(), observed.hikawa.generation, plan, said_at, module, observed.now);
-    // The Events and the status are independent writes: sent together.
-    let (written, ()) = futures::join!(write_status(ctx, w, hikawa, desired), publish);
-    (applied.status, applied.resource_version) = written?;
+    // The Events first, the status after they were answered (or left owed): the status that
+    // counts a word is written only once its Event is there, and is the word's last write. A
+    // crash between them loses nothing (the next reconcile finds the child and writes the
+    // status; an Event sent again finds itself there), and a reconcile keeps one request at
+    // the server at a time (owed Events aside), as a client writing in turn does: sent
+    // together they were two, which on a busy server makes every request wait longer (issue 55).
+    publish.await;
+    (applied.status, applied.resource_version) = write_status(ctx, w, hikawa, desired).await?;
     Ok(applied)
 }
 
-/// A Said Event's note: the word (what `kubectl get events` shows first), then the module and
-/// the decision (entropy, input digest) that said it, so the Event alone names them.
+/// Hex digits of a module's digest, and of its decision's input digest, that a Said Event's
+/// note carries: enough for a person to tell modules and decisions apart; the whole of both
+/// is on the child (its decision annotation) and the module's in the Hikawa's status.
+const NOTE_DIGEST_HEX: usize = 12;
+const NOTE_INPUT_HEX: usize = 8;
+
+/// A Said Event's note: the word (what `kubectl get events` shows first), then the module that
+/// said it (name, version, a digest prefix) and the decision (`i=`, a prefix of its input
+/// digest, as in the decision annotation of the child the Event's `related` names, which holds
+/// the rest: entropy, time, status seen, replica). Short, as every word's Event is written to
+/// and stored by the API server (issue 55): after the word, 68 bytes for the classic module
+/// where the whole digest, the entropy and 16 hex of the input made 166.
 fn said_note(word: &str, module: &ModuleIdentity, decision: Option<&Provenance>) -> String {
     let Some(d) = decision else { return word.to_string() };
     // The module's name and version are its own text: escaped.
     let name = crate::text::printable(&format!("{} {}", module.info.name, module.info.version), 256);
-    format!("{word} · said by {name} ({}), entropy {:#018x}, input sha256:{}", module.digest, d.entropy, &d.input[..16])
+    let digest = match module.digest.strip_prefix("sha256:") {
+        Some(hex) => format!("sha256:{}", hex.get(..NOTE_DIGEST_HEX).unwrap_or(hex)),
+        // `native:<name>`: short already.
+        None => module.digest.clone(),
+    };
+    format!("{word} · {name} ({digest}), decision i={}", d.input.get(..NOTE_INPUT_HEX).unwrap_or(&d.input))
 }
 
 /// A word's Said Event; if no connection carries it, it waits for the Hikawa's next reconcile.
@@ -230,6 +250,34 @@ mod tests {
             assert!(value.chars().last().unwrap().is_ascii_alphanumeric());
         }
         assert_ne!(label_value(&format!("{}1", "e".repeat(70))), label_value(&format!("{}2", "e".repeat(70))), "distinct");
+    }
+
+    #[test]
+    fn a_said_note_names_the_word_the_module_and_the_decision_in_few_bytes() {
+        let module = ModuleIdentity {
+            info: zundoko_rules::ModuleInfo { name: "zundoko-classic".into(), version: "0.1.0".into(), description: String::new() },
+            digest: format!("sha256:{}", "9f2c".repeat(16)),
+            size: 1,
+        };
+        let decision = Provenance {
+            module: module.digest.clone(),
+            contract: "0.1.0".into(),
+            entropy: u64::MAX,
+            now: 1_500,
+            generation: 1,
+            status: Default::default(),
+            replica: "r".into(),
+            input: "5be0".repeat(16),
+        };
+        let note = said_note("Zun", &module, Some(&decision));
+        assert_eq!(note, "Zun · zundoko-classic 0.1.0 (sha256:9f2c9f2c9f2c), decision i=5be05be0");
+        assert_eq!(note.split(" · ").next(), Some("Zun"), "the word first, as readers split it");
+        assert!(note.len() <= 3 + 75, "{} bytes", note.len());
+        // Rules linked into the host: their digest is their name.
+        let native = ModuleIdentity { digest: "native:classic".into(), ..module };
+        assert_eq!(said_note("Doko", &native, Some(&decision)), "Doko · zundoko-classic 0.1.0 (native:classic), decision i=5be05be0");
+        // An Event sent again by another sender knows no decision: the word alone.
+        assert_eq!(said_note("Zun", &native, None), "Zun");
     }
 
     #[test]
