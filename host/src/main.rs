@@ -45,6 +45,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
         Command::CompileModule(args) => cli::compile_module(args),
         Command::Test(args) => cli::test(args, &mut stdout),
         Command::Crd => cli::crd(&mut stdout),
+        Command::GrantReads(args) => cli::grant_reads(args, &mut stdout),
         Command::Explain(args) => cli::explain::run(args, &mut stdout).await,
     }
 }

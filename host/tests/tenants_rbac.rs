@@ -63,21 +63,15 @@ fn edit_binding(ns: &str) -> Value {
     })
 }
 
-/// docs/tenants.md's Role: the operator may read this one ConfigMap in the tenant's namespace.
-fn operator_reads(ns: &str, configmap: &str) -> [Value; 2] {
-    [
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "zundoko-operator-reads", "namespace": ns},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [configmap], "verbs": ["get"]}],
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "zundoko-operator-reads", "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "zundoko-operator-reads"},
-            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
-        }),
-    ]
+/// The Role `zundoko-operator grant-reads` prints (docs/tenants.md's): the operator may read
+/// this one ConfigMap in the tenant's namespace, for deploy/'s service account.
+fn operator_reads(ns: &str, configmap: &str) -> Vec<Value> {
+    let out = common::operator_cli(&["grant-reads", "--namespace", ns, "--configmap", configmap], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = common::deploy::documents(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(docs.iter().map(|d| d["kind"].as_str().unwrap_or_default()).collect::<Vec<_>>(), ["Role", "RoleBinding"]);
+    assert_eq!(docs[1]["subjects"][0], json!({"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}), "deploy/'s account by default");
+    docs
 }
 
 /// A tenant's own ConfigMap with its module, written with its own client.

@@ -68,6 +68,10 @@ pub enum Command {
     /// time, input digest), replayed in the sandbox and compared with what was written; or why
     /// it is not singing (status, conditions, Events, rule set). Needs only read access.
     Explain(ExplainArgs),
+    /// Print the Role and RoleBinding a tenant's namespace admin applies so the operator may
+    /// read the pull secrets and ConfigMaps its rule sets name there, and nothing else
+    /// (`get` by name: the operator has no read of Secrets or ConfigMaps of its own).
+    GrantReads(GrantReadsArgs),
     /// (Internal: what `run` starts to compile a big module in a child process.) Compile the
     /// module on stdin, within --max-compile-mib of memory, and write its code to stdout.
     #[command(hide = true, name = crate::supply::sandbox::compiler_process::VERB)]
@@ -520,6 +524,24 @@ pub struct KeygenArgs {
     /// Write OUT.key and OUT.pub (refuses to overwrite either).
     #[arg(long, value_name = "OUT")]
     pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct GrantReadsArgs {
+    /// The tenant's namespace (where its rule sets, their pull secrets and ConfigMaps are).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    pub namespace: String,
+    /// A pull secret a rule set names (`spec.source.oci.pullSecret`); repeat for more.
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+    /// A ConfigMap a rule set names (`spec.source.configMap`); repeat for more.
+    #[arg(long = "configmap", value_name = "NAME")]
+    pub configmaps: Vec<String>,
+    /// The operator's namespace and service account (deploy/'s by default).
+    #[arg(long, default_value = "zundoko-system", value_name = "NAMESPACE")]
+    pub operator_namespace: String,
+    #[arg(long, default_value = "zundoko-operator", value_name = "NAME")]
+    pub operator_account: String,
 }
 
 #[derive(Args, Debug)]

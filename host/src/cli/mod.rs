@@ -10,6 +10,7 @@ pub mod compile;
 pub mod conformance;
 pub mod crd;
 pub mod explain;
+pub mod grant;
 pub mod oci;
 pub mod run;
 pub mod simulate;
@@ -25,6 +26,7 @@ pub use check::check;
 pub use compile::compile_module;
 pub use conformance::test;
 pub use crd::crd;
+pub use grant::grant_reads;
 pub use oci::{keygen, push, sign};
 pub use run::run;
 
