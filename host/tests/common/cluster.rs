@@ -99,7 +99,8 @@ impl Cluster {
         self.operator_with_engine(self.client.clone(), "in-process", rules, settings, registry, engine)
     }
 
-    fn operator_with_engine(&self, client: Client, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings, engine: SandboxEngine) -> Operator {
+    /// The same on `engine` (say, one whose WASI modules get a set number of turns).
+    pub fn operator_with_engine(&self, client: Client, identity: &str, rules: Arc<dyn Rules>, settings: Settings, registry: zundoko_operator::supply::oci::RegistrySettings, engine: SandboxEngine) -> Operator {
         let slot = Arc::new(RulesSlot::new(rules));
         let mut shared = Shared::new(slot.clone(), Arc::new(ModuleLoader::new(engine, settings.plan_limits.clone())));
         shared.registry = zundoko_operator::supply::oci::Registry::new(registry).unwrap();
