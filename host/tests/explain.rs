@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use common::cluster::{Cluster, quick_settings};
+use common::explain::run;
 use common::compile_once::LoadOnce as _;
 use common::rules::*;
 use common::running::eventually;
@@ -20,26 +20,11 @@ use common::{module_bytes, module_path};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use zundoko_operator::cli::explain::replay::{Next, Verdict};
-use zundoko_operator::cli::explain::{Report, explain};
-use zundoko_operator::cli::{Cli, Command};
 use zundoko_operator::controllers::hikawa::provenance::{DECISION, Provenance};
 use zundoko_operator::crd::{SAID_AT, Zundoko, ZundokoRulesSpec, ZundokoSpec};
-use zundoko_operator::supply::contract::rules::Rules;
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::digest;
 use zundoko_rules::classic;
 use zundoko_rules::naming::zundoko_name;
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
-
-/// `explain` as the command line parses it, run in-process against the cluster.
-async fn run(cluster: &Cluster, argv: &[&str]) -> Report {
-    let cli = Cli::try_parse_from([&["zundoko-operator", "explain"], argv].concat()).unwrap();
-    let Command::Explain(args) = cli.command else { unreachable!() };
-    explain(&cluster.client, &args).await.unwrap()
-}
 
 /// A cluster whose operator sings with the classic rules, served by the rule set `classic`.
 async fn sung(names: &[&str]) -> (Cluster, common::cluster::Operator) {

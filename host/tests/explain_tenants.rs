@@ -8,40 +8,25 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use common::cluster::{Cluster, quick_settings};
+use common::explain::run;
 use common::module_bytes;
-use common::rules::{RULES_NS, create_rules, plain};
+use common::rules::{RULES_NS, create_rules, plain, wasm};
 use common::tenants::*;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use zundoko_operator::cli::explain::replay::Verdict;
-use zundoko_operator::cli::explain::{Report, explain};
-use zundoko_operator::cli::{Cli, Command};
+use zundoko_operator::cli::explain::Report;
 use zundoko_operator::crd::{RulesKind, TenantSources, ZundokoTenantPolicySpec};
-use zundoko_operator::supply::contract::rules::Rules;
 use zundoko_operator::supply::fetch::SIGNATURE_ANNOTATION_PREFIX;
 use zundoko_operator::supply::oci::SignKey;
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::digest;
 use zundoko_rules::{classic, strict_japanese};
 
 const A: &str = "team-a";
 const B: &str = "team-b";
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
-
-/// `explain` as the command line parses it, run in-process against the cluster.
-async fn run(cluster: &Cluster, argv: &[&str]) -> Report {
-    let cli = Cli::try_parse_from([&["zundoko-operator", "explain"], argv].concat()).unwrap();
-    let Command::Explain(args) = cli.command else { unreachable!() };
-    explain(&cluster.client, &args).await.unwrap()
-}
 
 /// Team A and team B, both selected by the policy `teams` (open); A's rule set `mine` serves
 /// the strict Japanese rules from A's ConfigMap `rules-a`.

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Operator, quick_settings};
@@ -23,8 +22,6 @@ use kube::Api;
 use kube::api::PostParams;
 use zundoko_operator::crd::{ModuleSource, OciSource, SecretReference, ZundokoRulesSpec};
 use zundoko_operator::supply::oci::{Registry, RegistrySettings, SignKey};
-use zundoko_operator::supply::contract::rules::Rules;
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::digest;
 use zundoko_operator::operator::ModuleSources;
 
@@ -38,10 +35,6 @@ const POLL: Duration = Duration::from_secs(1);
 /// the 5 s retry at 4.3-4.8 s (its failure came before the wait began). A retry that waited a
 /// period more than promised fails here (it passed with the margin at 7 s).
 const MARGIN: Duration = Duration::from_secs(3);
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
 
 async fn start(registry: RegistrySettings) -> (Cluster, Operator) {
     let cluster = Cluster::start().await;

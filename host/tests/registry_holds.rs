@@ -7,7 +7,6 @@
 mod common;
 
 use std::os::unix::fs::DirBuilderExt as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, quick_settings};
@@ -19,10 +18,8 @@ use oci_client::secrets::RegistryAuth;
 use sha2::Digest as _;
 use zundoko_operator::crd::{ModuleSource, ZundokoRulesSpec};
 use zundoko_operator::operator::ModuleSources;
-use zundoko_operator::supply::contract::rules::Rules;
 use zundoko_operator::supply::digest;
 use zundoko_operator::supply::oci::{ModuleRef, Registry, RegistrySettings};
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::oci::OciSource;
 
 /// The files of the cache's tag records, by name: what an attacker who can write the cache
@@ -67,10 +64,6 @@ async fn a_polled_tag_whose_registry_fails_keeps_what_serves_and_never_rolls_bac
     registry.push("rules/default:v1", &classic, None).await;
     eventually("the registry's answer moves it", Duration::from_secs(15), async || operator.serving() == Some(digest(&classic))).await;
     operator.stop().await;
-}
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

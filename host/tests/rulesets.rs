@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, Operator, quick_settings};
@@ -15,14 +14,8 @@ use common::{fixture_bytes, module_bytes, with_custom_section};
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
 use zundoko_operator::crd::{CandidateSpec, ModuleSource, ZundokoRulesSpec};
-use zundoko_operator::supply::contract::rules::Rules;
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::digest;
 use zundoko_rules::{classic, strict_japanese};
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
 
 /// A cluster with the rules namespace and the operator, classic as its default module.
 async fn start() -> (Cluster, Operator) {

@@ -4,28 +4,21 @@
 
 mod common;
 
-use std::sync::Arc;
 
 use common::cluster::{Cluster, Operator, quick_settings};
 use common::module_bytes;
-use common::rules::RULES_NS;
+use common::rules::{RULES_NS, wasm};
 use common::tenants::*;
 use kube::Api;
 use zundoko_operator::crd::{
     CandidateSpec, ModuleSource, OciSource, RulesKind, TenantCeilings, TenantSources, ZundokoRulesSpec, ZundokoTenantPolicy, ZundokoTenantPolicySpec,
 };
-use zundoko_operator::supply::contract::rules::Rules;
 use zundoko_operator::supply::fetch::SIGNATURE_ANNOTATION_PREFIX;
 use zundoko_operator::supply::oci::SignKey;
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::digest;
 use zundoko_rules::strict_japanese;
 
 const A: &str = "team-a";
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
 
 async fn start() -> (Cluster, Operator) {
     let cluster = Cluster::start().await;

@@ -6,25 +6,18 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, Operator, quick_settings};
 use common::module_bytes;
-use common::rules::{RULES_NS, create_rules, plain};
+use common::rules::{RULES_NS, create_rules, plain, wasm};
 use common::tenants::*;
 use zundoko_operator::crd::{ModuleSource, OciSource, RulesKind, SecretReference, ZundokoRulesSpec};
-use zundoko_operator::supply::contract::rules::Rules;
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::sources::digest;
 use zundoko_rules::{classic, strict_japanese};
 
 const A: &str = "team-a";
 const B: &str = "team-b";
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
 
 /// The rules namespace, two tenants' namespaces, and the operator (classic by default).
 async fn start() -> (Cluster, Operator) {

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use common::cluster::{Cluster, Operator, quick_settings};
 use common::tenants::*;
 use common::{fixture_bytes, module_bytes, with_custom_section};
+use common::rules::wasm;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::Api;
 use zundoko_operator::crd::{Hikawa, HikawaSpec, ModuleSource, RulesKind, RulesRef, TenantCeilings, ZundokoRulesSpec, ZundokoTenantPolicySpec};
 use zundoko_operator::supply::Tenant;
-use zundoko_operator::supply::contract::rules::Rules;
 use zundoko_operator::supply::oci::RegistrySettings;
 use zundoko_operator::supply::sandbox::{CallShares, SandboxEngine, SandboxLimits, budget};
 use zundoko_rules::{classic, strict_japanese};
@@ -35,10 +35,6 @@ const MEMORY_CEILING_MIB: u64 = 32;
 /// quarters of the ceiling (some 35 ms here: past the 10 ms that makes a module slow, so its
 /// Hikawas take the slow modules' places).
 const SLOW_SPIN: &str = "40000000";
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
 
 /// The WASI hoard fixture (classic rules unless a Hikawa's params ask it to hoard or spin)
 /// asking for the policy's fuel ceiling, made distinct by `n` (another digest: a module of its

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, quick_settings};
@@ -14,13 +13,7 @@ use common::registry::TestRegistry;
 use common::rules::*;
 use common::running::eventually;
 use zundoko_operator::crd::{ModuleSource, ZundokoRulesSpec};
-use zundoko_operator::supply::contract::rules::Rules;
 use zundoko_operator::supply::oci::{RegistrySettings, SignKey, TrustedKey};
-use zundoko_operator::supply::sandbox::{SandboxEngine, SandboxLimits};
-
-fn wasm(bytes: &[u8]) -> Arc<dyn Rules> {
-    Arc::new(SandboxEngine::new(SandboxLimits::default()).unwrap().load(bytes).unwrap())
-}
 
 fn oci(reference: &str) -> ZundokoRulesSpec {
     ZundokoRulesSpec { source: ModuleSource::oci(reference), sha256: None, candidate: None }

@@ -78,6 +78,7 @@ fn built(dir: &str, name: &str, how: &str) -> PathBuf {
 pub mod ci;
 pub mod cluster;
 pub mod deploy;
+pub mod explain;
 pub mod hostile;
 pub mod rbac;
 pub mod kubelet;

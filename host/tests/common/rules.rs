@@ -12,6 +12,12 @@ use zundoko_operator::crd::{
 
 use super::cluster::Cluster;
 
+/// A module's bytes loaded in a sandbox with the default limits: the rules an operator in
+/// process starts with.
+pub fn wasm(bytes: &[u8]) -> std::sync::Arc<dyn zundoko_operator::supply::contract::rules::Rules> {
+    std::sync::Arc::new(zundoko_operator::supply::sandbox::SandboxEngine::new(zundoko_operator::supply::sandbox::SandboxLimits::default()).unwrap().load(bytes).unwrap())
+}
+
 /// The operator reads rule sets' ConfigMaps here by default.
 pub const RULES_NS: &str = "zundoko-system";
 
