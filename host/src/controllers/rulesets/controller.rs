@@ -200,7 +200,7 @@ fn listed<K: kube::Resource<DynamicType = ()> + Clone>(ctx: &Context, store: &St
         _ => {}
     }
     // Apply and Delete come only once listed: the tags the rule sets name, told again.
-    if matches!(event, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone)) {
+    if super::policy::changes(event) {
         ctx.tell_named_tags();
     }
 }

@@ -64,8 +64,9 @@ pub fn list_outcome<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::ru
     }
 }
 
-/// Whether a watch event may change a judgement: an object applied or deleted, a list done
-/// (not a list's start or its objects one by one, before it is done).
+/// Whether a watch event may change a judgement (or what the listed objects name): an object
+/// applied or deleted, a list done (not a list's start or its objects one by one, before it is
+/// done).
 pub fn changes<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>) -> bool {
     use kube::runtime::watcher::Event;
     matches!(event, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))
