@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod names;
 mod tenants;
 pub use tenants::{
     RulesKind, RulesRef, TenantCeilings, TenantSources, TenantUsage, ZundokoNamespacedRules, ZundokoNamespacedRulesSpec, ZundokoTenantPolicy, ZundokoTenantPolicySpec,

@@ -8,6 +8,7 @@ use anyhow::{Result, ensure};
 use serde_json::{Value, json};
 
 use crate::cli::args::GrantReadsArgs;
+use crate::crd::names::{is_dns_label, is_dns_subdomain};
 
 /// The Role's and RoleBinding's name in the tenant's namespace.
 pub const NAME: &str = "zundoko-operator-reads";
@@ -54,23 +55,15 @@ pub fn objects(args: &GrantReadsArgs) -> Result<[Value; 2]> {
     ])
 }
 
-/// A namespace's name: an RFC 1123 label (at most 63 of a-z, 0-9 and '-', alphanumeric at
-/// both ends).
+/// A namespace's name, as the API server checks it.
 fn dns_label(flag: &str, name: &str) -> Result<()> {
-    let fine = (1..=63).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    ensure!(fine, "{flag} {}: not a namespace name (at most 63 of a-z, 0-9 and '-', a letter or digit at both ends)", crate::text::printable(name, 80));
+    ensure!(is_dns_label(name), "{flag} {}: not a namespace name (at most 63 of a-z, 0-9 and '-', a letter or digit at both ends)", crate::text::printable(name, 80));
     Ok(())
 }
 
-/// An object's name: an RFC 1123 subdomain (at most 253, labels of a-z, 0-9 and '-' joined by
-/// '.').
+/// An object's name, as the API server checks it.
 fn dns_subdomain(flag: &str, name: &str) -> Result<()> {
-    let fine = (1..=253).contains(&name.len())
-        && name.split('.').all(|label| !label.is_empty() && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') && !label.starts_with('-') && !label.ends_with('-'));
-    ensure!(fine, "{flag} {}: not an object name (at most 253 of a-z, 0-9, '-' and '.', a letter or digit at both ends of each part)", crate::text::printable(name, 80));
+    ensure!(is_dns_subdomain(name), "{flag} {}: not an object name (at most 253 of a-z, 0-9, '-' and '.', a letter or digit at both ends of each part)", crate::text::printable(name, 80));
     Ok(())
 }
 

@@ -55,10 +55,7 @@ impl Tenant {
         if label == CLUSTER_LABEL {
             return Some(Tenant::Cluster);
         }
-        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-';
-        let bytes = label.as_bytes();
-        let ends = |b: Option<&u8>| b.is_some_and(|b| *b != b'-');
-        (!bytes.is_empty() && bytes.len() <= 63 && bytes.iter().all(|b| allowed(*b)) && ends(bytes.first()) && ends(bytes.last())).then(|| Tenant::Namespace(label.to_owned()))
+        crate::crd::names::is_dns_label(label).then(|| Tenant::Namespace(label.to_owned()))
     }
 
     pub fn namespace(&self) -> Option<&str> {
