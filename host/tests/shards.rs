@@ -324,8 +324,11 @@ async fn a_partitioned_replica_stops_writing_for_its_shards_and_takes_its_share_
         *tally.entry((r.resource.clone(), r.subresource.clone(), r.code)).or_default() += 1;
     }
     println!("a's held song writes landed late at the heal (resource, subresource, code): {tally:?}");
-    // A child: a Zundoko, or the Kiyoshi when the held decision was a song's last word.
-    assert!(late.iter().any(|r| r.resource == "zundokos" || r.resource == "kiyoshis"), "a's decisions after the cut sent children, held: {tally:?}");
+    // The positive control: a wrote after the cut (its fence lets writes start until a
+    // request timeout before its renew deadline, 1 to 1.5 s after the cut when its renewals
+    // are on time). Usually children (6 to 8 Zundokos here), but which write of a word comes
+    // first after the cut is chance: a loaded CI machine held one status patch and nothing else.
+    assert!(!late.is_empty(), "a sent no song write after the cut, so nothing here was tested:\n{}", a.log());
     for r in late.iter().filter(|r| r.resource != "events") {
         assert_eq!(r.code, 409, "a write that landed late changed a song: {r:?}");
     }
