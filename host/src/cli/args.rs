@@ -474,10 +474,24 @@ pub struct ExplainArgs {
     /// The operator's --shards, when no child's shard label says it.
     #[arg(long, default_value_t = 32)]
     pub shards: u16,
+    /// The operator's --rules-namespaces: the pull secret a ZundokoRules names is read (with
+    /// your own credentials) only from these, as the operator reads it (default:
+    /// --operator-namespace).
+    #[arg(long, env = "ZUNDOKO_RULES_NAMESPACES", value_delimiter = ',')]
+    pub rules_namespaces: Vec<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+/// The namespaces rules are read from: `given` (`--rules-namespaces`), else the operator's own
+/// namespace, else zundoko-system; as `run` reads them and `explain` follows them.
+pub fn rules_namespaces(given: &[String], operator_namespace: Option<&str>) -> Vec<String> {
+    match given {
+        given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
+        _ => vec![operator_namespace.unwrap_or(crate::controllers::hikawa::controller::DEFAULT_RULES_NAMESPACE).to_string()],
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::cli::args::RunArgs;
+use crate::cli::args::{RunArgs, rules_namespaces};
 use crate::supply::sources::file::FileSource;
 
 impl RunArgs {
@@ -26,10 +26,7 @@ impl RunArgs {
             },
             instance: instance.clone(),
             entropy_seed: self.entropy_seed,
-            rules_namespaces: match &self.rules_namespaces {
-                given if !given.is_empty() => given.iter().map(|ns| ns.trim().to_string()).filter(|ns| !ns.is_empty()).collect(),
-                _ => vec![self.operator_namespace.clone().unwrap_or_else(|| crate::controllers::hikawa::controller::DEFAULT_RULES_NAMESPACE.into())],
-            },
+            rules_namespaces: rules_namespaces(&self.rules_namespaces, self.operator_namespace.as_deref()),
         };
         let http_addr = match self.http_addr.as_str() {
             "off" | "" => None,

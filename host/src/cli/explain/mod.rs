@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use kube::Client;
 use serde::Serialize;
 
-use crate::cli::args::{ExplainArgs, ExplainFormat};
+use crate::cli::args::{ExplainArgs, ExplainFormat, rules_namespaces};
 use crate::controllers::hikawa::provenance::Provenance;
 use crate::text::printable;
 
@@ -86,7 +86,8 @@ pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
     let engine = args.sandbox.cli_engine(args.registry.cache_dir.as_deref())?;
     let ruleset = read.ruleset.as_ref().and_then(|r| r.as_ref().ok()).cloned();
     let limits = args.sandbox.plan_limits();
-    let mut modules = module::Modules::new(&engine, limits.clone(), &args.registry, client, args.module.clone(), ruleset, read.default_module.clone());
+    let mut modules = module::Modules::new(&engine, limits.clone(), &args.registry, client, args.module.clone(), ruleset, read.default_module.clone())
+        .reading_pull_secrets_from(rules_namespaces(&args.rules_namespaces, Some(&args.operator_namespace)));
     for at in chosen {
         report.words.push(replay::replay(&read.hikawa, &read.children, at, &mut modules, &limits).await);
     }

@@ -6,8 +6,12 @@
 //! through the one fetch path (`supply/fetch.rs`: size bound, digest, signature checks as `run`
 //! makes them: an artifact verified by the rule set's own `publicKeys` beside the registry
 //! flags' trusted keys, bound to its repository with `requireIdentity`) and kept only if its
-//! digest is the one recorded. A tenant's rule set (`ZundokoNamespacedRules`) is checked by
-//! the operator's own code instead, policy and all (`tenant.rs`).
+//! digest is the one recorded. A cluster rule set's artifact is pulled with its pull secret,
+//! read with the explaining user's credentials through the operator's own reading of it
+//! (`pull_secret_auth`: from `--rules-namespaces` only); a secret that cannot be read is named,
+//! and `--registry-auth` (or nothing) is tried instead. A tenant's rule set
+//! (`ZundokoNamespacedRules`) is checked by the operator's own code instead, policy and all
+//! (`tenant.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -28,7 +32,8 @@ use crate::supply::contract::plan_check::PlanLimits;
 use crate::supply::sandbox::{RulesModule, SandboxEngine};
 use crate::supply::sources::configmap::DEFAULT_KEY;
 use crate::supply::sources::recorded::RecordedSource;
-use crate::supply::sources::rulesets::{SourceRef, SourceSpec};
+use crate::supply::sources::rulesets::{OciSpec, SourceRef, SourceSpec, pull_secret_auth};
+use crate::supply::tenant::Tenant;
 
 /// Modules by digest, fetched once each.
 pub struct Modules<'a> {
@@ -41,6 +46,8 @@ pub struct Modules<'a> {
     ruleset: Option<ZundokoRules>,
     /// For a Hikawa that names no rule set: the default module as a replica recorded it.
     default: Option<Result<DefaultModule, String>>,
+    /// The operator's `--rules-namespaces`: where a cluster rule set's pull secret may be read.
+    rules_namespaces: Vec<String>,
     /// What each source gave (by digest), and what each could not give; filled on first need.
     fetched: Option<(HashMap<String, Found>, Vec<String>)>,
     loaded: HashMap<String, Result<Arc<RulesModule>, String>>,
@@ -72,7 +79,13 @@ impl<'a> Modules<'a> {
         ruleset: Option<ZundokoRules>,
         default: Option<Result<DefaultModule, String>>,
     ) -> Self {
-        Modules { engine, plan_limits, registry, client, file, ruleset, default, fetched: None, loaded: HashMap::new() }
+        Modules { engine, plan_limits, registry, client, file, ruleset, default, rules_namespaces: Vec::new(), fetched: None, loaded: HashMap::new() }
+    }
+
+    /// A cluster rule set's pull secret read from `namespaces` only, as the operator given
+    /// them as `--rules-namespaces` reads it (none: every pull secret is refused).
+    pub fn reading_pull_secrets_from(self, namespaces: Vec<String>) -> Self {
+        Modules { rules_namespaces: namespaces, ..self }
     }
 
     /// The module whose digest is `digest`, loaded; or why it cannot be had.
@@ -171,11 +184,11 @@ impl<'a> Modules<'a> {
                     }
                 };
                 let source = Source::ConfigMap { namespace: &cm.namespace, name: &cm.name, key, object: &object };
-                self.fetch_one(source, None, &[], registry.as_deref(), &mut by_digest, &mut problems).await;
+                self.fetch_one(source, &RegistryAuth::Anonymous, &[], registry.as_deref(), &mut by_digest, &mut problems).await;
             }
             // The rule set's own `publicKeys` and `requireIdentity`, read as `run` reads them.
             if let SourceRef::Oci(oci) = SourceSpec::new(source, None, None).source {
-                let keys = match oci.keys {
+                let keys = match &oci.keys {
                     Ok(keys) => keys,
                     Err(why) => {
                         problems.push(format!("{}: InvalidPublicKey: {why}", source.oci.as_ref().map_or("", |o| o.reference.as_str())));
@@ -183,8 +196,9 @@ impl<'a> Modules<'a> {
                     }
                 };
                 let written = source.oci.as_ref().map(|o| o.reference.as_str());
+                let secret = self.pull_secret(&oci, written.unwrap_or_default(), &mut problems).await;
                 for reference in written.into_iter().chain(pinned) {
-                    self.fetch_reference(reference, &keys, oci.identity, registry.as_deref(), &mut by_digest, &mut problems).await;
+                    self.fetch_reference(reference, keys, oci.identity, secret.as_ref(), registry.as_deref(), &mut by_digest, &mut problems).await;
                 }
             }
         }
@@ -201,36 +215,67 @@ impl<'a> Modules<'a> {
                 RecordedSource::ConfigMap { namespace, name, key } => match Api::<ConfigMap>::namespaced(self.client.clone(), namespace).get(name).await {
                     Ok(object) => {
                         let source = Source::ConfigMap { namespace, name, key, object: &object };
-                        self.fetch_one(source, None, &[], registry.as_deref().ok(), by_digest, problems).await;
+                        self.fetch_one(source, &RegistryAuth::Anonymous, &[], registry.as_deref().ok(), by_digest, problems).await;
                     }
                     Err(error) => problems.push(format!("ConfigMap {namespace}/{name}: {error}")),
                 },
                 RecordedSource::Oci(reference) => match &registry {
-                    Ok(registry) => self.fetch_reference(reference, &[], false, Some(registry), by_digest, problems).await,
+                    Ok(registry) => self.fetch_reference(reference, &[], false, None, Some(registry), by_digest, problems).await,
                     Err(error) => problems.push(format!("{reference}: no registry client: {error}")),
                 },
             }
         }
     }
 
-    async fn fetch_reference(&self, reference: &str, keys: &[TrustedKey], identity: bool, registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
+    /// The credentials of a cluster rule set's artifact's pull secret, read with the
+    /// explaining user's credentials by the operator's own reading of it (so refused outside
+    /// `--rules-namespaces` with the operator's reason); `None` without one, or when it cannot
+    /// be read: then why is said, and `--registry-auth` (or nothing) is tried instead.
+    async fn pull_secret(&self, oci: &OciSpec, written: &str, problems: &mut Vec<String>) -> Option<RegistryAuth> {
+        let secret = oci.pull_secret.as_ref()?;
+        let namespaces: Vec<&str> = self.rules_namespaces.iter().map(String::as_str).collect();
+        let hint = || format!("may your credentials get secrets in {}? explain reads it with them, not the operator's", secret.namespace);
+        match pull_secret_auth(self.client, &namespaces, oci, &Tenant::Cluster, hint).await {
+            Ok(auth) => Some(auth),
+            Err(problem) => {
+                let instead = if self.registry.registry_auth.is_some() { "tried with --registry-auth instead" } else { "tried without credentials instead (no --registry-auth given)" };
+                problems.push(format!("registry {written}: {} ({}); {instead}", problem.message, problem.reason));
+                None
+            }
+        }
+    }
+
+    /// `secret`: the credentials of the rule set's pull secret; without them, `--registry-auth`'s.
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch_reference(
+        &self,
+        reference: &str,
+        keys: &[TrustedKey],
+        identity: bool,
+        secret: Option<&RegistryAuth>,
+        registry: Option<&Registry>,
+        by_digest: &mut HashMap<String, Fetched>,
+        problems: &mut Vec<String>,
+    ) {
         match reference.parse::<ModuleRef>() {
             Ok(parsed) => {
                 let source = Source::Oci { reference: &parsed, digest: None, retry: false, identity };
-                self.fetch_one(source, Some(&parsed), keys, registry, by_digest, problems).await;
+                let auth = match secret {
+                    Some(auth) => auth.clone(),
+                    None => match self.registry.auth(&parsed) {
+                        Ok(auth) => auth,
+                        Err(error) => return problems.push(format!("{}: {error}", source.origin())),
+                    },
+                };
+                self.fetch_one(source, &auth, keys, registry, by_digest, problems).await;
             }
             Err(error) => problems.push(format!("{reference}: {error}")),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn fetch_one(&self, source: Source<'_>, reference: Option<&ModuleRef>, keys: &[TrustedKey], registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
+    async fn fetch_one(&self, source: Source<'_>, auth: &RegistryAuth, keys: &[TrustedKey], registry: Option<&Registry>, by_digest: &mut HashMap<String, Fetched>, problems: &mut Vec<String>) {
         let origin = source.origin();
-        let auth = match reference.map(|r| self.registry.auth(r)).transpose() {
-            Ok(auth) => auth.unwrap_or(RegistryAuth::Anonymous),
-            Err(error) => return problems.push(format!("{origin}: {error}")),
-        };
-        match fetch_module(source, &auth, keys, registry, &Checks::default()).await {
+        match fetch_module(source, auth, keys, registry, &Checks::default()).await {
             Ok(fetched) => {
                 by_digest.insert(fetched.digest.clone(), fetched);
             }

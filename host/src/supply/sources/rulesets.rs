@@ -224,16 +224,11 @@ impl Sources {
 
     /// Refused unless `namespace` is one the operator reads rules from.
     fn allowed(&self, namespace: &str, what: &str) -> Result<(), Problem> {
-        if self.namespaces.contains_key(namespace) {
-            return Ok(());
-        }
-        let mut allowed: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
-        allowed.sort();
-        Err(Problem::new(
-            "SourceNotAllowed",
-            format!("the operator reads rules only from {what} in {} (--rules-namespaces), not from namespace {namespace}", allowed.join(", ")),
-            false,
-        ))
+        allowed_in(&self.rules_namespaces(), namespace, what)
+    }
+
+    fn rules_namespaces(&self) -> Vec<&str> {
+        self.namespaces.keys().map(String::as_str).collect()
     }
 
     /// The digest a followed tag points at now, as the registry answers (never the cache's
@@ -247,21 +242,7 @@ impl Sources {
 
     /// The credentials of an artifact's pull secret (anonymous without one).
     async fn auth(&self, oci: &OciSpec, tenant: &Tenant) -> Result<oci_client::secrets::RegistryAuth, Problem> {
-        let Some(secret) = &oci.pull_secret else { return Ok(oci_client::secrets::RegistryAuth::Anonymous) };
-        let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
-        match &tenant {
-            Tenant::Cluster => self.allowed(&secret.namespace, "pull secrets")?,
-            Tenant::Namespace(own) => own_namespace(own, &secret.namespace, "pull secret", &secret.name)?,
-        }
-        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
-        let unreadable = |why: String| Problem::new("PullSecretUnreadable", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), true);
-        let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it ({}): {e}", grant_hint(tenant, "secrets"))))?;
-        let Some(found) = found else { return Err(unreadable("does not exist (yet)".into())) };
-        let json = found.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).ok_or_else(|| {
-            Problem::new("PullSecretInvalid", format!("pull secret {}/{} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)", secret.namespace, secret.name), false)
-        })?;
-        crate::supply::oci::auth::from_docker_config(&json.0, &reference.registry)
-            .map_err(|why| Problem::new("PullSecretInvalid", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), false))
+        pull_secret_auth(&self.client, &self.rules_namespaces(), oci, tenant, || grant_hint(tenant, "secrets")).await
     }
 
     /// Check an artifact: pulled (or from the cache), checked against its digest and the
@@ -463,6 +444,49 @@ impl Sources {
         };
         Ok(Some(checked(object.metadata.resource_version.clone(), outcome)))
     }
+}
+
+/// Refused unless `namespace` is one of `rules_namespaces`, those the operator reads rules from.
+fn allowed_in(rules_namespaces: &[&str], namespace: &str, what: &str) -> Result<(), Problem> {
+    if rules_namespaces.contains(&namespace) {
+        return Ok(());
+    }
+    let mut allowed = rules_namespaces.to_vec();
+    allowed.sort();
+    Err(Problem::new(
+        "SourceNotAllowed",
+        format!("the operator reads rules only from {what} in {} (--rules-namespaces), not from namespace {namespace}", allowed.join(", ")),
+        false,
+    ))
+}
+
+/// The credentials of an artifact's pull secret (anonymous without one), read with `client`: a
+/// cluster rule set's only from `rules_namespaces` (`--rules-namespaces`), a tenant's only from
+/// its own namespace. `hint`: how the reader comes to be allowed to read it, said when it may
+/// not. The operator's reads (`Sources`) and `explain`'s, with its user's own credentials,
+/// are this one function: `explain` refuses what the operator refuses, with its words.
+pub(crate) async fn pull_secret_auth(
+    client: &Client,
+    rules_namespaces: &[&str],
+    oci: &OciSpec,
+    tenant: &Tenant,
+    hint: impl FnOnce() -> String,
+) -> Result<oci_client::secrets::RegistryAuth, Problem> {
+    let Some(secret) = &oci.pull_secret else { return Ok(oci_client::secrets::RegistryAuth::Anonymous) };
+    let reference = oci.reference.as_ref().map_err(|why| Problem::new("InvalidReference", why.clone(), false))?;
+    match &tenant {
+        Tenant::Cluster => allowed_in(rules_namespaces, &secret.namespace, "pull secrets")?,
+        Tenant::Namespace(own) => own_namespace(own, &secret.namespace, "pull secret", &secret.name)?,
+    }
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    let unreadable = |why: String| Problem::new("PullSecretUnreadable", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), true);
+    let found = api.get_opt(&secret.name).await.map_err(|e| unreadable(format!("cannot read it ({}): {e}", hint())))?;
+    let Some(found) = found else { return Err(unreadable("does not exist (yet)".into())) };
+    let json = found.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).ok_or_else(|| {
+        Problem::new("PullSecretInvalid", format!("pull secret {}/{} has no .dockerconfigjson (type kubernetes.io/dockerconfigjson)", secret.namespace, secret.name), false)
+    })?;
+    crate::supply::oci::auth::from_docker_config(&json.0, &reference.registry)
+        .map_err(|why| Problem::new("PullSecretInvalid", format!("pull secret {}/{}: {why}", secret.namespace, secret.name), false))
 }
 
 /// Refused unless a tenant's rule set names an object (`what` `name`) in its own namespace.
