@@ -41,6 +41,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("supply/disk_cache.rs", 3),
     ("supply/tenant.rs", 3),
     ("supply/shares.rs", 3),
+    ("supply/tenant_calls.rs", 3),
     ("supply/cache_shares.rs", 3),
     ("supply/cache_files.rs", 3),
     ("supply/sandbox/", 3),

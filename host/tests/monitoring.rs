@@ -185,7 +185,7 @@ fn exposed_metric_names() -> BTreeSet<String> {
     metrics.queue_depth_from("hikawa", Box::new(|| Some(0)));
     metrics.instance_reset("pagemap");
     metrics.tenants.read_with(Box::new(|| {
-        vec![zundoko_operator::process::tenant_metrics::TenantUse { namespace: "team-a".into(), call_turns: 1, compile_wait_seconds: 0.5, pulls: 1, cache_bytes: 1 }]
+        vec![zundoko_operator::process::tenant_metrics::TenantUse { namespace: "team-a".into(), call_turns: 1, calls: 1, call_seconds: 0.25, compile_wait_seconds: 0.5, pulls: 1, cache_bytes: 1 }]
     }));
     let mut names = BTreeSet::new();
     for line in metrics.encode().lines() {
@@ -341,14 +341,14 @@ fn rules_and_dashboard_query_only_metrics_the_operator_exposes() {
     }
     // What the issue asks the dashboard to show.
     let titles: Vec<&str> = dashboard["panels"].as_array().unwrap().iter().filter_map(|p| p["title"].as_str()).collect();
-    for title in ["Words/s", "Decisions by outcome", "Guest call time", "Guest fuel used", "Default module", "Rule sets", "Swaps", "Rollouts ended", "Shards held", "Shard handovers", "Memory (RSS)", "Call turns by tenant", "Compile wait by tenant", "Pulls by tenant", "Cache by tenant"] {
+    for title in ["Words/s", "Decisions by outcome", "Guest call time", "Guest fuel used", "Default module", "Rule sets", "Swaps", "Rollouts ended", "Shards held", "Shard handovers", "Memory (RSS)", "Call turns by tenant", "Calls by tenant", "Guest time by tenant", "Compile wait by tenant", "Pulls by tenant", "Cache by tenant"] {
         assert!(titles.contains(&title), "the dashboard has no panel {title:?}: {titles:?}");
     }
     for panel in dashboard["panels"].as_array().unwrap().iter().filter(|p| p["type"] != "row") {
         assert!(panel["targets"].as_array().is_some_and(|t| !t.is_empty()), "panel {} has no query", panel["title"]);
         assert!(panel["gridPos"]["w"].as_u64().is_some_and(|w| w > 0), "panel {} has no place", panel["title"]);
     }
-    for name in ["zundoko_words_total", "zundoko_guest_fuel_used_bucket", "zundoko_guest_call_duration_seconds_bucket", "zundoko_module_info", "zundoko_ruleset_info", "zundoko_module_swaps_total", "zundoko_rollouts_total", "zundoko_shards_held", "zundoko_shards", "zundoko_shard_handovers_total", "zundoko_tenant_call_turns_total", "zundoko_tenant_compile_wait_seconds_total", "zundoko_tenant_pulls_total", "zundoko_tenant_cache_bytes"] {
+    for name in ["zundoko_words_total", "zundoko_guest_fuel_used_bucket", "zundoko_guest_call_duration_seconds_bucket", "zundoko_module_info", "zundoko_ruleset_info", "zundoko_module_swaps_total", "zundoko_rollouts_total", "zundoko_shards_held", "zundoko_shards", "zundoko_shard_handovers_total", "zundoko_tenant_call_turns_total", "zundoko_tenant_calls_total", "zundoko_tenant_call_seconds_total", "zundoko_tenant_compile_wait_seconds_total", "zundoko_tenant_pulls_total", "zundoko_tenant_cache_bytes"] {
         assert!(used.contains(name), "neither the rules nor the dashboard use {name}");
     }
 }

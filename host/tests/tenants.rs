@@ -18,6 +18,7 @@ use zundoko_rules::{classic, strict_japanese};
 
 const A: &str = "team-a";
 const B: &str = "team-b";
+const C: &str = "team-c";
 
 /// The rules namespace, two tenants' namespaces, and the operator (classic by default).
 async fn start() -> (Cluster, Operator) {
@@ -163,6 +164,11 @@ async fn a_digest_one_tenant_pulled_with_its_credentials_is_not_served_to_anothe
     assert!(!a_said.contains("copied") && !a_said.contains("by-tag") && !a_said.contains("team-b"), "{a_said}");
 }
 
+/// The value of the sample `name` (with its labels) in the metrics' `text`; 0 if there is none.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+}
+
 /// What a file takes in the cache as the cache counts it (its blocks, or its length if more).
 fn on_disk(path: &std::path::Path) -> u64 {
     use std::os::unix::fs::MetadataExt as _;
@@ -187,7 +193,7 @@ async fn a_tenants_rule_set_shows_its_own_use_of_the_operator_and_nothing_of_ano
     }
     put_policy(&cluster, "open", open_policy()).await;
     let dir = zundoko_operator::supply::disk_cache::private_temp_dir("zundoko-usage-").unwrap();
-    let _operator = cluster.operator_with_cache(wasm(&module_bytes("zundoko-classic")), quick_settings(), &dir);
+    let operator = cluster.operator_with_cache(wasm(&module_bytes("zundoko-classic")), quick_settings(), &dir);
     // A's module imports WASI (classic rules): its calls take turns. B's does not: none.
     let (hoard, japanese) = (common::fixture_bytes("zundoko-wasi-hoard"), module_bytes("zundoko-strict-ja"));
     cluster.put_configmap(A, "rules-a", &hoard).await;
@@ -199,15 +205,31 @@ async fn a_tenants_rule_set_shows_its_own_use_of_the_operator_and_nothing_of_ano
     cluster.assert_songs_complete(A, &["a".to_string()], &classic(), Duration::from_secs(60)).await;
     cluster.assert_songs_complete(B, &["b".to_string()], &strict_japanese(), Duration::from_secs(60)).await;
 
-    let a = wait_usage(&cluster, A, "mine", "calls and cached bytes", |u| u.call_turns > 0 && u.cache_bytes > 0).await;
+    let a = wait_usage(&cluster, A, "mine", "calls and cached bytes", |u| u.call_turns > 0 && u.calls > 0 && u.cache_bytes > 0).await;
     assert_eq!((a.tenant.as_str(), a.replica.as_str()), (A, "in-process"), "whose figures, and whose count");
     assert!(a.taken_at.parse::<jiff::Timestamp>().is_ok(), "{a:?}");
     // Each tenant's cached bytes are its own compiled module's, nothing of the other's.
     assert_eq!(a.cache_bytes, compiled_bytes(&dir, &hoard), "{a:?}");
-    let b = wait_usage(&cluster, B, "theirs", "cached bytes", |u| u.cache_bytes > 0).await;
+    // Each of A's calls took a turn (and so did its module's checks at load, which are no call).
+    assert!(a.call_turns >= a.calls, "A's calls without a turn: {a:?}");
+    let b = wait_usage(&cluster, B, "theirs", "calls and cached bytes", |u| u.cache_bytes > 0 && u.calls > 0).await;
     assert_eq!(b.tenant, B);
     assert_eq!(b.cache_bytes, compiled_bytes(&dir, &japanese), "{b:?}");
     assert_eq!(b.call_turns, 0, "B's module takes no turn: A's turns are not B's: {b:?}");
+    // B's Rust module's calls are counted all the same. A's and B's calls are the operator's
+    // only guest calls timed (no Hikawa names the default module), as its metrics time them:
+    // read later, no fewer.
+    let metrics = operator.shared.metrics.encode();
+    let (count, seconds) = (sample(&metrics, "zundoko_guest_call_duration_seconds_count"), sample(&metrics, "zundoko_guest_call_duration_seconds_sum"));
+    assert!((a.calls + b.calls) as f64 <= count, "A's and B's calls {} {}, the metrics' {count}", a.calls, b.calls);
+    assert!((a.call_millis + b.call_millis) as f64 <= seconds * 1000.0 + 1.0, "A's and B's call time {} ms {} ms, the metrics' {seconds} s", a.call_millis, b.call_millis);
+    // A tenant that brings a rule set after A's and B's calls and decides for no Hikawa: its
+    // first figures, taken after theirs, show no call, neither theirs nor their time.
+    cluster.create_namespace(C).await;
+    cluster.put_configmap(C, "rules-c", &japanese).await;
+    create_tenant_rules(&cluster, C, "idle", from_configmap(C, "rules-c")).await;
+    let c = wait_usage(&cluster, C, "idle", "its first figures", |_| true).await;
+    assert_eq!((c.tenant.as_str(), c.calls, c.call_millis, c.call_turns), (C, 0, 0, 0), "C decided nothing: {c:?}");
     let b_said = serde_json::to_string(&tenant_rules_status(&cluster, B, "theirs").await).unwrap();
     assert!(!b_said.contains(A), "B's status names A: {b_said}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -36,6 +36,7 @@ pub(crate) async fn ceiling_client() {
         places: zundoko_operator::controllers::hikawa::places::Places::new(concurrency as u16, tokio::sync::mpsc::unbounded_channel().0),
         entropy: zundoko_operator::controllers::hikawa::entropy::Entropy::new(None),
         queue: Default::default(),
+        calls: Default::default(),
     });
     let queue: Arc<std::sync::Mutex<VecDeque<Song>>> = Arc::default();
     let ready = Arc::new(tokio::sync::Notify::new());

@@ -203,6 +203,15 @@ pub struct TenantUsage {
     /// without WASI takes no turn.
     #[serde(default)]
     pub call_turns: u64,
+    /// Guest calls its modules made to decide for Hikawas (one a decision), whatever their
+    /// language: a Rust module's too, which takes no turn.
+    #[serde(default)]
+    pub calls: u64,
+    /// The guest time of those calls in milliseconds, rounded down: each as the
+    /// `zundoko_guest_call_duration_seconds` metric times it (a fresh instance, the call, the
+    /// plan check).
+    #[serde(default)]
+    pub call_millis: u64,
     /// How long its compiles waited for their turn, in milliseconds.
     #[serde(default)]
     pub compile_wait_millis: u64,

@@ -68,7 +68,7 @@ pub async fn start(
         let loader = Arc::downgrade(&modules);
         disk.set_in_use(Arc::new(move |digest| loader.upgrade().is_some_and(|l| l.serves(digest))));
     }
-    let calls = modules.engine().call_shares().clone();
+    let (turns, calls) = (modules.engine().call_shares().clone(), modules.engine().tenant_calls().clone());
     let mut shared = Shared::new(slot.clone(), modules);
     // How used instance slots are reset, as the self-check settled it: in the metrics and
     // /readyz, and in the log as a warning when the scan failed it and was turned off (the
@@ -96,7 +96,7 @@ pub async fn start(
         let registry = shared.registry.clone();
         shared.metrics.tenants.read_with(Box::new(move || {
             let cache = disk.as_ref().map(|disk| disk.usage()).unwrap_or_default();
-            crate::supply::tenant::usage(&calls.given(), &crate::supply::sandbox::COMPILES.waited(), &registry.pulls_by_tenant(), &cache)
+            crate::supply::tenant::usage(&turns.given(), &calls.counted(), &crate::supply::sandbox::COMPILES.waited(), &registry.pulls_by_tenant(), &cache)
         }));
     }
     // Not ready until the API server has answered once (before the first try too).

@@ -20,6 +20,7 @@ pub mod serving;
 pub mod shares;
 pub mod sources;
 pub mod tenant;
+pub mod tenant_calls;
 pub mod tenant_bounds;
 
 pub use digest::digest;

@@ -86,16 +86,22 @@ impl Tenant {
 }
 
 /// Each tenant's use since the start, for the metrics (`process/tenant_metrics.rs`): call turns
-/// given, compile waits, pull tries and cache bytes, from what counts them.
+/// given, decisions and their guest time, compile waits, pull tries and cache bytes, from what
+/// counts them.
 pub fn usage(
-    calls: &[(Tenant, u64)],
+    turns: &[(Tenant, u64)],
+    calls: &[(Tenant, u64, std::time::Duration)],
     compile_waits: &[(Tenant, std::time::Duration)],
     pulls: &[(Tenant, u64)],
     cache: &[(Tenant, u64)],
 ) -> Vec<crate::process::tenant_metrics::TenantUse> {
     let mut by_tenant = std::collections::BTreeMap::<&Tenant, crate::process::tenant_metrics::TenantUse>::new();
-    for (tenant, turns) in calls {
-        by_tenant.entry(tenant).or_insert_with(|| named(tenant)).call_turns += turns;
+    for (tenant, given) in turns {
+        by_tenant.entry(tenant).or_insert_with(|| named(tenant)).call_turns += given;
+    }
+    for (tenant, made, took) in calls {
+        let used = by_tenant.entry(tenant).or_insert_with(|| named(tenant));
+        (used.calls, used.call_seconds) = (used.calls + made, used.call_seconds + took.as_secs_f64());
     }
     for (tenant, waited) in compile_waits {
         by_tenant.entry(tenant).or_insert_with(|| named(tenant)).compile_wait_seconds += waited.as_secs_f64();

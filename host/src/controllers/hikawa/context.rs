@@ -85,4 +85,6 @@ pub struct Context {
     pub entropy: Entropy,
     /// When each Hikawa came due, for the queue's depth and wait.
     pub queue: Queue,
+    /// Each tenant's decisions and their guest time (its metrics and its rule sets' status).
+    pub calls: Arc<crate::supply::tenant_calls::TenantCalls>,
 }

@@ -111,6 +111,7 @@ pub async fn run(client: Client, shards: Arc<ShardTable>, shared: Shared, settin
         places: Places::new(settings.concurrency, woken),
         entropy: Entropy::new(settings.entropy_seed),
         queue: Queue::default(),
+        calls: shared.modules.engine().tenant_calls().clone(),
     });
     {
         // Weak: the metrics outlive this term's controller and must not keep its context.

@@ -306,8 +306,12 @@ async fn decide(
     let ctx = turn.ctx;
     let entropy = ctx.entropy.draw(&turn.uid);
     let observed = Arc::new(observe(hikawa, children, now_ms(), entropy));
+    // Found before the call takes the tenant: no lock, no allocation (tenant_calls.rs).
+    let tenant_calls = ctx.calls.of(&tenant);
     let decision = decide_async(rules, observed.clone(), ctx.plan_limits.clone(), tenant).await;
     ctx.metrics.decided(&decision);
+    // Every language's call, the time the metrics and the log line below give it.
+    tenant_calls.add(decision.elapsed);
     if let Some(candidate) = candidate {
         ctx.rulesets.record(candidate, decision.outcome.is_ok());
     }

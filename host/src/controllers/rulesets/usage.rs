@@ -28,7 +28,7 @@ pub fn refreshed(before: Option<&TenantUsage>, looked: Option<TimestampMs>, now:
         return before.cloned();
     }
     let fresh = take();
-    let figures = |u: &TenantUsage| (u.tenant.clone(), u.call_turns, u.compile_wait_millis, u.pulls, u.cache_bytes, u.replica.clone());
+    let figures = |u: &TenantUsage| (u.tenant.clone(), u.call_turns, u.calls, u.call_millis, u.compile_wait_millis, u.pulls, u.cache_bytes, u.replica.clone());
     match before {
         Some(before) if taken.is_some() && figures(before) == figures(&fresh) => Some(before.clone()),
         _ => Some(fresh),
@@ -40,11 +40,13 @@ pub fn refreshed(before: Option<&TenantUsage>, looked: Option<TimestampMs>, now:
 pub fn take(ctx: &Context, tenant: &Tenant, me: &str, now: TimestampMs) -> TenantUsage {
     let engine = ctx.modules.engine();
     let cache = engine.compiled_cache().map(|c| c.disk().usage()).unwrap_or_default();
-    let all = crate::supply::tenant::usage(&engine.call_shares().given(), &crate::supply::sandbox::COMPILES.waited(), &ctx.registry.pulls_by_tenant(), &cache);
+    let all = crate::supply::tenant::usage(&engine.call_shares().given(), &engine.tenant_calls().counted(), &crate::supply::sandbox::COMPILES.waited(), &ctx.registry.pulls_by_tenant(), &cache);
     let own = all.into_iter().find(|used| used.namespace == tenant.label()).unwrap_or_default();
     TenantUsage {
         tenant: tenant.label().to_owned(),
         call_turns: own.call_turns,
+        calls: own.calls,
+        call_millis: (own.call_seconds * 1000.0) as u64,
         compile_wait_millis: (own.compile_wait_seconds * 1000.0) as u64,
         pulls: own.pulls,
         cache_bytes: own.cache_bytes,
@@ -77,6 +79,10 @@ mod tests {
         assert_eq!(refreshed(Some(&before), Some(T0 + 30_000), T0 + 40_000, || panic!("looked again within {USAGE_EVERY:?}")), Some(before.clone()));
         // Due, a figure moved: the new figures and their time.
         assert_eq!(refreshed(Some(&before), None, T0 + 30_000, || used(5, T0 + 30_000)), Some(used(5, T0 + 30_000)));
+        // A Rust module's calls move no turn: its calls, or their time, alone are a figure moved.
+        for moved in [TenantUsage { calls: 3, ..used(1, T0 + 30_000) }, TenantUsage { call_millis: 2, ..used(1, T0 + 30_000) }] {
+            assert_eq!(refreshed(Some(&before), None, T0 + 30_000, || moved.clone()), Some(moved.clone()));
+        }
         // A time that does not parse, or one ahead of this replica's clock: taken again.
         let odd = TenantUsage { taken_at: "yesterday".into(), ..before.clone() };
         assert_eq!(refreshed(Some(&odd), None, T0, || used(1, T0)), Some(used(1, T0)));

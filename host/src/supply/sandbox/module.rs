@@ -105,6 +105,8 @@ pub struct SandboxEngine {
     calls_per_module: usize,
     /// Every module's turns, shared between tenants.
     calls: Arc<CallShares>,
+    /// Every module's decisions and their guest time, by tenant (counted by their callers).
+    tenant_calls: Arc<crate::supply::tenant_calls::TenantCalls>,
     /// How used slots are reset, as the self-check at start settled it.
     reset: &'static super::reset_check::ResetPath,
 }
@@ -153,7 +155,8 @@ impl SandboxEngine {
         let calls_per_module = cores.min(limits.max_concurrent_calls as usize);
         let threads = GuestThreads::new(GUEST_THREAD_STACK + limits.wasm_stack_bytes, calls_per_module);
         let calls = CallShares::new(calls_per_module, calls_per_module);
-        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module, calls, reset })
+        let tenant_calls = Arc::default();
+        Ok(SandboxEngine { engine, linker: Arc::new(linker), limits, compiled: None, compiler: None, threads, calls_per_module, calls, tenant_calls, reset })
     }
 
     /// Keep compiled modules in `dir/compiled/`, and load them from there instead of compiling.
@@ -190,6 +193,11 @@ impl SandboxEngine {
     /// The turns every module of this engine takes, by tenant (what a test counts).
     pub fn call_shares(&self) -> &Arc<CallShares> {
         &self.calls
+    }
+
+    /// The decisions every module of this engine made and their guest time, by tenant.
+    pub fn tenant_calls(&self) -> &Arc<crate::supply::tenant_calls::TenantCalls> {
+        &self.tenant_calls
     }
 
     /// How used instance slots are reset (the self-check's outcome).
