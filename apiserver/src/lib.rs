@@ -27,6 +27,7 @@ mod route;
 mod selectors;
 pub mod rbac;
 mod rbac_bootstrap;
+mod rbac_escalation;
 pub mod status;
 mod store;
 mod table;
