@@ -412,7 +412,7 @@ mod tests {
         let cluster = role("ClusterRole", "", "reads", in_a["rules"].as_array().unwrap().clone());
         let e = check(&policy, &write(&user, "clusterroles", "", "", &cluster, None)).unwrap_err();
         assert_eq!(e.message, format!("clusterroles.rbac.authorization.k8s.io \"reads\" is forbidden: {NOT_HELD}{secret}"));
-        // system:masters is never checked.
+        // system:masters is never checked (EscalationAllowed; the authorizer lets it escalate too).
         let master = UserInfo { name: "root".into(), groups: vec![MASTERS.into()] };
         check(&Policy::default(), &write(&master, "clusterroles", "", "", &cluster, None)).unwrap();
         // `escalate` in team-b, limited to one name: an update of that Role, not a create (it names none).
