@@ -26,6 +26,7 @@ use crate::discovery;
 use crate::route::{ResourceReq, parse_query, parse_resource_path, selected_name};
 use crate::faults::{Conn, Faults, Hold};
 use crate::ops::{self, DeleteOpts, FieldValidation, ListQuery, Target, WriteOpts};
+use crate::rbac::UserInfo;
 use crate::status::{ApiError, ApiResult};
 use crate::store::Store;
 use crate::table;
@@ -251,8 +252,8 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
                 inner.faults.healed(&record.user_agent).await;
                 let headers = Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent };
                 // Who sent it is asked as it is processed (with RBAC; APF has nothing to say).
-                let admitted = credentials.map_or(Ok(()), |h| authn::identify(&inner.store, &h).and_then(|u| authn::authorize(&inner.store, &u, &record, true)));
-                let code = match admitted.and_then(|()| resource_request(&inner, rr, &query, &headers, &body, &mut Facts::default())) {
+                let admitted = credentials.map(|h| authn::identify(&inner.store, &h).and_then(|u| authn::authorize(&inner.store, &u, &record, true).map(|()| u))).transpose();
+                let code = match admitted.and_then(|user| resource_request(&inner, rr, &query, &headers, user.as_ref(), &body, &mut Facts::default())) {
                     Ok(r) => r.status().as_u16(),
                     Err(e) => e.code,
                 };
@@ -298,7 +299,7 @@ async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> R
         err_resp(&refused)
     } else {
         match rr {
-            Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, &body, &mut record.facts) {
+            Some(rr) => match resource_request(&inner, rr, &query, &Headers { content_type: &content_type, accept: &accept, user_agent: &record.user_agent }, user.as_ref().and_then(|u| u.as_ref().ok()), &body, &mut record.facts) {
                 Ok(r) => r,
                 Err(e) => err_resp(&e),
             },
@@ -366,7 +367,7 @@ fn non_resource(inner: &Inner, method: &Method, path: &str) -> Response<Body> {
     }
 }
 
-fn write_opts(q: &HashMap<String, String>, user_agent: &str) -> ApiResult<WriteOpts> {
+fn write_opts(q: &HashMap<String, String>, user_agent: &str, user: Option<&UserInfo>) -> ApiResult<WriteOpts> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -390,6 +391,7 @@ fn write_opts(q: &HashMap<String, String>, user_agent: &str) -> ApiResult<WriteO
         force: q.get("force").is_some_and(|f| f == "true" || f == "1"),
         user_agent: user_agent.to_string(),
         applying: false,
+        user: user.cloned(),
     })
 }
 
@@ -411,7 +413,8 @@ struct Headers<'a> {
     user_agent: &'a str,
 }
 
-fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, String>, h: &Headers<'_>, body: &[u8], facts: &mut Facts) -> ApiResult<Response<Body>> {
+/// `user`: who asks, with RBAC (None: anyone may do anything).
+fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, String>, h: &Headers<'_>, user: Option<&UserInfo>, body: &[u8], facts: &mut Facts) -> ApiResult<Response<Body>> {
     let (content_type, accept, user_agent) = (h.content_type, h.accept, h.user_agent);
     let def = {
         let st = inner.store.lock();
@@ -511,9 +514,9 @@ fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, Str
                 .body(StreamBody::new(stream).boxed())
                 .unwrap()
         }
-        "create" => written(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
-        "update" => written(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent)?)?),
-        "patch" => written(ops::patch(store, &target, content_type, body, &write_opts(q, user_agent)?)?),
+        "create" => written(ops::create(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent, user)?)?),
+        "update" => written(ops::update(store, &target, parse_body(body, content_type)?, &write_opts(q, user_agent, user)?)?),
+        "patch" => written(ops::patch(store, &target, content_type, body, &write_opts(q, user_agent, user)?)?),
         "delete" => written(ops::delete(store, &target, &delete_opts(q, body)?)?),
         "deletecollection" => written(ops::delete_collection(store, &target, &list_query(q), &delete_opts(q, body)?)?),
         _ => return Err(ApiError::method_not_allowed()),

@@ -27,6 +27,7 @@ mod route;
 mod selectors;
 pub mod rbac;
 mod rbac_bootstrap;
+mod rbac_escalation;
 pub mod status;
 mod store;
 mod table;
@@ -54,7 +55,8 @@ pub enum AuthorizationMode {
     #[default]
     AlwaysAllow,
     /// Who is asking (authn.rs) and what RBAC grants them (rbac.rs), with the bootstrap roles
-    /// (`cluster-admin`, `admin`, `edit`, `view`...) in place: as a cluster's `Node,RBAC`.
+    /// (`cluster-admin`, `admin`, `edit`, `view`...) in place: as a cluster's `Node,RBAC`. RBAC
+    /// objects granting what their writer does not hold are refused (rbac_escalation.rs).
     Rbac,
 }
 

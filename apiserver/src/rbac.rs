@@ -124,20 +124,33 @@ impl<'a> Policy<'a> {
         self.cluster_roles.iter().copied().find(|r| name_of(r) == name)
     }
 
-    /// GetRoleReferenceRules: the rules a binding's roleRef names, or the lister's error.
-    fn referenced_rules(&self, binding: &'a Value, binding_namespace: &str) -> Result<&'a [Value], String> {
-        let (kind, name) = (binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or(""), binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or(""));
+    /// GetRoleReferenceRules: the rules of the role a roleRef names, as seen from a binding in
+    /// `binding_namespace` ("" for a ClusterRoleBinding).
+    pub fn role_reference_rules(&self, kind: &str, name: &str, binding_namespace: &str) -> Result<&'a [Value], RoleRefError> {
+        let missing = |resource| RoleRefError::Missing { resource, namespace: binding_namespace.to_string(), name: name.to_string() };
         let role = match kind {
-            "Role" => self.roles.iter().copied().find(|r| name_of(r) == name && namespace_of(r) == binding_namespace).ok_or_else(|| format!("role.{GROUP} {name:?} not found"))?,
-            "ClusterRole" => self.cluster_role(name).ok_or_else(|| format!("clusterrole.{GROUP} {name:?} not found"))?,
-            other => return Err(format!("unsupported role reference kind: {other:?}")),
+            "Role" => self.roles.iter().copied().find(|r| name_of(r) == name && namespace_of(r) == binding_namespace).ok_or_else(|| missing("role"))?,
+            "ClusterRole" => self.cluster_role(name).ok_or_else(|| missing("clusterrole"))?,
+            other => return Err(RoleRefError::UnsupportedKind(other.to_string())),
         };
         Ok(role.get("rules").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default())
     }
 
+    fn referenced_rules(&self, binding: &'a Value, binding_namespace: &str) -> Result<&'a [Value], RoleRefError> {
+        let (kind, name) = (binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or(""), binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or(""));
+        self.role_reference_rules(kind, name, binding_namespace)
+    }
+
     /// VisitRulesFor: the ClusterRoleBindings' rules, then (for a namespaced request) the
-    /// RoleBindings' of that namespace; and the errors of bindings whose role is missing.
+    /// RoleBindings' of that namespace; and the errors of bindings whose role is missing, as
+    /// the authorizer's listers word them.
     pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Grant<'a>>, Vec<String>) {
+        let (grants, errors) = self.rules_and_ref_errors(user, namespace);
+        (grants, errors.iter().map(RoleRefError::lister_message).collect())
+    }
+
+    /// The same, the errors kept for their caller to word.
+    pub(crate) fn rules_and_ref_errors(&self, user: &UserInfo, namespace: &str) -> (Vec<Grant<'a>>, Vec<RoleRefError>) {
         let (mut grants, mut errors) = (vec![], vec![]);
         let mut visit = |binding: &'a Value, kind: &str, scope: Option<&'a str>| {
             let ns = scope.unwrap_or("");
@@ -182,6 +195,23 @@ impl<'a> Policy<'a> {
             1 => format!("RBAC: {}", errors[0]),
             _ => format!("RBAC: [{}]", errors.join(", ")),
         })
+    }
+}
+
+/// Why a binding's roleRef yields no rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleRefError {
+    /// `resource`: "role" or "clusterrole"; `namespace`: where it was looked for.
+    #[error("{resource}.{GROUP} {name:?} not found")]
+    Missing { resource: &'static str, namespace: String, name: String },
+    #[error("unsupported role reference kind: {0:?}")]
+    UnsupportedKind(String),
+}
+
+impl RoleRefError {
+    /// The authorizer's wording: its listers' NotFound names the resource in the singular.
+    pub fn lister_message(&self) -> String {
+        self.to_string()
     }
 }
 

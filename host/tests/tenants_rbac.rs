@@ -38,11 +38,18 @@ fn tenant(ns: &str) -> String {
 
 /// Creates one RBAC manifest as the admin.
 async fn create_rbac(client: &Client, doc: &Value) {
-    async fn create<K>(api: Api<K>, doc: &Value)
+    if let Err(status) = try_create_rbac(client, doc).await {
+        panic!("{doc} was refused: {status:?}");
+    }
+}
+
+/// Creates one RBAC manifest with `client`: Ok, or the Status it was refused with.
+async fn try_create_rbac(client: &Client, doc: &Value) -> Result<(), kube::core::Status> {
+    async fn create<K>(api: Api<K>, doc: &Value) -> Result<(), kube::core::Status>
     where
         K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
     {
-        api.create(&PostParams::default(), &serde_json::from_value(doc.clone()).unwrap()).await.unwrap();
+        api.create(&PostParams::default(), &serde_json::from_value(doc.clone()).unwrap()).await.map(drop).map_err(|e| refused::<()>(Err(e)))
     }
     let ns = doc["metadata"]["namespace"].as_str().unwrap_or("");
     match doc["kind"].as_str().unwrap_or("") {
@@ -64,9 +71,10 @@ fn edit_binding(ns: &str) -> Value {
 }
 
 /// The Role `zundoko-operator grant-reads` prints (docs/tenants.md's): the operator may read
-/// this one ConfigMap in the tenant's namespace, for deploy/'s service account.
-fn operator_reads(ns: &str, configmap: &str) -> Vec<Value> {
-    let out = common::operator_cli(&["grant-reads", "--namespace", ns, "--configmap", configmap], &[]);
+/// the objects `grants` name (`--configmap C`, `--secret S`) in the tenant's namespace, for
+/// deploy/'s service account.
+fn operator_reads(ns: &str, grants: &[&str]) -> Vec<Value> {
+    let out = common::operator_cli(&[&["grant-reads", "--namespace", ns], grants].concat(), &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let docs = common::deploy::documents(&String::from_utf8(out.stdout).unwrap());
     assert_eq!(docs.iter().map(|d| d["kind"].as_str().unwrap_or_default()).collect::<Vec<_>>(), ["Role", "RoleBinding"]);
@@ -141,7 +149,7 @@ async fn tenants_holding_only_their_namespaces_edit_role_bring_their_own_rules_a
     // cluster's) lets the operator read that one ConfigMap.
     let japanese = module_bytes("zundoko-strict-ja");
     put_module(&a, A, "rules-a", &japanese).await;
-    for doc in operator_reads(A, "rules-a") {
+    for doc in operator_reads(A, &["--configmap", "rules-a"]) {
         create_rbac(&cluster.client, &doc).await;
     }
     let mine = ZundokoNamespacedRules::in_namespace(A, "mine", from_configmap(A, "rules-a"));
@@ -225,4 +233,84 @@ async fn tenants_holding_only_their_namespaces_edit_role_bring_their_own_rules_a
         "patch zundokotenantpolicies/ /open",
     ];
     assert_eq!(refusals, expected, "the refused requests");
+}
+
+/// A binding of `role` to the user `user` in `ns` ("": a ClusterRoleBinding).
+fn user_binding(ns: &str, name: &str, role_kind: &str, role: &str, user: &str) -> Value {
+    let mut b = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
+    });
+    if !ns.is_empty() {
+        (b["kind"], b["metadata"]["namespace"]) = ("RoleBinding".into(), ns.into());
+    }
+    b
+}
+
+fn rbac_role(kind: &str, ns: &str, name: &str, rules: Value) -> Value {
+    let mut r = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "rules": rules});
+    if !ns.is_empty() {
+        r["metadata"]["namespace"] = ns.into();
+    }
+    r
+}
+
+/// kube-apiserver's refusal of an RBAC object granting what `user` does not hold.
+fn escalation_message(object: &str, user: &str, not_held: &str) -> String {
+    format!("{object} is forbidden: user {user:?} (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{not_held}")
+}
+
+/// What grant-reads asks of a namespace's admin, under kube-apiserver's RBAC escalation
+/// prevention (the local API server's rbac_escalation.rs): carol, `admin` of team-a, grants the
+/// operator its reads there; where she only views (team-b), she may not write Roles at all, and
+/// given that, may not grant the Secret read she does not hold there, nor bind a Role granting
+/// it; a ClusterRole may grant only what her ClusterRoleBindings give. dave, who may `escalate`
+/// and `bind` Roles in team-b, grants it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_admin_grants_the_operator_reads_in_its_namespace_and_nothing_it_does_not_hold() {
+    let cluster = Cluster::start_with(ServerConfig { authorization: AuthorizationMode::Rbac, ..ServerConfig::default() }).await;
+    for ns in [A, B] {
+        cluster.create_namespace(ns).await;
+    }
+    let (carol, dave) = (cluster.client_as("carol", &[]), cluster.client_as("dave", &[]));
+    create_rbac(&cluster.client, &user_binding(A, "carol-admin", "ClusterRole", "admin", "carol")).await;
+    create_rbac(&cluster.client, &user_binding(B, "carol-view", "ClusterRole", "view", "carol")).await;
+    let grants = ["--secret", "a-pull", "--configmap", "rules"];
+    for doc in operator_reads(A, &grants) {
+        try_create_rbac(&carol, &doc).await.unwrap();
+    }
+    let [role_b, binding_b]: [Value; 2] = operator_reads(B, &grants).try_into().unwrap();
+    let no = try_create_rbac(&carol, &role_b).await.unwrap_err();
+    assert_eq!((no.code, no.message.as_str()), (403, "roles.rbac.authorization.k8s.io is forbidden: User \"carol\" cannot create resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"team-b\""));
+
+    // Allowed to write RBAC in team-b, she still holds only view's reads there: ConfigMaps, not Secrets.
+    let writer = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "update", "patch"]}]);
+    create_rbac(&cluster.client, &rbac_role("Role", B, "rbac-writer", writer)).await;
+    create_rbac(&cluster.client, &user_binding(B, "carol-rbac", "Role", "rbac-writer", "carol")).await;
+    let secret = r#"{APIGroups:[""], Resources:["secrets"], ResourceNames:["a-pull"], Verbs:["get"]}"#;
+    let no = try_create_rbac(&carol, &role_b).await.unwrap_err();
+    assert_eq!((no.code, no.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(no.message, escalation_message(r#"roles.rbac.authorization.k8s.io "zundoko-operator-reads""#, "carol", secret));
+
+    // dave may escalate and bind Roles in team-b (and view nothing): both written by him, while
+    // carol may not bind his Role, which grants what she does not hold.
+    let escalator = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["create", "escalate", "bind"]}, {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"], "verbs": ["create"]}]);
+    create_rbac(&cluster.client, &rbac_role("Role", B, "escalator", escalator)).await;
+    create_rbac(&cluster.client, &user_binding(B, "dave-escalator", "Role", "escalator", "dave")).await;
+    try_create_rbac(&dave, &role_b).await.unwrap();
+    let no = try_create_rbac(&carol, &binding_b).await.unwrap_err();
+    assert_eq!(no.message, escalation_message(r#"rolebindings.rbac.authorization.k8s.io "zundoko-operator-reads""#, "carol", secret));
+    try_create_rbac(&dave, &binding_b).await.unwrap();
+
+    // A ClusterRole counts what ClusterRoleBindings give: team-a's admin reads no Secret cluster-wide.
+    let creates_clusterroles = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]);
+    create_rbac(&cluster.client, &rbac_role("ClusterRole", "", "clusterrole-writer", creates_clusterroles.clone())).await;
+    create_rbac(&cluster.client, &user_binding("", "carol-clusterroles", "ClusterRole", "clusterrole-writer", "carol")).await;
+    let reads_secrets = rbac_role("ClusterRole", "", "carol-reads", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]));
+    let no = try_create_rbac(&carol, &reads_secrets).await.unwrap_err();
+    assert_eq!(no.message, escalation_message(r#"clusterroles.rbac.authorization.k8s.io "carol-reads""#, "carol", r#"{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}"#));
+    try_create_rbac(&carol, &rbac_role("ClusterRole", "", "carol-writes-clusterroles", creates_clusterroles)).await.unwrap();
+    // Nothing refused was written.
+    assert!(Api::<ClusterRole>::all(cluster.client.clone()).get_opt("carol-reads").await.unwrap().is_none());
 }

@@ -78,6 +78,9 @@ pub struct WriteOpts {
     pub user_agent: String,
     /// Set by server-side apply, which records its own ownership.
     pub applying: bool,
+    /// Who writes, with `--authorization-mode RBAC` (None: everyone may do anything): RBAC
+    /// objects are checked for privilege escalation (rbac_escalation.rs).
+    pub user: Option<crate::rbac::UserInfo>,
 }
 
 impl WriteOpts {

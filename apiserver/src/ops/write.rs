@@ -44,6 +44,8 @@ pub(super) fn create_locked(st: &mut State, t: &Target, mut obj: Value, opts: &W
             _ => {}
         }
     }
+    // The RBAC storages check before BeforeCreate (names, validation), after admission.
+    no_escalation(st, t, &obj, None, opts)?;
     let generate = meta_str(&obj, "generateName").to_string();
     let fixed_name = meta_str(&obj, "name").to_string();
     if fixed_name.is_empty() && generate.is_empty() {
@@ -110,6 +112,8 @@ pub fn update(store: &Store, t: &Target, mut obj: Value, opts: &WriteOpts) -> Ap
         }
         return Err(t.not_found(t.name()));
     };
+    // The RBAC storages check the updated object before its resourceVersion is compared.
+    no_escalation(&st, t, &obj, Some(&existing), opts)?;
     let rv = meta_str(&obj, "resourceVersion").to_string();
     let cur_rv = meta_str(&existing, "resourceVersion").to_string();
     if rv.is_empty() {
@@ -197,6 +201,7 @@ pub(super) fn finish_patch(st: &mut State, t: &Target, mut obj: Value, existing:
             t.name()
         )));
     }
+    no_escalation(st, t, &obj, Some(existing), opts)?;
     let rv = meta_str(&obj, "resourceVersion").to_string();
     let cur = meta_str(existing, "resourceVersion").to_string();
     if rv.is_empty() {
@@ -205,6 +210,18 @@ pub(super) fn finish_patch(st: &mut State, t: &Target, mut obj: Value, existing:
         return Err(ApiError::optimistic_lock(&t.def.group, &t.def.plural, t.name()));
     }
     update_locked(st, t, obj, existing, opts, 200)
+}
+
+/// kube-apiserver's RBAC storages refuse a Role, ClusterRole or binding granting what its
+/// writer does not hold (rbac_escalation.rs); only with RBAC, where the writer is known.
+fn no_escalation(st: &State, t: &Target, obj: &Value, existing: Option<&Value>, opts: &WriteOpts) -> ApiResult<()> {
+    let Some(user) = &opts.user else { return Ok(()) };
+    if t.def.group != crate::rbac::GROUP || t.subresource.is_some() {
+        return Ok(());
+    }
+    let old = existing.map(|e| external(t, e));
+    let write = crate::rbac_escalation::Write { user, resource: &t.def.plural, namespace: t.ns(), name: t.name(), new: obj, old: old.as_ref() };
+    crate::rbac_escalation::check(&crate::authn::policy_of(st), &write)
 }
 
 /// names.SimpleNameGenerator: the generateName is cut to 58 characters before its 5-character

@@ -1,12 +1,13 @@
 //! `--authorization-mode RBAC`: who is asking (the kubeconfig's admin, anonymous, whom the
 //! admin impersonates), what the server's own RBAC objects grant them, aggregated ClusterRoles,
-//! and refusals written as kube-apiserver writes them. Without it, everything is allowed.
+//! refusals written as kube-apiserver writes them, and its privilege-escalation prevention on
+//! every way of writing RBAC objects. Without it, everything is allowed.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use zundoko_apiserver::{ADMIN_TOKEN, ApiServer, AuthorizationMode, ServerConfig};
 
@@ -280,4 +281,50 @@ async fn a_write_held_by_a_partition_is_authorized_when_it_lands_late() {
     assert_eq!((late.verb.as_str(), late.code), ("create", 403));
     let cms: Api<ConfigMap> = Api::namespaced(client_as(&s, None, &[]), "default");
     assert!(cms.get_opt("late").await.unwrap().is_none(), "alice may not create it, late or not");
+}
+
+/// Escalation prevention (rbac_escalation.rs) on each path a Role is written by: a merge patch,
+/// a PUT (even one whose resourceVersion is stale: checked first, as the storage's update
+/// transform runs before the comparison), server-side apply creating or updating, a dry run;
+/// not an update of the garbage collector's fields only. A binding naming no role is the
+/// registry's 404.
+#[tokio::test]
+async fn every_write_of_a_role_granting_what_its_writer_does_not_hold_is_refused() {
+    let s = rbac_server().await;
+    let admin = client_as(&s, None, &[]);
+    namespaces(&admin, &["team-a"]).await;
+    bind(&admin, "team-a", "alice-admin", "ClusterRole", "admin", ("team-a", "alice")).await;
+    // `admin` holds no Nodes (cluster-scoped, granted by no namespace role).
+    let nodes = json!({"metadata": {"name": "nodes", "namespace": "team-a"}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]});
+    Api::<Role>::namespaced(admin.clone(), "team-a").create(&PostParams::default(), &from_json(nodes.clone())).await.unwrap();
+    let roles: Api<Role> = Api::namespaced(client_as(&s, Some(ALICE), &[]), "team-a");
+    let message = |name: &str| {
+        format!(
+            "roles.rbac.authorization.k8s.io {name:?} is forbidden: user {ALICE:?} (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:team-a\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{}",
+            r#"{APIGroups:[""], Resources:["nodes"], Verbs:["get"]}"#
+        )
+    };
+    let no = refused(roles.patch("nodes", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"mine": "yes"}}}))).await);
+    assert_eq!((no.code, no.message.clone()), (403, message("nodes")));
+    let mut stale: Role = roles.get("nodes").await.unwrap();
+    stale.metadata.resource_version = Some("1".into());
+    assert_eq!(refused(roles.replace("nodes", &PostParams::default(), &stale).await).message, message("nodes"));
+    // What the garbage collector writes (finalizers, ownerReferences) needs nothing held.
+    roles.patch("nodes", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/keep"]}}))).await.unwrap();
+    let apply = PatchParams::apply("alice");
+    let mut applied = nodes.clone();
+    (applied["apiVersion"], applied["kind"], applied["metadata"]["name"]) = ("rbac.authorization.k8s.io/v1".into(), "Role".into(), "applied".into());
+    assert_eq!(refused(roles.patch("applied", &apply, &Patch::Apply(&applied)).await).message, message("applied"));
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    assert_eq!(refused(roles.create(&dry, &from_json(nodes.clone())).await).message, message("nodes"));
+    // What alice holds (admin reads Secrets): applied, then updated.
+    applied["rules"] = json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["pull"], "verbs": ["get"]}]);
+    roles.patch("applied", &apply, &Patch::Apply(&applied)).await.unwrap();
+    applied["rules"][0]["verbs"] = json!(["get", "list"]);
+    roles.patch("applied", &apply, &Patch::Apply(&applied)).await.unwrap();
+    assert!(roles.get_opt("nodes").await.unwrap().unwrap().metadata.labels.is_none(), "the refused patch wrote nothing");
+
+    let ghost = json!({"metadata": {"name": "ghost", "namespace": "team-a"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ghost"}, "subjects": [{"kind": "User", "name": "bob"}]});
+    let no = refused(Api::<RoleBinding>::namespaced(client_as(&s, Some(ALICE), &[]), "team-a").create(&PostParams::default(), &from_json(ghost)).await);
+    assert_eq!((no.code, no.message.as_str()), (404, "roles.rbac.authorization.k8s.io \"ghost\" not found"));
 }
