@@ -155,3 +155,34 @@ fn bench_against_a_server_named_by_its_kubeconfig() {
     assert_eq!(words, children, "the words in the report are the children the server created:\n{report}\n{counts}");
     let _ = std::fs::remove_file(&kubeconfig);
 }
+
+/// A real kube-apiserver's histogram: each write's sum and count summed over the labels the
+/// bench does not key on (group, version, scope...), buckets and other metrics left out, APPLY
+/// counted as a patch, escaped label values read whole; then the difference of two scrapes.
+#[test]
+fn request_durations_are_read_from_kube_apiservers_text_format() {
+    let series = |group: &str, verb: &str, sub: &str, sum: f64, count: u64| {
+        let labels = format!("component=\"apiserver\",dry_run=\"\",group=\"{group}\",resource=\"events\",scope=\"resource\",subresource=\"{sub}\",verb=\"{verb}\",version=\"v1\"");
+        format!(
+            "apiserver_request_duration_seconds_bucket{{{labels},le=\"0.005\"}} 1\n\
+             apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}\n\
+             apiserver_request_duration_seconds_sum{{{labels}}} {sum}\n\
+             apiserver_request_duration_seconds_count{{{labels}}} {count}\n\
+             apiserver_request_sli_duration_seconds_sum{{{labels}}} 99\n"
+        )
+    };
+    let before = format!("# HELP apiserver_request_duration_seconds [STABLE] Response latency\n# TYPE apiserver_request_duration_seconds histogram\n{}", series("events.k8s.io", "POST", "", 1.0, 10));
+    let after = [
+        series("events.k8s.io", "POST", "", 1.5, 14),
+        series("", "POST", "", 0.5, 6),
+        series("a\\\"b,c=\\\"d", "APPLY", "status", 0.25, 1),
+    ]
+    .concat();
+    let read = |text: &str| scale::promtext::request_durations(text).into_iter().map(|(key, n, sum, _)| (key, n, sum)).collect::<Vec<_>>();
+    let key = |verb: &str, sub: &str| (verb.to_string(), "events".to_string(), sub.to_string());
+    assert_eq!(read(&before), vec![(key("create", ""), 10, 1.0)]);
+    assert_eq!(read(&after), vec![(key("create", ""), 20, 2.0), (key("patch", "status"), 1, 0.25)]);
+    let between = scale::promtext::difference(&scale::promtext::request_durations(&before), &scale::promtext::request_durations(&after));
+    let between: Vec<_> = between.into_iter().map(|(key, n, sum, _)| (key, n, sum)).collect();
+    assert_eq!(between, vec![(key("create", ""), 10, 1.0), (key("patch", "status"), 1, 0.25)]);
+}

@@ -91,7 +91,8 @@ mod cluster;
 mod processes;
 mod operator;
 mod procfs;
-mod promtext;
+// Read by host/tests/bench_real.rs's test of the format too.
+pub(crate) mod promtext;
 mod real;
 mod report;
 mod run;

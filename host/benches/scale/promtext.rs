@@ -33,8 +33,11 @@ pub(crate) async fn scrape(client: &Client) -> Result<String, ScrapeError> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// A sample's labels, as (name, value) in the order written.
+pub(crate) type Labels = Vec<(String, String)>;
+
 /// One sample: its metric's name, its labels and its value (`None`: not a sample line).
-pub(crate) fn sample(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+pub(crate) fn sample(line: &str) -> Option<(&str, Labels, f64)> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
         return None;
