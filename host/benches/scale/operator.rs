@@ -32,10 +32,18 @@ pub(crate) const OPERATOR: &str = env!("CARGO_BIN_EXE_zundoko-operator");
 /// A child process, killed when dropped (a panic), so no operator is left singing.
 pub(crate) struct Killed(pub(crate) Child);
 
+impl Killed {
+    pub(crate) fn new(child: Child) -> Killed {
+        child_started(child.id());
+        Killed(child)
+    }
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        child_ended(self.0.id());
     }
 }
 
@@ -58,7 +66,7 @@ pub(crate) async fn run_operator(binary: &str, name: &str, n: usize, concurrency
         .stderr(if log == "warn" { Stdio::inherit() } else { Stdio::null() })
         .spawn()
         .expect("starting the operator");
-    let mut operator = Killed(operator);
+    let mut operator = Killed::new(operator);
     let operator = &mut operator.0;
     let pid = operator.id().to_string();
     // Idle: the module loaded, the caches synced (ready), then a moment to settle.

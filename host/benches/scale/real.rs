@@ -50,6 +50,17 @@ pub(crate) struct RealCluster {
 static REAL: OnceLock<RealCluster> = OnceLock::new();
 /// The namespaces this process created and has not deleted yet.
 static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The operator processes running now: stopped on Ctrl-C, which a signal sent to this process
+/// alone (not the terminal's process group) would leave running.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+pub(crate) fn child_started(pid: u32) {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+pub(crate) fn child_ended(pid: u32) {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != pid);
+}
 
 /// The real API server, once [`connect`] found one.
 pub(crate) fn real_cluster() -> Option<&'static RealCluster> {
@@ -84,6 +95,10 @@ pub(crate) async fn connect() -> Result<Option<&'static RealCluster>, RealError>
     // processes get the terminal's SIGINT too).
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
+            for pid in std::mem::take(&mut *CHILDREN.lock().unwrap_or_else(|e| e.into_inner())) {
+                // SAFETY: kill(2) on a process this bench started and has not yet waited for.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            }
             eprintln!("interrupted: deleting the run's namespace");
             if let Some(cluster) = real_cluster() {
                 delete_live(&cluster.client).await;
