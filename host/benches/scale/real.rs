@@ -87,6 +87,17 @@ pub(crate) async fn connect() -> Result<Option<&'static RealCluster>, RealError>
         Err(_) => format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
     };
     apply_crds(&client).await?;
+    // An operator deployed in the cluster (deploy/) sings every namespace's Hikawas unless it
+    // was confined to one: the bench's too, and the figures would not be the bench's.
+    let deployed = ListParams::default().labels("app.kubernetes.io/name=zundoko-operator");
+    match Api::<k8s_openapi::api::core::v1::Pod>::all(client.clone()).list(&deployed).await {
+        Ok(pods) if !pods.items.is_empty() => {
+            let names: Vec<String> = pods.items.iter().map(|p| format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or(""), p.metadata.name.as_deref().unwrap_or(""))).collect();
+            println!("note: zundoko-operator Pods run in this cluster ({}): unless confined to a namespace of their own (--namespace), they sing the bench's Hikawas too", names.join(", "));
+        }
+        Ok(_) => {}
+        Err(e) => println!("note: could not look for zundoko-operator Pods in the cluster ({e}): one that watches every namespace would sing the bench's Hikawas too"),
+    }
     let rules = Api::<ZundokoRules>::all(client.clone()).list(&ListParams::default().limit(1)).await.map(|l| l.items.len()).unwrap_or(0);
     if rules > 0 {
         println!("note: the cluster has ZundokoRules; one whose selector takes the bench's Hikawas sings them with its module, not the run's");
