@@ -30,7 +30,7 @@ pub(crate) enum RealError {
     Kubeconfig(String, String),
     #[error("namespace {0} exists: a run only sings in a namespace it creates, and deletes it after; refusing to start")]
     NamespaceExists(String),
-    #[error("{0}: {1}")]
+    #[error("{0}: {what}", what = briefly(.1))]
     Api(String, kube::Error),
     #[error("CRD {0} is not Established after {1:?}")]
     CrdNotEstablished(String, Duration),
@@ -96,7 +96,7 @@ pub(crate) async fn connect() -> Result<Option<&'static RealCluster>, RealError>
             println!("note: zundoko-operator Pods run in this cluster ({}): unless confined to a namespace of their own (--namespace), they sing the bench's Hikawas too", names.join(", "));
         }
         Ok(_) => {}
-        Err(e) => println!("note: could not look for zundoko-operator Pods in the cluster ({e}): one that watches every namespace would sing the bench's Hikawas too"),
+        Err(e) => println!("note: could not look for zundoko-operator Pods in the cluster ({}): one that watches every namespace would sing the bench's Hikawas too", briefly(&e)),
     }
     let rules = Api::<ZundokoRules>::all(client.clone()).list(&ListParams::default().limit(1)).await.map(|l| l.items.len()).unwrap_or(0);
     if rules > 0 {
@@ -119,6 +119,14 @@ pub(crate) async fn connect() -> Result<Option<&'static RealCluster>, RealError>
     });
     let cluster = RealCluster { kubeconfig, client, id, runs: AtomicUsize::new(0) };
     Ok(Some(REAL.get_or_init(|| cluster)))
+}
+
+/// An API error as a line: its code and message, not the whole Status.
+fn briefly(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => format!("{} {}", status.code, status.message),
+        other => other.to_string(),
+    }
 }
 
 /// The project's CRDs (deploy/crds/, `zundoko-operator crd`) applied server-side as `make
