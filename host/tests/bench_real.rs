@@ -2,7 +2,7 @@
 //! against the local API server started as a process of its own that writes its kubeconfig, as
 //! a user points the bench at a real server: a short bench (5 Hikawas, `bare` and `wasm`) and
 //! its report's lines; its namespaces gone after it; a start refused when a namespace it would
-//! create exists, which it leaves alone.
+//! create exists, which it leaves alone; a Hikawa outside the run's namespace not sung.
 //!
 //! The scale bench's own code is compiled into this test, and the test re-runs itself in the
 //! bench's roles (the API server, the bench, the bare client), as the bench re-runs itself.
@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
+use zundoko_operator::crd::{Hikawa, HikawaSpec, Zundoko};
 
 #[allow(dead_code, unused_imports)]
 #[path = "../benches/scale/main.rs"]
@@ -139,9 +140,23 @@ fn bench_against_a_server_named_by_its_kubeconfig() {
     assert!(errors.contains(&format!("namespace {taken} exists")), "{errors}");
     assert_eq!(runtime.block_on(bench_namespaces(&client)), vec![taken.to_string()], "the namespace it did not create is left");
 
+    // A Hikawa outside the run's namespace is not the bench's to sing: the operator is
+    // confined to its namespace.
+    let outsider = Hikawa::new("outsider", HikawaSpec { interval_millis: 0, ..HikawaSpec::default() });
+    let hikawas = Api::<Hikawa>::namespaced(client.clone(), "default");
+    runtime.block_on(hikawas.create(&PostParams::default(), &outsider)).unwrap();
+    let confined = bench(&kubeconfig, "wasm", "third");
+    let (report3, errors3) = (String::from_utf8_lossy(&confined.stdout), String::from_utf8_lossy(&confined.stderr));
+    assert!(confined.status.success(), "the bench failed:\n{report3}\n{errors3}");
+    assert!(report3.contains("CRDs already there (used as they are): hikawas.zundokokiyoshi.kaitoy.github.com"), "{report3}");
+    let outsider = runtime.block_on(hikawas.get("outsider")).unwrap();
+    assert_eq!(outsider.status, None, "a Hikawa in another namespace was sung: {outsider:?}");
+    let zundokos = runtime.block_on(Api::<Zundoko>::namespaced(client.clone(), "default").list(&ListParams::default())).unwrap();
+    assert_eq!(zundokos.items.len(), 0);
+
     // Words counted (the report's) are the children the server created: its own count, said
     // when it stops.
-    let words: u64 = ["bare", "wasm"].iter().map(|run| column(&report, run, 1).parse::<u64>().unwrap()).sum();
+    let words: u64 = ["bare", "wasm"].iter().map(|run| column(&report, run, 1).parse::<u64>().unwrap()).sum::<u64>() + column(&report3, "wasm", 1).parse::<u64>().unwrap();
     let mut children = 0;
     drop(server.0.stdin.take());
     let mut counts = String::new();
@@ -151,7 +166,7 @@ fn bench_against_a_server_named_by_its_kubeconfig() {
             children += n.parse::<u64>().unwrap();
         }
     }
-    assert!(words >= 10, "5 songs a run, each at least one word:\n{report}");
+    assert!(words >= 15, "5 songs a run, each at least one word:\n{report}");
     assert_eq!(words, children, "the words in the report are the children the server created:\n{report}\n{counts}");
     let _ = std::fs::remove_file(&kubeconfig);
 }
