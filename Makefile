@@ -313,6 +313,11 @@ bench-scale: guest fixtures ## Print operator RSS and words/s at 1,000 and 10,00
 	$(CARGO) bench -p zundoko-operator --bench scale
 	$(CARGO) bench -p zundoko-operator --bench replica_scale
 
+.PHONY: bench-real
+bench-real: guest ## Print bench-scale's bare client and operator against the API server KUBECONFIG names, each run in a fresh namespace of its own deleted after it, with the server's request duration per write from its /metrics (issue 55's check; release; KUBECONFIG=FILE, ZUNDOKO_BENCH_SIZES, ZUNDOKO_BENCH_RUNS).
+	@test -n "$(KUBECONFIG)" || { echo "usage: make bench-real KUBECONFIG=FILE (the API server to run against; see docs/benchmarks.md)" >&2; exit 1; }
+	ZUNDOKO_BENCH_KUBECONFIG=$(abspath $(KUBECONFIG)) $(CARGO) bench -p zundoko-operator --bench scale
+
 .PHONY: bench-languages
 bench-languages: guest guest-langs ## Print the classic rules in Rust, Python and JavaScript side by side: size, budget, cold compile (here and in the compiler process, with its peak RSS), warm start, and per call at 5 and 100 children time, fuel and memory (release).
 	$(CARGO) bench -p zundoko-operator --bench languages

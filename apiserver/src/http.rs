@@ -356,6 +356,10 @@ fn non_resource(inner: &Inner, method: &Method, path: &str) -> Response<Body> {
         ["openapi", "v3"] => Some(crate::openapi::root(&reg)),
         ["openapi", "v3", "api", v] => crate::openapi::group_version(&reg, "", v),
         ["openapi", "v3", "apis", g, v] => crate::openapi::group_version(&reg, g, v),
+        ["metrics"] => {
+            let text = crate::metrics::text(&inner.durations.lock().unwrap_or_else(|e| e.into_inner()));
+            return Response::builder().status(200).header("Content-Type", "text/plain; version=0.0.4; charset=utf-8").body(full(text)).unwrap();
+        }
         ["healthz"] | ["livez"] | ["readyz"] => {
             return Response::builder().status(200).header("Content-Type", "text/plain; charset=utf-8").body(full("ok")).unwrap();
         }

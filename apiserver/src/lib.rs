@@ -17,6 +17,7 @@ mod godecode;
 mod http;
 mod eventrules;
 mod kubeconfig;
+mod metrics;
 mod objectmeta;
 mod openapi;
 mod ops;

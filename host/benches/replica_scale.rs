@@ -313,7 +313,7 @@ async fn run(n: usize, hikawas: usize, shards: u16, module: &str) -> Run {
     let cpu_before: Vec<f64> = replicas.iter().map(|r| cpu_seconds(&r.pid)).collect();
     let server_cpu_before = cpu_seconds(&server.pid);
     let began = Instant::now();
-    let creator = tokio::spawn(create_hikawas(server.client.clone(), hikawas, |_| {}));
+    let creator = tokio::spawn(create_hikawas(server.client.clone(), NAMESPACE.into(), hikawas, |_| {}));
     let (mut last_kiyoshis, mut last_progress) = (0u64, Instant::now());
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;

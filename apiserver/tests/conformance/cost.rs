@@ -108,3 +108,36 @@ fn the_calibrated_model_prices_a_word_as_the_real_server_took_it() {
     assert!((305.0..=328.0).contains(&words_per_sec(bare)), "bare {bare:?}: {:.0} words/s", words_per_sec(bare));
     assert!((220.0..=235.0).contains(&words_per_sec(operator)), "operator {operator:?}: {:.0} words/s", words_per_sec(operator));
 }
+
+/// `/metrics` says what kube-apiserver's says of the same requests, as `make bench-real` reads
+/// it of a real server: apiserver_request_duration_seconds' count and sum per reported verb
+/// (POST, PATCH...), resource and subresource, the tallies' own; a watch is not in it.
+#[tokio::test]
+async fn metrics_say_each_request_kinds_count_and_seconds_as_kube_apiserver_does() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&s), "default");
+    for name in ["one", "two"] {
+        let config_map = serde_json::from_value::<ConfigMap>(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        api.create(&PostParams::default(), &config_map).await.unwrap();
+    }
+    let patch = serde_json::json!({"data": {"k": "v"}});
+    api.patch("one", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    let _watch = api.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let response = reqwest::get(format!("{}/metrics", s.url())).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = response.text().await.unwrap();
+    let tallied = |verb: &str| s.request_durations().into_iter().find(|(k, _)| k == &(verb.to_string(), "configmaps".to_string(), String::new())).unwrap().1;
+    for (verb, reported, answered) in [("create", "POST", 2), ("patch", "PATCH", 1)] {
+        let labels = format!("component=\"apiserver\",resource=\"configmaps\",subresource=\"\",verb=\"{reported}\"");
+        let value = |series: &str| -> f64 {
+            let prefix = format!("apiserver_request_duration_seconds_{series}{{{labels}}} ");
+            let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}in\n{text}"));
+            line[prefix.len()..].parse().unwrap()
+        };
+        assert_eq!(value("count"), answered as f64, "{text}");
+        assert_eq!(value("sum"), tallied(verb).duration.as_secs_f64(), "{text}");
+        assert!(text.contains(&format!("apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {answered}\n")), "{text}");
+    }
+    assert!(!text.contains("verb=\"WATCH\""), "a watch is a stream, not in the histogram:\n{text}");
+}

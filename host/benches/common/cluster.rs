@@ -19,7 +19,9 @@ pub const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
 pub const NAMESPACE: &str = "default";
 /// Hikawas created at once: the same in every run.
 pub const CREATE_CONCURRENCY: usize = 16;
-const KUBECONFIG: &str = "ZUNDOKO_BENCH_KUBECONFIG";
+/// Where the server's process writes its kubeconfig (not `ZUNDOKO_BENCH_KUBECONFIG`, which
+/// names a real API server for the scale benchmark to run against instead).
+const KUBECONFIG: &str = "ZUNDOKO_BENCH_SERVER_KUBECONFIG";
 
 /// The server's side: started, writing its kubeconfig where the benchmark said, its address
 /// printed on stdout for the benchmark to read. Serve until [`until_stdin_closes`].
@@ -70,20 +72,21 @@ pub async fn start_server(bench: &str, env: &[(&str, String)]) -> ServerProcess 
     ServerProcess { process, pid, client, kubeconfig }
 }
 
-/// The `i`th Hikawa of a run: a word as soon as it may.
-pub fn hikawa(i: usize) -> Hikawa {
+/// The `i`th Hikawa of a run in `namespace`: a word as soon as it may.
+pub fn hikawa(namespace: &str, i: usize) -> Hikawa {
     let mut h = Hikawa::new(&format!("bench-{i:05}"), HikawaSpec { interval_millis: 0, ..HikawaSpec::default() });
-    h.metadata.namespace = Some(NAMESPACE.into());
+    h.metadata.namespace = Some(namespace.into());
     h
 }
 
-/// Create N Hikawas, `CREATE_CONCURRENCY` at once; `created` gets each as the server returns it.
-pub async fn create_hikawas(client: Client, n: usize, created: impl Fn(Hikawa)) {
-    let api: Api<Hikawa> = Api::namespaced(client, NAMESPACE);
+/// Create N Hikawas in `namespace`, `CREATE_CONCURRENCY` at once; `created` gets each as the
+/// server returns it.
+pub async fn create_hikawas(client: Client, namespace: String, n: usize, created: impl Fn(Hikawa)) {
+    let api: Api<Hikawa> = Api::namespaced(client, &namespace);
     let mut creates = futures::stream::iter(0..n)
         .map(|i| {
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &hikawa(i)).await.expect("creating a Hikawa") }
+            let (api, namespace) = (api.clone(), namespace.as_str());
+            async move { api.create(&PostParams::default(), &hikawa(namespace, i)).await.expect("creating a Hikawa") }
         })
         .buffer_unordered(CREATE_CONCURRENCY);
     while let Some(h) = creates.next().await {

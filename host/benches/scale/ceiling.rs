@@ -9,7 +9,9 @@ pub(crate) struct Song {
 }
 
 /// The ceiling client (a process of its own, like the operator). Prints one line:
-/// `words seconds cpu_s rss_peak_kib rss_end_kib threads t:w,t:w,...`.
+/// `figures words seconds cpu_s rss_peak_kib rss_end_kib threads t:w,t:w,...`, then the
+/// requests it sent (`zundoko_rest_client_requests_total` samples, the Hikawas' creation left out: the
+/// operator's runs do not count it either).
 pub(crate) async fn ceiling_client() {
     let n: usize = env_number("ZUNDOKO_BENCH_N", 1000);
     let concurrency: usize = env_number("ZUNDOKO_BENCH_CONCURRENCY", 16);
@@ -17,7 +19,10 @@ pub(crate) async fn ceiling_client() {
     let bare = std::env::var("ZUNDOKO_BENCH_BARE").is_ok_and(|v| v == "1");
     let mut config = kube::Config::infer().await.expect("a kubeconfig");
     config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(if bare { "bench-bare" } else { "zundoko-operator/bench-ceiling" })));
-    let client = Client::try_from(config).expect("a client");
+    // The operator's client stack: its requests counted as the operator counts its own.
+    let metrics = Arc::new(Metrics::new());
+    let client = zundoko_operator::process::api_metrics::observed(Client::try_from(config).expect("a client"), metrics.clone());
+    let namespace = std::env::var("ZUNDOKO_BENCH_NAMESPACE").unwrap_or_else(|_| NAMESPACE.into());
     let rules: Arc<dyn Rules> = Arc::new(NativeRules::new(zundoko_rules::classic()));
     // One process, every shard: the operator without election.
     let shards = ShardTable::all(32, "bench-ceiling", client.clone());
@@ -28,7 +33,7 @@ pub(crate) async fn ceiling_client() {
         rules: Arc::new(RulesSlot::new(rules.clone())),
         // No rule sets: the ceiling sings with the default rules only.
         rulesets: Arc::new(RuleSets::new().0),
-        metrics: Arc::new(Metrics::new()),
+        metrics: metrics.clone(),
         plan_limits: PlanLimits::default(),
         children: Arc::new(ChildIndex::default()),
         pace: Pace::new(PaceSettings::default()),
@@ -47,7 +52,7 @@ pub(crate) async fn ceiling_client() {
     let creator = {
         let (queue, ready, client) = (queue.clone(), ready.clone(), client.clone());
         tokio::spawn(async move {
-            create_hikawas(client, n, |h| {
+            create_hikawas(client, namespace, n, |h| {
                 let observed = Observed { hikawa: zundoko_operator::controllers::hikawa::observe::hikawa_view(&h), ..Observed::default() };
                 queue.lock().unwrap().push_back(Song { hikawa: h, observed });
                 ready.notify_one();
@@ -127,13 +132,16 @@ pub(crate) async fn ceiling_client() {
     let samples: Vec<String> = samples.iter().map(|(t, w)| format!("{t:.3}:{w}")).collect();
     let me = std::process::id().to_string();
     println!(
-        "{words} {seconds:.3} {:.3} {} {} {} {}",
+        "figures {words} {seconds:.3} {:.3} {} {} {} {}",
         cpu_seconds(&me),
         proc_status_kib(&me, "VmHWM:"),
         proc_status_kib(&me, "VmRSS:"),
         proc_status_kib(&me, "Threads:"),
         samples.join(",")
     );
+    for line in metrics.encode().lines().filter(|l| l.starts_with("zundoko_rest_client_requests_total{")) {
+        println!("{line}");
+    }
 }
 
 pub(crate) fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -142,20 +150,23 @@ pub(crate) fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 /// The ceiling's run, or with `bare` the bare client's (bare.rs).
 pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64, bare: bool) -> Run {
-    let server = fresh_server(latency_ms).await;
+    let mut server = Target::fresh(if bare { "bare" } else { "ceiling" }, latency_ms).await;
+    server.songs_start().await;
     let server_cpu = server.cpu();
-    let mut command = Command::new(std::env::current_exe().expect("the benchmark's path"));
+    let mut command = own_process();
     command
         .env(ROLE, "ceiling")
         .env("ZUNDOKO_BENCH_N", n.to_string())
         .env("ZUNDOKO_BENCH_CONCURRENCY", concurrency.to_string())
         .env("ZUNDOKO_BENCH_BARE", if bare { "1" } else { "0" })
-        .env("KUBECONFIG", &server.kubeconfig)
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("ZUNDOKO_BENCH_NAMESPACE", server.namespace())
         .stderr(Stdio::inherit());
     let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("running the ceiling client");
     let server_cpu = server.cpu() - server_cpu;
     assert!(output.status.success(), "the ceiling client failed");
-    let line = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().find_map(|l| l.strip_prefix("figures ")).unwrap_or_else(|| panic!("ceiling output: {stdout}"));
     let f: Vec<&str> = line.split(' ').collect();
     let number = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or_else(|| panic!("ceiling output: {line}"));
     let samples = f
@@ -172,9 +183,10 @@ pub(crate) async fn run_ceiling(n: usize, concurrency: u16, latency_ms: u64, bar
         threads_end: number(5) as u64,
         samples,
         server_cpu_s: server_cpu,
+        requests: client_requests(&stdout).into_iter().filter(|((verb, resource, _), _)| !(verb == "create" && resource == "hikawas")).collect(),
         ..Run::default()
     };
-    check_songs(&server.client, n, Some(run.words)).await;
+    check_songs(server.client(), server.namespace(), n, Some(run.words)).await;
     server.finish(&mut run).await;
     run
 }

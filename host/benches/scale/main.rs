@@ -14,6 +14,16 @@
 //! - `bare` (when named in `ZUNDOKO_BENCH_RUNS`): issue 55's bare client (bare.rs), the three
 //!   writes of a word as a client that is not the operator makes them, one after the other.
 //!
+//! `ZUNDOKO_BENCH_KUBECONFIG=FILE` (`make bench-real KUBECONFIG=FILE`): the runs sing on the API
+//! server that kubeconfig names instead (real.rs, issue 55's held-out check on a real
+//! kube-apiserver), each in a fresh namespace of its own (`zundoko-bench-<run>-<n>-<id>`,
+//! `ZUNDOKO_BENCH_RUN_ID` the id, random by default; refused if it exists) deleted after the run;
+//! the CRDs applied if missing; the operator confined to the namespace (`--namespace`). The
+//! server's apiserver_request_duration_seconds is read from its `/metrics` before and after each
+//! run; what only a local server tells (its CPU, cost model, connections, watch events) is left
+//! out, and requests per word are the client's own count. Default runs `bare,wasm,bare`, size
+//! 1000, no latency or cost model (a real server has its own).
+//!
 //! `ZUNDOKO_BENCH_COST=kube-1.32`: the API server charges every request as the calibrated cost
 //! model says (apiserver/src/cost.rs); each run then prints the server's mean ms per write kind
 //! and the facts it was charged for.
@@ -53,7 +63,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -81,26 +91,43 @@ mod cluster;
 mod processes;
 mod operator;
 mod procfs;
+// Read by host/tests/bench_real.rs's test of the format too.
+pub(crate) mod promtext;
+mod real;
 mod report;
 mod run;
 mod server;
+mod target;
 use bare::*;
 use ceiling::*;
 use cluster::*;
 use operator::*;
 use processes::*;
 use procfs::*;
+use promtext::*;
+use real::*;
 use report::*;
 use run::*;
 use server::*;
+use target::*;
 
 /// The operator's allocator (main.rs) in every role, so that the ceiling's client differs from
 /// the operator only by what the operator does beyond its writes.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The arguments this binary is re-run with for a role (none for the benchmark; a test that
+/// includes it names itself, so that libtest runs that test only).
+pub(crate) static OWN_ARGS: OnceLock<Vec<String>> = OnceLock::new();
 
-fn main() {
+/// This binary, to be re-run in a role (`ZUNDOKO_BENCH_ROLE`).
+pub(crate) fn own_process() -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("the benchmark's path"));
+    command.args(OWN_ARGS.get().map_or(&[][..], Vec::as_slice));
+    command
+}
+
+pub(crate) fn main() {
     // As the operator's main does, so that RSS compares.
     zundoko_operator::process::memory::no_transparent_huge_pages();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
@@ -112,9 +139,24 @@ fn main() {
 }
 
 /// Every size, at every latency, every run: each measured, then the report.
-async fn bench() {
+pub(crate) async fn bench() {
+    let real = match connect().await {
+        Ok(real) => real,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2)
+        }
+    };
+    if real.is_some() {
+        // A real server has its own latency and costs: neither is injected there.
+        let injected = std::env::var("ZUNDOKO_BENCH_LATENCIES").is_ok_and(|l| l.split(',').any(|ms| ms.trim() != "0"));
+        if injected || cost_model().is_some() {
+            eprintln!("bench: ZUNDOKO_BENCH_LATENCIES and ZUNDOKO_BENCH_COST are the local API server's; with {REAL_KUBECONFIG} leave them unset");
+            std::process::exit(2)
+        }
+    }
     let sizes: Vec<usize> = std::env::var("ZUNDOKO_BENCH_SIZES")
-        .unwrap_or_else(|_| "1000,10000".into())
+        .unwrap_or_else(|_| if real.is_some() { "1000".into() } else { "1000,10000".into() })
         .split(',')
         .filter_map(|s| s.trim().replace('_', "").parse().ok())
         .collect();
@@ -125,7 +167,13 @@ async fn bench() {
     let perf = std::env::var("ZUNDOKO_BENCH_PERF").ok();
     let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/modules/zundoko-classic.wasm");
     assert!(Path::new(module).exists(), "run `make guest` first");
-    println!("Scale: Hikawas with intervalMillis 0, from creation to every Kiyoshi; a fresh local API server process per run.");
+    match real {
+        Some(cluster) => {
+            println!("Scale: Hikawas with intervalMillis 0, from creation to every Kiyoshi, on the API server {REAL_KUBECONFIG}={} names;", cluster.kubeconfig.display());
+            println!("each run in a fresh namespace of its own (zundoko-bench-<run>-<n>-<id>), deleted after it; the operator with --namespace that namespace.");
+        }
+        None => println!("Scale: Hikawas with intervalMillis 0, from creation to every Kiyoshi; a fresh local API server process per run."),
+    }
     println!("ceiling: no operator; a client process with the operator's client stack and write path (per word: create the child, then");
     println!("         its Event, then the status merge patch), the classic rules called natively, one word per Hikawa at a time,");
     println!("         {concurrency} words in flight (the operator: {concurrency} reconciles at once, a reconcile is one word of one Hikawa).");
@@ -134,9 +182,10 @@ async fn bench() {
     println!("to the last Kiyoshi; RSS of the client process (idle: ready, before any Hikawa; peak: while the songs run; end: every song over); CPU per word of the");
     println!("client process (its own utime + stime) and of the API server process; requests and watch events (bytes the client");
     println!("decoded) per word. latency: what the API server waits before handling each request, for every client.");
-    match cost_model() {
+    match cost_model().filter(|_| real.is_none()) {
         Some(m) => println!("cost model (ZUNDOKO_BENCH_COST): every request charged as a real server would be, {m:?}"),
-        None => println!("cost model: none (ZUNDOKO_BENCH_COST=kube-1.32 charges each request as kube-apiserver v1.32 would)"),
+        None if real.is_none() => println!("cost model: none (ZUNDOKO_BENCH_COST=kube-1.32 charges each request as kube-apiserver v1.32 would)"),
+        None => {}
     }
     let total = Instant::now();
     let mut summary = Vec::new();
@@ -145,9 +194,19 @@ async fn bench() {
     // (a cold compile of an interpreter takes tens of seconds).
     let cache = format!("{}/../target/tmp/bench-scale-cache", env!("CARGO_MANIFEST_DIR"));
     for n in sizes {
-        let latencies = latencies_set.clone().unwrap_or_else(|| if n <= 1000 { vec![0, 5, 25] } else { vec![0] });
+        let latencies = match &latencies_set {
+            _ if real.is_some() => vec![0],
+            Some(set) => set.clone(),
+            None if n <= 1000 => vec![0, 5, 25],
+            None => vec![0],
+        };
         for latency_ms in latencies {
-            let default_runs = if latency_ms == 0 { "ceiling,wasm,native,ceiling" } else { "ceiling,wasm,ceiling" };
+            let default_runs = match (real, latency_ms) {
+                // Issue 55's held-out check: the bare client before and after the operator.
+                (Some(_), _) => "bare,wasm,bare",
+                (None, 0) => "ceiling,wasm,native,ceiling",
+                (None, _) => "ceiling,wasm,ceiling",
+            };
             let mut runs = Vec::new();
             for run in which.as_deref().unwrap_or(default_runs).split(',') {
                 let started = Instant::now();

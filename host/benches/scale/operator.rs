@@ -29,16 +29,35 @@ pub(crate) fn operator_env() -> Vec<(String, String)> {
 /// The operator this benchmark was built with.
 pub(crate) const OPERATOR: &str = env!("CARGO_BIN_EXE_zundoko-operator");
 
+/// A child process, killed when dropped (a panic), so no operator is left singing.
+pub(crate) struct Killed(pub(crate) Child);
+
+impl Killed {
+    pub(crate) fn new(child: Child) -> Killed {
+        child_started(child.id());
+        Killed(child)
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        child_ended(self.0.id());
+    }
+}
+
 /// A run of the operator's process `binary`, named `name`.
 pub(crate) async fn run_operator(binary: &str, name: &str, n: usize, concurrency: u16, latency_ms: u64, rules_args: &[&str], perf: Option<&str>) -> Run {
-    let server = fresh_server(latency_ms).await;
+    let mut server = Target::fresh(name, latency_ms).await;
     let port = free_port();
     let log = std::env::var("ZUNDOKO_BENCH_LOG").unwrap_or_else(|_| "info".into());
-    let mut operator: Child = Command::new(binary)
+    let operator = Command::new(binary)
         .arg("run")
         .args(rules_args)
         .args(["--http-addr", &format!("127.0.0.1:{port}"), "--concurrency", &concurrency.to_string()])
-        .env("KUBECONFIG", &server.kubeconfig)
+        .args(server.operator_args())
+        .env("KUBECONFIG", server.kubeconfig())
         .env("RUST_LOG", &log)
         .envs(operator_env())
         .env_remove("ZUNDOKO_CONCURRENCY")
@@ -47,6 +66,8 @@ pub(crate) async fn run_operator(binary: &str, name: &str, n: usize, concurrency
         .stderr(if log == "warn" { Stdio::inherit() } else { Stdio::null() })
         .spawn()
         .expect("starting the operator");
+    let mut operator = Killed::new(operator);
+    let operator = &mut operator.0;
     let pid = operator.id().to_string();
     // Idle: the module loaded, the caches synced (ready), then a moment to settle.
     let waiting = Instant::now();
@@ -77,9 +98,10 @@ pub(crate) async fn run_operator(binary: &str, name: &str, n: usize, concurrency
     if recording.is_some() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    server.songs_start().await;
     let (server_cpu, client_cpu) = (server.cpu(), cpu_seconds(&pid));
     let started = Instant::now();
-    let creator = tokio::spawn(create_hikawas(server.client.clone(), n, |_| {}));
+    let creator = tokio::spawn(create_hikawas(server.client().clone(), server.namespace().to_string(), n, |_| {}));
     let mut samples = Vec::new();
     // A module whose songs stop short of their Kiyoshi (a rule set that refuses these Hikawas,
     // or never ends a song) would keep this loop waiting: no word for this long ends the run.
@@ -146,21 +168,24 @@ pub(crate) async fn run_operator(binary: &str, name: &str, n: usize, concurrency
             .iter()
             .map(|why| (why.to_string(), metric(&metrics, &format!("zundoko_reconciles_not_decided_total{{why=\"{why}\"}}"))))
             .collect(),
+        // As the operator counted them (a remote server's counts cannot be told apart by client;
+        // the local server's replace these in `finish`).
+        requests: client_requests(&metrics),
         ..Run::default()
     };
     let errors = metric(&metrics, "zundoko_reconcile_errors_total{");
     assert_eq!(errors, 0, "reconciles failed: {metrics}");
     operator.kill().expect("stopping the operator");
     operator.wait().expect("the operator stopped");
-    check_songs(&server.client, n, Some(run.words)).await;
-    run.sizes = object_sizes(&server.client).await;
+    check_songs(server.client(), server.namespace(), n, Some(run.words)).await;
+    run.sizes = object_sizes(server.client(), server.namespace()).await;
     server.finish(&mut run).await;
     run
 }
 
 /// Every Hikawa kiyoshied, and the words said are the children counted.
-pub(crate) async fn check_songs(client: &Client, n: usize, words: Option<u64>) {
-    let list = Api::<Hikawa>::namespaced(client.clone(), NAMESPACE).list(&ListParams::default()).await.expect("listing the Hikawas");
+pub(crate) async fn check_songs(client: &Client, namespace: &str, n: usize, words: Option<u64>) {
+    let list = Api::<Hikawa>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.expect("listing the Hikawas");
     assert_eq!(list.items.len(), n);
     let kiyoshied = list.items.iter().filter(|h| h.status.as_ref().is_some_and(|s| s.kiyoshied)).count();
     assert_eq!(kiyoshied, n, "every Hikawa kiyoshied");
@@ -172,7 +197,7 @@ pub(crate) async fn check_songs(client: &Client, n: usize, words: Option<u64>) {
 
 /// The JSON sizes of what the operator wrote, as the API server returns them: a Zundoko, its
 /// Event (events.k8s.io/v1) and a kiyoshied Hikawa, managedFields and all.
-pub(crate) async fn object_sizes(client: &Client) -> String {
+pub(crate) async fn object_sizes(client: &Client, namespace: &str) -> String {
     let get = |path: String| {
         let client = client.clone();
         async move {
@@ -180,9 +205,9 @@ pub(crate) async fn object_sizes(client: &Client) -> String {
             client.request_text(request).await.map(|t| t.len()).unwrap_or(0)
         }
     };
-    let group = "/apis/zundokokiyoshi.kaitoy.github.com/v1beta1/namespaces/default";
-    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
-    let event_name = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NAMESPACE)
+    let group = format!("/apis/zundokokiyoshi.kaitoy.github.com/v1beta1/namespaces/{namespace}");
+    let events = format!("/apis/events.k8s.io/v1/namespaces/{namespace}/events");
+    let event_name = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().limit(1))
         .await
         .ok()

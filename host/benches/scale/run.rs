@@ -38,6 +38,11 @@ pub(crate) struct Run {
     pub(crate) connections: Vec<(String, u64, u64)>,
     pub(crate) watch_events: u64,
     pub(crate) watch_bytes: u64,
+    /// Against a remote API server (`ZUNDOKO_BENCH_KUBECONFIG`): its process, cost model,
+    /// connections and watch events are not ours to read, and `requests` are the client's count.
+    pub(crate) remote: bool,
+    /// Why a remote server's request durations could not be read (its /metrics Forbidden...).
+    pub(crate) durations_unread: Option<String>,
 }
 
 impl Run {
