@@ -234,3 +234,50 @@ async fn a_tenants_rule_set_shows_its_own_use_of_the_operator_and_nothing_of_ano
     assert!(!b_said.contains(A), "B's status names A: {b_said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The whole operator (`operator::start`, as `run` wires it): its `/metrics` count each
+/// tenant's decisions by namespace, a tenant's Rust rules too (they take no WASI turn), and the
+/// default module's under `_cluster`. The in-process controllers of the tests above are not
+/// wired to the tenant metrics; this is where their wiring is checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_metrics_count_each_tenants_calls_under_its_namespace() {
+    let cluster = Cluster::start().await;
+    cluster.create_namespace(A).await;
+    put_policy(&cluster, "open", open_policy()).await;
+    let dir = common::kubelet::temp_dir("tenant-metrics");
+    std::fs::write(dir.join("rules.wasm"), module_bytes("zundoko-classic")).unwrap();
+    let sources = zundoko_operator::operator::ModuleSources { file: Some(common::running::file(dir.join("rules.wasm"))), ..Default::default() };
+    let operator = common::running::start(&cluster, sources).await.unwrap();
+    cluster.put_configmap(A, "rules-a", &module_bytes("zundoko-strict-ja")).await;
+    create_tenant_rules(&cluster, A, "mine", from_configmap(A, "rules-a")).await;
+    // Three of team-a's songs (18 words at the least) to the cluster's one: what one side's
+    // count would hold of the other's is more than a song's few decisions after its last word.
+    let a_songs: Vec<String> = (1..=3).map(|i| format!("a-{i}")).collect();
+    for name in &a_songs {
+        sing_in(&cluster, A, name, None, Some((RulesKind::ZundokoNamespacedRules, "mine", None))).await;
+    }
+    sing_in(&cluster, "default", "d-1", None, None).await;
+    cluster.assert_songs_complete(A, &a_songs, &strict_japanese(), Duration::from_secs(60)).await;
+    cluster.assert_songs_complete("default", &["d-1".to_string()], &classic(), Duration::from_secs(60)).await;
+    let words = |song: common::cluster::Song| (song.words.len() + song.kiyoshis.len()) as f64;
+    let mut words_a = 0.0;
+    for name in &a_songs {
+        words_a += words(cluster.song(A, name).await);
+    }
+    let words_d = words(cluster.song("default", "d-1").await);
+    let metrics = operator.metrics();
+    let figure = |name: &str, namespace: &str| -> f64 {
+        let prefix = format!("{name}{{namespace=\"{namespace}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok()).unwrap_or(0.0)
+    };
+    let (calls_a, calls_cluster) = (figure("zundoko_tenant_calls_total", A), figure("zundoko_tenant_calls_total", "_cluster"));
+    println!("team-a: {words_a} words, {calls_a} calls; the cluster's default module: {words_d} words, {calls_cluster} calls");
+    // A word is a decision; a song's last decisions say nothing (the plan is done).
+    assert!(calls_a >= words_a, "team-a's {words_a} words counted as {calls_a} calls:\n{metrics}");
+    assert!(figure("zundoko_tenant_call_seconds_total", A) > 0.0, "team-a's guest time:\n{metrics}");
+    assert!(calls_cluster >= words_d, "the default module's {words_d} words counted as {calls_cluster} calls:\n{metrics}");
+    // team-a's calls are its own, not the cluster's too.
+    assert!(calls_cluster < words_d + words_a, "the cluster's {calls_cluster} calls hold team-a's {words_a} words:\n{metrics}");
+    assert_eq!(figure("zundoko_tenant_call_turns_total", A), 0.0, "a Rust module takes no WASI turn:\n{metrics}");
+    operator.stop().await;
+}
