@@ -461,3 +461,26 @@ async fn check_refusal_recorded(cluster: &Cluster, reason: &str, at_once: bool, 
     }
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_refused_as_outdated_fails_nothing_and_the_next_decision_writes_it() {
+    // A status write whose Hikawa changed since the decision (a user's spec edit meeting a word
+    // in flight) is refused by its resourceVersion precondition with 409. Here every status
+    // patch is refused for a while: the words go on, nothing counts as a failed reconcile,
+    // and once the writes pass the status agrees with the song.
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(wasm("zundoko-classic"), quick_settings());
+    let names = vec!["outdated".to_string()];
+    cluster.create_hikawa("default", "outdated", 50, &[]).await;
+    cluster.wait_words("default", &names, 1, Duration::from_secs(30)).await;
+    cluster.server.faults().set_refusal_rate("patch/hikawas", 409, 1.0);
+    let refused = || cluster.server.requests().iter().filter(|r| r.resource == "hikawas" && r.subresource == "status" && r.code == 409).count();
+    eventually("two status writes refused", Duration::from_secs(30), async || refused() >= 2).await;
+    cluster.server.faults().set_refusal_rate("patch/hikawas", 409, 0.0);
+    cluster.assert_songs_complete("default", &names, &zundoko_rules::classic(), Duration::from_secs(60)).await;
+    let song = cluster.song("default", "outdated").await;
+    let status = cluster.hikawas("default").get("outdated").await.unwrap().status.unwrap();
+    assert_eq!((status.num_zundokos_said as usize, status.kiyoshied), (song.words.len(), true), "{status:?}");
+    assert_eq!(operator.shared.metrics.reconcile_errors_total(), 0, "a status refused as outdated is not a failure: {} refused", refused());
+    operator.stop().await;
+}

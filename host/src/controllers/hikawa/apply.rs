@@ -55,6 +55,9 @@ pub struct Applied {
     pub resource_version: Option<String>,
     /// The children this call created, as the rules see them.
     pub said: Vec<(ChildKind, Said)>,
+    /// The status write was refused (409) because the Hikawa changed since the decision: the
+    /// status is the one the decision saw, and the next decision writes it from the change.
+    pub status_outdated: bool,
 }
 
 /// Said Events a Hikawa is owed: words said whose Event could not be published yet (kept by
@@ -110,7 +113,7 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
         owed.publish(ctx, w, hikawa, uid).await;
         return Err(Error::MissingField(format!("Hikawa {ns}/{} has no uid", observed.hikawa.name)));
     };
-    let mut applied = Applied { zundokos: 0, kiyoshi: false, created: 0, status: HikawaStatus::default(), resource_version: None, said: Vec::new() };
+    let mut applied = Applied { zundokos: 0, kiyoshi: false, created: 0, status: HikawaStatus::default(), resource_version: None, said: Vec::new(), status_outdated: false };
     let mut said_at = None;
     // `related` names the child: each word is its own Event.
     let Owed(mut events) = owed;
@@ -168,7 +171,19 @@ pub async fn apply(ctx: &Context, w: &Writer, hikawa: &Hikawa, observed: &Observ
     // the server at a time (owed Events aside), as a client writing in turn does: sent
     // together they were two, which on a busy server makes every request wait longer (issue 55).
     publish.await;
-    (applied.status, applied.resource_version) = write_status(ctx, w, hikawa, desired).await?;
+    match write_status(ctx, w, hikawa, desired).await {
+        Ok(written) => (applied.status, applied.resource_version) = written,
+        // The Hikawa changed since the decision (a user's edit of its spec mid-word, most
+        // often): its precondition refused the status, as it must. Not a failure: the words
+        // and Events are written, the change comes through the watch, and the next decision
+        // writes the status from what it shows (a reconcile error here backed the song off
+        // and told of a failure for every edit that met a word in flight).
+        Err(Error::Kube(kube::Error::Api(status))) if status.code == 409 => {
+            applied.status = hikawa.status.clone().unwrap_or_default();
+            applied.status_outdated = true;
+        }
+        Err(error) => return Err(error),
+    }
     Ok(applied)
 }
 

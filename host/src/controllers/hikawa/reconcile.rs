@@ -44,6 +44,10 @@ use crate::supply::sandbox::ModuleIdentity;
 use crate::supply::serving::{CandidateDecision, RulesUnavailable};
 use crate::supply::tenant::{Tenant, key_of_hikawa, of_hikawa};
 
+/// When a reconcile whose status was refused as outdated comes back by itself, if the change
+/// that refused it has not brought one sooner.
+const OUTDATED_STATUS_RETRY: Duration = Duration::from_millis(500);
+
 /// A step either goes on with its result or ends the reconcile with an action.
 type Step<T> = ControlFlow<Action, T>;
 
@@ -357,6 +361,9 @@ fn record(turn: &Turn<'_>, hikawa: &Hikawa, seen: Footprint, observed: &Observed
     let left = Footprint { zundokos: seen.zundokos + applied.zundokos, kiyoshi: seen.kiyoshi || applied.kiyoshi, status: Some(applied.status), ..seen };
     let words = applied.zundokos + u32::from(applied.kiyoshi);
     let requeue = ctx.pace.decided(&turn.uid, left, plan.next_call(observed), words, turn.started);
+    // A status refused as outdated is written by the decision the change brings; should no
+    // change come (none is lost, but a watch may be slow), this one comes back for it.
+    let requeue = if applied.status_outdated { Some(requeue.map_or(OUTDATED_STATUS_RETRY, |r| r.min(OUTDATED_STATUS_RETRY))) } else { requeue };
     turn.come_back(hikawa, requeue)
 }
 
