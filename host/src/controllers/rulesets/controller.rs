@@ -327,40 +327,39 @@ fn watch_tenancy(client: &Client) -> (Tenancy, futures::stream::BoxStream<'stati
     let listed = Arc::new(std::sync::atomic::AtomicU8::new(0));
     let on_listed = |bit: u8| {
         let listed = listed.clone();
-        move |done: bool| {
-            if done {
-                listed.fetch_or(bit, Ordering::SeqCst);
-            }
-        }
+        // Whether the list is done for the first time (its bit newly set).
+        move |done: bool| done && listed.fetch_or(bit, Ordering::SeqCst) & bit == 0
     };
     // A list refused (RBAC) or failing: every tenant rule set says so (policy::unreadable)
     // instead of waiting for a list in silence; the watch tries again with its backoff. What
-    // may change a judgement wakes every tenant's rule set (an object applied or deleted, a list
-    // done, a failure that is new), not the watch's every retry (each would judge them all again:
-    // a refused list was retried about once a second here).
+    // may change a judgement wakes every tenant's rule set (policy::wakes: an object applied or
+    // deleted, a list done, a failure that is new), not the watch's every retry (each would judge
+    // them all again: a refused list was retried about once a second here).
     let unlisted = |bit: u8, what: &'static str| {
         let (listed, failed) = (on_listed(bit), Arc::new(Mutex::new(None)));
         let recorded = failed.clone();
         let wakes = move |outcome: Option<Result<(), policy::ListFailure>>, changes: bool| {
             let Some(outcome) = outcome else { return futures::future::ready(changes.then_some(())) };
-            listed(outcome.is_ok());
+            let first = listed(outcome.is_ok());
             let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
-            let changed = *recorded != outcome.as_ref().err().cloned();
-            if let (Err(failure), true) = (&outcome, changed) {
+            if let Err(failure) = &outcome
+                && recorded.as_ref() != Some(failure)
+            {
                 warn!(code = failure.code, message = %failure.message, "cannot list {what}: no tenant's rule set can be judged against a ZundokoTenantPolicy until they are");
             }
+            let wake = policy::wakes(changes, first, recorded.as_ref(), &outcome);
             *recorded = outcome.err();
-            futures::future::ready((changes || changed).then_some(()))
+            futures::future::ready(wake.then_some(()))
         };
         (wakes, failed)
     };
     let (policies, policies_writer) = reflector::store();
     let (policies_listed, policies_unlisted) = unlisted(policy::POLICIES, "zundokotenantpolicies");
     let policy_changes = reflector::reflector(policies_writer, watch(Api::<ZundokoTenantPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-        .filter_map(move |event| match &event {
-            // Without the policy's CRD there is none: every tenant is refused, saying so.
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => policies_listed(Some(Ok(())), true),
-            event => policies_listed(policy::list_outcome(event), policy::changes(event)),
+        // Without the policy's CRD there is none: every tenant is refused, saying so.
+        .filter_map(move |event| {
+            let (outcome, changes) = policy::policies_outcome(&event);
+            policies_listed(outcome, changes)
         });
     let (namespaces, namespaces_writer) = reflector::store();
     let (namespaces_listed, namespaces_unlisted) = unlisted(policy::NAMESPACES, "namespaces");

@@ -72,6 +72,25 @@ pub fn changes<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::runtime
     matches!(event, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))
 }
 
+/// What an event of the policies' watch says of its list, and whether it may change a
+/// judgement: as [`list_outcome`] and [`changes`], but a 404 (no ZundokoTenantPolicy CRD in
+/// the cluster) is a list done with no policy in it that changes nothing by itself: the watch
+/// retries it with its backoff, and only the first (a list done for the first time, [`wakes`])
+/// wakes the tenants' rule sets, not every retry.
+pub fn policies_outcome<K>(event: &Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>) -> (Option<Result<(), ListFailure>>, bool) {
+    match event {
+        Err(kube::runtime::watcher::Error::InitialListFailed(kube::Error::Api(status))) if status.code == 404 => (Some(Ok(())), false),
+        event => (list_outcome(event), changes(event)),
+    }
+}
+
+/// Whether a list's `outcome` wakes every tenant's rule set: an event that `changes` a
+/// judgement, the list done for the `first` time, or a failure other than the one `recorded`
+/// (a list failing as before, at each retry of its watch, wakes nothing).
+pub fn wakes(changes: bool, first: bool, recorded: Option<&ListFailure>, outcome: &Result<(), ListFailure>) -> bool {
+    changes || first || recorded != outcome.as_ref().err()
+}
+
 /// Why the policies cannot be read, from the list's `failure`.
 pub fn policies_unreadable(failure: &ListFailure) -> Problem {
     let said = crate::text::printable(&failure.message, 256);
@@ -270,6 +289,26 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_policy_crd_is_a_list_done_that_wakes_the_rule_sets_once_not_at_every_retry() {
+        use kube::runtime::watcher::{Error, Event};
+        let failed = |code: u16| -> Result<Event<ZundokoTenantPolicy>, Error> {
+            Err(Error::InitialListFailed(kube::Error::Api(kube::core::Status::failure("refused", "Refused").with_code(code).boxed())))
+        };
+        let forbidden = ListFailure { code: 403, message: "refused".into() };
+        assert_eq!(policies_outcome(&failed(404)), (Some(Ok(())), false), "no CRD: listed, nothing changed");
+        assert_eq!(policies_outcome(&failed(403)), (Some(Err(forbidden.clone())), false));
+        assert_eq!(policies_outcome::<ZundokoTenantPolicy>(&Ok(Event::InitDone)), (Some(Ok(())), true));
+        // The first 404 wakes them (the list counted as done for the first time); its retries do not.
+        assert!(wakes(false, true, None, &Ok(())));
+        assert!(!wakes(false, false, None, &Ok(())));
+        // A refusal wakes them when it is new, not when the retry is refused the same way.
+        assert!(wakes(false, false, None, &Err(forbidden.clone())));
+        assert!(!wakes(false, false, Some(&forbidden), &Err(forbidden.clone())));
+        assert!(wakes(false, false, Some(&forbidden), &Ok(())), "the refusal is over");
+        assert!(wakes(true, false, None, &Ok(())), "a policy applied or deleted");
+    }
 
     #[test]
     fn a_glob_matches_a_run_of_any_characters_at_each_star_and_itself_elsewhere() {
