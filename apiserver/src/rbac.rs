@@ -100,7 +100,7 @@ fn namespace_of(o: &Value) -> &str {
     o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("")
 }
 
-fn strs<'v>(o: &'v Value, field: &str) -> impl Iterator<Item = &'v str> {
+pub(crate) fn strs<'v>(o: &'v Value, field: &str) -> impl Iterator<Item = &'v str> {
     o.get(field).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
 }
 

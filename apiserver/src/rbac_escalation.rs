@@ -39,7 +39,7 @@ pub struct Rule {
 
 impl Rule {
     pub fn from_value(rule: &Value) -> Rule {
-        let field = |name: &str| -> Vec<String> { rule.get(name).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(String::from).collect() };
+        let field = |name: &str| -> Vec<String> { crate::rbac::strs(rule, name).map(String::from).collect() };
         Rule {
             verbs: field("verbs"),
             api_groups: field("apiGroups"),
