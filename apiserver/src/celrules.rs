@@ -12,6 +12,7 @@ use cel::{Context, Program, Value as CelValue};
 use serde_json::{Map, Value};
 
 use crate::status::{ErrType, FieldError};
+use crate::goquote::Quoted;
 
 /// The error kube-apiserver adds instead of evaluating rules on an object that already has a
 /// blocking schema error (apiextensions `hasBlockingErr`).
@@ -46,16 +47,16 @@ fn rule_text(rule: &Value, key: &str) -> String {
 /// Go's `%#v` of an apiextensions.ValidationRule, the value of a compile error.
 fn go_rule(rule: &Value) -> String {
     let reason = match rule.get("reason").and_then(Value::as_str) {
-        Some(r) => format!("(*apiextensions.FieldValueErrorReason)({r:?})"),
+        Some(r) => format!("(*apiextensions.FieldValueErrorReason)({})", Quoted(r)),
         None => "(*apiextensions.FieldValueErrorReason)(nil)".into(),
     };
     format!(
-        "{}apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, MessageExpression:{:?}, Reason:{reason}, FieldPath:{:?}, OptionalOldSelf:(*bool)(nil)}}",
+        "{}apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{reason}, FieldPath:{}, OptionalOldSelf:(*bool)(nil)}}",
         crate::status::RAW_VALUE_MARK,
-        rule.get("rule").and_then(Value::as_str).unwrap_or(""),
-        rule.get("message").and_then(Value::as_str).unwrap_or(""),
-        rule.get("messageExpression").and_then(Value::as_str).unwrap_or(""),
-        rule.get("fieldPath").and_then(Value::as_str).unwrap_or(""),
+        Quoted(rule.get("rule").and_then(Value::as_str).unwrap_or("")),
+        Quoted(rule.get("message").and_then(Value::as_str).unwrap_or("")),
+        Quoted(rule.get("messageExpression").and_then(Value::as_str).unwrap_or("")),
+        Quoted(rule.get("fieldPath").and_then(Value::as_str).unwrap_or("")),
     )
 }
 

@@ -375,7 +375,7 @@ impl Faults {
                     Some(serde_json::json!({"group": group, "kind": resource})),
                 ),
                 409 => ApiError::conflict(group, resource, name, "injected fault"),
-                422 => ApiError::new(422, "Invalid", format!("{what} {name:?} is invalid: injected fault for {verb}"), Some(serde_json::json!({"group": group, "kind": resource}))),
+                422 => ApiError::new(422, "Invalid", format!("{what} {} is invalid: injected fault for {verb}", crate::goquote::Quoted(name)), Some(serde_json::json!({"group": group, "kind": resource}))),
                 _ => ApiError::new(code, "BadRequest", format!("injected fault for {verb}"), None),
             });
         }

@@ -211,7 +211,8 @@ fn wants_table(accept: &str) -> bool {
 async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> Response<Body> {
     let at = SystemTime::now();
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
+    // Go's server hands kube-apiserver the path unescaped (URL.Path): `%41` is `A` in a name.
+    let path = percent_encoding::percent_decode_str(req.uri().path()).decode_utf8_lossy().into_owned();
     let query = parse_query(req.uri().query());
     let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let content_type = header("content-type");
@@ -375,14 +376,14 @@ fn write_opts(q: &HashMap<String, String>, user_agent: &str, user: Option<&UserI
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("Invalid dryRun value: {other:?}"))),
+        Some(other) => return Err(ApiError::bad_request(format!("Invalid dryRun value: {}", crate::goquote::Quoted(other)))),
     };
     let field_validation = match q.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
         Some("Ignore") => FieldValidation::Ignore,
         Some("Strict") => FieldValidation::Strict,
         Some(other) => {
-            return Err(ApiError::bad_request(format!("fieldValidation {other:?} is invalid: valid values are Ignore, Warn, Strict")));
+            return Err(ApiError::bad_request(format!("fieldValidation {} is invalid: valid values are Ignore, Warn, Strict", crate::goquote::Quoted(other))));
         }
     };
     if q.get("fieldManager").is_some_and(|m| m.chars().count() > 128) {

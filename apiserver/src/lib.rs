@@ -14,6 +14,7 @@ mod discovery;
 pub mod faults;
 mod gc;
 mod godecode;
+mod goquote;
 mod http;
 mod eventrules;
 mod kubeconfig;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use std::sync::LazyLock;
 
 use crate::status::{ErrType, FieldError};
+use crate::goquote::quote;
 
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_MSG: &str =
@@ -249,7 +250,7 @@ pub fn validate_object_meta_update(new: &Value, old: &Value) -> Vec<FieldError> 
                 "metadata.finalizers",
                 format!(
                     "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                    added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ")
+                    added.iter().map(|f| quote(f)).collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
@@ -355,11 +356,11 @@ fn go_owner_reference(r: &Value) -> String {
     let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let ptr = |k: &str| if r.get(k).and_then(Value::as_bool).is_some() { "(*bool)(0xc000000000)" } else { "(*bool)(nil)" };
     format!(
-        "v1.OwnerReference{{APIVersion:{:?}, Kind:{:?}, Name:{:?}, UID:{:?}, Controller:{}, BlockOwnerDeletion:{}}}",
-        f("apiVersion"),
-        f("kind"),
-        f("name"),
-        f("uid"),
+        "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, BlockOwnerDeletion:{}}}",
+        quote(&f("apiVersion")),
+        quote(&f("kind")),
+        quote(&f("name")),
+        quote(&f("uid")),
         ptr("controller"),
         ptr("blockOwnerDeletion")
     )
@@ -391,7 +392,7 @@ fn finalizer_errors(obj: &Value) -> Vec<FieldError> {
             Some(Value::String(format!(
                 "{}[]string{{{}}}",
                 crate::status::RAW_VALUE_MARK,
-                fins.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ")
+                fins.iter().map(|f| quote(f)).collect::<Vec<_>>().join(", ")
             ))),
             "finalizer orphan and foregroundDeletion cannot be both set",
         ));

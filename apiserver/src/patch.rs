@@ -360,9 +360,9 @@ impl Entry {
     }
     /// How conflicts name the manager (structured-merge-diff's printManager).
     pub fn display(&self) -> String {
-        let mut s = format!("{:?}", self.manager);
+        let mut s = crate::goquote::quote(&self.manager);
         if !self.subresource.is_empty() {
-            s.push_str(&format!(" with subresource {:?}", self.subresource));
+            s.push_str(&format!(" with subresource {}", crate::goquote::Quoted(&self.subresource)));
         }
         if self.operation == "Update" {
             s.push_str(&format!(" using {}", self.api_version));

@@ -20,6 +20,7 @@
 use serde_json::{Value, json};
 
 use crate::status::ApiError;
+use crate::goquote::Quoted;
 
 pub const GROUP: &str = "rbac.authorization.k8s.io";
 pub const MASTERS: &str = "system:masters";
@@ -161,8 +162,8 @@ impl<'a> Policy<'a> {
                 Ok(rules) => {
                     let role = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
                     let source = match scope {
-                        Some(ns) => format!("{kind} \"{}/{ns}\" of role {role:?}", name_of(binding)),
-                        None => format!("{kind} {:?} of ClusterRole {role:?}", name_of(binding)),
+                        Some(ns) => format!("{kind} {} of role {}", Quoted(&format!("{}/{ns}", name_of(binding))), Quoted(role)),
+                        None => format!("{kind} {} of ClusterRole {}", Quoted(name_of(binding)), Quoted(role)),
                     };
                     grants.extend(rules.iter().map(|rule| Grant { namespace: scope, rule, source: source.clone() }));
                 }
@@ -202,9 +203,9 @@ impl<'a> Policy<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RoleRefError {
     /// `resource`: "role" or "clusterrole"; `namespace`: where it was looked for.
-    #[error("{resource}.{GROUP} {name:?} not found")]
+    #[error("{resource}.{GROUP} {} not found", Quoted(name))]
     Missing { resource: &'static str, namespace: String, name: String },
-    #[error("unsupported role reference kind: {0:?}")]
+    #[error("unsupported role reference kind: {}", Quoted(.0))]
     UnsupportedKind(String),
 }
 
@@ -255,11 +256,11 @@ pub fn rule_allows(a: &Attributes<'_>, rule: &Value) -> bool {
 pub fn forbidden(a: &Attributes<'_>, reason: &str) -> ApiError {
     let user = &a.user.name;
     let mut why = if !a.resource_request {
-        format!("User {user:?} cannot {} path {:?}", a.verb, a.path)
+        format!("User {} cannot {} path {}", Quoted(user), a.verb, Quoted(&a.path))
     } else {
         let resource = if a.subresource.is_empty() { a.resource.to_string() } else { format!("{}/{}", a.resource, a.subresource) };
-        let scope = if a.namespace.is_empty() { "at the cluster scope".to_string() } else { format!("in the namespace {:?}", a.namespace) };
-        format!("User {user:?} cannot {} resource {resource:?} in API group {:?} {scope}", a.verb, a.api_group)
+        let scope = if a.namespace.is_empty() { "at the cluster scope".to_string() } else { format!("in the namespace {}", Quoted(&a.namespace)) };
+        format!("User {} cannot {} resource {} in API group {} {scope}", Quoted(user), a.verb, Quoted(&resource), Quoted(&a.api_group))
     };
     if !reason.is_empty() {
         why = format!("{why}: {reason}");

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use crate::rbac::{Attributes, GROUP, MASTERS, Policy, RoleRefError, UserInfo};
 use crate::status::ApiError;
+use crate::goquote::{Quoted, quote_list};
 
 /// A PolicyRule's fields, as the coverage check reads them (absent: empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -185,7 +186,7 @@ pub fn confirm_no_escalation(policy: &Policy<'_>, user: &UserInfo, namespace: &s
     let mut lines: Vec<String> = compact(missing).iter().map(compact_string).collect();
     lines.sort();
     lines.dedup();
-    let mut msg = format!("user {:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}", user.name, go_quoted(&user.groups), lines.join("\n"));
+    let mut msg = format!("user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}", Quoted(&user.name), quote_list(&user.groups), lines.join("\n"));
     if !errors.is_empty() {
         // `%v` of a one-element []error holding utilerrors' aggregate (each message once).
         let mut seen: Vec<String> = vec![];
@@ -275,17 +276,12 @@ fn compact(pieces: Vec<Rule>) -> Vec<Rule> {
     others
 }
 
-/// Go's `%q` of a []string: `["a" "b"]`.
-fn go_quoted(items: &[String]) -> String {
-    format!("[{}]", items.iter().map(|i| format!("{i:?}")).collect::<Vec<_>>().join(" "))
-}
-
 /// rbacv1helpers.CompactString: `{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}`.
 fn compact_string(r: &Rule) -> String {
     let parts: Vec<String> = [("APIGroups", &r.api_groups), ("Resources", &r.resources), ("NonResourceURLs", &r.non_resource_urls), ("ResourceNames", &r.resource_names), ("Verbs", &r.verbs)]
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| format!("{k}:{}", go_quoted(v)))
+        .map(|(k, v)| format!("{k}:{}", quote_list(v)))
         .collect();
     format!("{{{}}}", parts.join(", "))
 }

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::registry::ResourceDef;
 use crate::status::{ApiError, ApiResult};
+use crate::goquote::Quoted;
 
 #[derive(Debug, Clone)]
 enum Req {
@@ -55,7 +56,7 @@ impl LabelSelector {
             if let Some(k) = p.strip_prefix('!') {
                 let k = k.trim();
                 if !valid_key(k) {
-                    return Err(bad(&format!("invalid label key {k:?}")));
+                    return Err(bad(&format!("invalid label key {}", Quoted(k))));
                 }
                 reqs.push(Req::NotExists(k.into()));
             } else if let Some((k, v)) = p.split_once("!=") {
@@ -63,7 +64,7 @@ impl LabelSelector {
             } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
                 let k = k.trim();
                 if !valid_key(k) {
-                    return Err(bad(&format!("invalid label key {k:?}")));
+                    return Err(bad(&format!("invalid label key {}", Quoted(k))));
                 }
                 reqs.push(Req::Eq(k.into(), v.trim().into()));
             } else if words.len() >= 2 && (words[1] == "in" || words[1] == "notin" || words[1].starts_with("in(") || words[1].starts_with("notin(")) {

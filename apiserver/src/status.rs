@@ -2,6 +2,7 @@
 //! formats of k8s.io/apimachinery/pkg/api/errors.
 
 use serde_json::{Map, Value, json};
+use crate::goquote::Quoted;
 
 /// The qualified resource used in messages: `hikawas.zundokokiyoshi.kaitoy.github.com` or `configmaps`.
 pub fn qualified(group: &str, resource: &str) -> String {
@@ -65,7 +66,7 @@ pub fn go_value(v: &Value) -> String {
         // Go prints a nil value as the string "null", quoted.
         Value::Null => "\"null\"".into(),
         Value::String(s) if s.starts_with(RAW_VALUE_MARK) => s[RAW_VALUE_MARK.len()..].to_string(),
-        Value::String(s) => format!("{s:?}"),
+        Value::String(s) => crate::goquote::quote(s),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
         other => other.to_string(),
@@ -140,20 +141,20 @@ impl ApiError {
         ApiError { code, reason: reason.into(), message: message.into(), details }
     }
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} {name:?} not found", qualified(group, resource)), Some(details(name, group, resource)))
+        Self::new(404, "NotFound", format!("{} {} not found", qualified(group, resource), Quoted(name)), Some(details(name, group, resource)))
     }
     /// The answer for an unknown path or resource.
     pub fn no_route() -> Self {
         Self::new(404, "NotFound", "the server could not find the requested resource", Some(json!({})))
     }
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} {name:?} already exists", qualified(group, resource)), Some(details(name, group, resource)))
+        Self::new(409, "AlreadyExists", format!("{} {} already exists", qualified(group, resource), Quoted(name)), Some(details(name, group, resource)))
     }
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} {name:?}: {why}", qualified(group, resource)),
+            format!("Operation cannot be fulfilled on {} {}: {why}", qualified(group, resource), Quoted(name)),
             Some(details(name, group, resource)),
         )
     }
@@ -176,9 +177,9 @@ impl ApiError {
             }
         }
         let message = match messages.len() {
-            0 => format!("{qk} {name:?} is invalid"),
-            1 => format!("{qk} {name:?} is invalid: {}", messages[0]),
-            _ => format!("{qk} {name:?} is invalid: [{}]", messages.join(", ")),
+            0 => format!("{qk} {} is invalid", Quoted(name)),
+            1 => format!("{qk} {} is invalid: {}", Quoted(name), messages[0]),
+            _ => format!("{qk} {} is invalid: [{}]", Quoted(name), messages.join(", ")),
         };
         let mut d = details(name, group, kind);
         d["causes"] = Value::Array(causes);
@@ -211,7 +212,7 @@ impl ApiError {
     }
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let q = qualified(group, resource);
-        let msg = if name.is_empty() { format!("{q} is forbidden: {why}") } else { format!("{q} {name:?} is forbidden: {why}") };
+        let msg = if name.is_empty() { format!("{q} is forbidden: {why}") } else { format!("{q} {} is forbidden: {why}", Quoted(name)) };
         Self::new(403, "Forbidden", msg, Some(details(name, group, resource)))
     }
     /// What kube-apiserver passes on when etcd refuses a write over its request limit: a plain

@@ -9,6 +9,7 @@ use std::sync::{Mutex, OnceLock};
 use serde_json::{Map, Value};
 
 use crate::status::{ErrType, FieldError};
+use crate::goquote::Quoted;
 
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -129,7 +130,7 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
                 ErrType::TypeInvalid,
                 path,
                 Some(t.into()),
-                format!("{path} in body must be of type integer,string: {t:?}"),
+                format!("{path} in body must be of type integer,string: {}", Quoted(t)),
             ));
             return;
         }
@@ -140,7 +141,7 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
                 ErrType::TypeInvalid,
                 path,
                 Some(actual.into()),
-                format!("{path} in body must be of type {t}: {actual:?}"),
+                format!("{path} in body must be of type {t}: {}", Quoted(actual)),
             ));
             return;
         }
@@ -215,8 +216,8 @@ fn walk(schema: &Value, value: &mut Value, path: &str, out: &mut Outcome, root: 
             let vals: Vec<String> = allowed
                 .iter()
                 .map(|a| match a {
-                    Value::String(s) => format!("{s:?}"),
-                    other => format!("{:?}", other.to_string()),
+                    Value::String(s) => crate::goquote::quote(s),
+                    other => crate::goquote::quote(&other.to_string()),
                 })
                 .collect();
             out.errors.push(FieldError::new(ErrType::NotSupported, path, Some(value.clone()), format!("supported values: {}", vals.join(", "))));

@@ -152,7 +152,7 @@ pub fn start(
                 initial.push(em.bookmark(st.rv, true));
             }
         } else {
-            let n: u64 = rv_param.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param:?}")))?;
+            let n: u64 = rv_param.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {}", crate::goquote::Quoted(&rv_param))))?;
             if n < st.compacted_rv {
                 initial.push(line(&expired_event(n, st.compacted_rv)));
                 let _ = tx.try_send(initial.remove(0));

@@ -22,6 +22,7 @@ use validate::canonical_binary_data;
 use crate::registry::{ResourceDef, def_from_crd};
 use crate::status::{ApiError, ApiResult, FieldError};
 use crate::store::{State, meta_str};
+use crate::goquote::Quoted;
 
 pub use delete::{controller_delete, controller_update, delete, delete_collection};
 pub use patching::patch;
@@ -139,12 +140,12 @@ fn unknown_handling(t: &Target, opts: &WriteOpts, unknown: &[String]) -> ApiResu
     }
     match opts.field_validation {
         FieldValidation::Ignore => Ok(vec![]),
-        FieldValidation::Warn => Ok(unknown.iter().map(|u| format!("unknown field {u:?}")).collect()),
+        FieldValidation::Warn => Ok(unknown.iter().map(|u| format!("unknown field {}", Quoted(u))).collect()),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
-            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
-            unknown.iter().map(|u| format!("unknown field {u:?}")).collect::<Vec<_>>().join(", "),
+            "{kind} in version {} cannot be handled as a {kind}: strict decoding error: {}",
+            Quoted(&t.version),
+            unknown.iter().map(|u| format!("unknown field {}", Quoted(u))).collect::<Vec<_>>().join(", "),
             kind = t.def.kind,
-            version = t.version,
         ))),
     }
 }
@@ -173,14 +174,14 @@ fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
     }
     if (t.def.group.as_str(), t.def.plural.as_str()) == ("", "configmaps") {
         canonical_binary_data(obj).map_err(|e| {
-            ApiError::bad_request(format!("ConfigMap in version {:?} cannot be handled as a ConfigMap: {e}", t.version))
+            ApiError::bad_request(format!("ConfigMap in version {} cannot be handled as a ConfigMap: {e}", Quoted(&t.version)))
         })?;
     }
     if (t.def.group.as_str(), t.def.plural.as_str()) == ("", "secrets") {
         // Only what decoding checks: stringData is merged (and type defaulted) by conversion,
         // after server-side apply has taken the applied configuration as sent.
         secret::check_body(obj)
-            .map_err(|e| ApiError::bad_request(format!("Secret in version {:?} cannot be handled as a Secret: {e}", t.version)))?;
+            .map_err(|e| ApiError::bad_request(format!("Secret in version {} cannot be handled as a Secret: {e}", Quoted(&t.version))))?;
     }
     obj["apiVersion"] = want_av.into();
     obj["kind"] = t.def.kind.clone().into();

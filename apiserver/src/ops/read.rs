@@ -56,7 +56,7 @@ pub fn list(store: &Store, t: &Target, q: &ListQuery) -> ApiResult<ListResult> {
         list_rv = rv;
         start = Some((tok["ns"].as_str().unwrap_or("").into(), tok["name"].as_str().unwrap_or("").into()));
     } else if let Some(rv) = q.resource_version.as_deref().filter(|r| !r.is_empty() && *r != "0") {
-        let n: u64 = rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
+        let n: u64 = rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {}", crate::goquote::Quoted(rv))))?;
         if q.resource_version_match.as_deref() == Some("Exact") && n < st.compacted_rv {
             return Err(ApiError::expired(format!("too old resource version: {n} ({})", st.compacted_rv)));
         }

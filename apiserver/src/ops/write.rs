@@ -129,7 +129,7 @@ pub fn update(store: &Store, t: &Target, mut obj: Value, opts: &WriteOpts) -> Ap
         }
         meta_mut(&mut obj).insert("resourceVersion".into(), cur_rv.clone().into());
     } else if rv.parse::<u64>().is_err() {
-        return Err(ApiError::bad_request(format!("invalid resource version: {rv:?}")));
+        return Err(ApiError::bad_request(format!("invalid resource version: {}", crate::goquote::Quoted(&rv))));
     } else if rv != cur_rv {
         return Err(ApiError::optimistic_lock(&t.def.group, &t.def.plural, t.name()));
     }

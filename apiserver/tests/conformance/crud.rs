@@ -56,6 +56,11 @@ async fn already_exists_not_found_and_missing_namespace() {
     assert_eq!(st["reason"], "NotFound");
     assert_eq!(st["message"], "widgets.test.zundoko.example \"nope\" not found");
     assert_eq!(st["details"], json!({"name": "nope", "group": "test.zundoko.example", "kind": "widgets"}));
+    // A name is quoted as Go's %q quotes it (strconv.Quote), not as Rust's {:?}: `\x1b`, not
+    // `\u{1b}`; a printable letter as it is; a zero-width space escaped.
+    let (code, st) = raw.get(&format!("{WIDGETS}/%1B%C3%A9%E2%80%8B")).await;
+    assert_eq!(code, 404);
+    assert_eq!(st["message"], "widgets.test.zundoko.example \"\\x1b\u{e9}\\u200b\" not found");
     let (code, st) = raw.post("/apis/test.zundoko.example/v1/namespaces/ghost/widgets", &widget("a", 3)).await;
     assert_eq!(code, 404);
     assert_eq!(st["message"], "namespaces \"ghost\" not found");
