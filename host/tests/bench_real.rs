@@ -172,12 +172,13 @@ fn bench_against_a_server_named_by_its_kubeconfig() {
 }
 
 /// A real kube-apiserver's histogram: each write's sum and count summed over the labels the
-/// bench does not key on (group, version, scope...), buckets and other metrics left out, APPLY
-/// counted as a patch, escaped label values read whole; then the difference of two scrapes.
+/// bench does not key on (version, scope...), buckets, other metrics and the same resource name
+/// in another group (events.k8s.io's `events`) left out, APPLY counted as a patch, escaped label
+/// values read whole; then the difference of two scrapes.
 #[test]
 fn request_durations_are_read_from_kube_apiservers_text_format() {
     let series = |group: &str, verb: &str, sub: &str, sum: f64, count: u64| {
-        let labels = format!("component=\"apiserver\",dry_run=\"\",group=\"{group}\",resource=\"events\",scope=\"resource\",subresource=\"{sub}\",verb=\"{verb}\",version=\"v1\"");
+        let labels = format!("component=\"a\\\"b,c=\\\"d\",dry_run=\"\",group=\"{group}\",resource=\"events\",scope=\"resource\",subresource=\"{sub}\",verb=\"{verb}\",version=\"v1\"");
         format!(
             "apiserver_request_duration_seconds_bucket{{{labels},le=\"0.005\"}} 1\n\
              apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}\n\
@@ -186,11 +187,17 @@ fn request_durations_are_read_from_kube_apiservers_text_format() {
              apiserver_request_sli_duration_seconds_sum{{{labels}}} 99\n"
         )
     };
-    let before = format!("# HELP apiserver_request_duration_seconds [STABLE] Response latency\n# TYPE apiserver_request_duration_seconds histogram\n{}", series("events.k8s.io", "POST", "", 1.0, 10));
+    let before = format!(
+        "# HELP apiserver_request_duration_seconds [STABLE] Response latency\n# TYPE apiserver_request_duration_seconds histogram\n{}{}",
+        series("", "POST", "", 1.0, 10),
+        series("events.k8s.io", "POST", "", 7.0, 70)
+    );
     let after = [
-        series("events.k8s.io", "POST", "", 1.5, 14),
+        series("", "POST", "", 1.5, 14),
         series("", "POST", "", 0.5, 6),
-        series("a\\\"b,c=\\\"d", "APPLY", "status", 0.25, 1),
+        // Another group's `events`, not the operator's: left out.
+        series("events.k8s.io", "POST", "", 9.0, 90),
+        series("zundokokiyoshi.kaitoy.github.com", "APPLY", "status", 0.25, 1),
     ]
     .concat();
     let read = |text: &str| scale::promtext::request_durations(text).into_iter().map(|(key, n, sum, _)| (key, n, sum)).collect::<Vec<_>>();

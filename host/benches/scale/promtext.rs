@@ -91,8 +91,13 @@ fn kube_verb(reported: &str) -> String {
     }
 }
 
-/// `apiserver_request_duration_seconds` by (verb, resource, subresource): requests and seconds
-/// in all, summed over the other labels (group, version, scope, component, dry run).
+/// The API groups a word's writes go to: the core group (its Event) and the operator's (the
+/// child, the Hikawa's status). events.k8s.io serves a resource named `events` too, which the
+/// operator never writes and other clients of a real server do.
+const WORD_GROUPS: [&str; 2] = ["", "zundokokiyoshi.kaitoy.github.com"];
+
+/// `apiserver_request_duration_seconds` of [`WORD_GROUPS`] by (verb, resource, subresource):
+/// requests and seconds in all, summed over the other labels (version, scope, component, dry run).
 pub(crate) fn request_durations(text: &str) -> Vec<Tallied> {
     let mut by_key: std::collections::BTreeMap<(String, String, String), (u64, f64)> = Default::default();
     for (name, labels, value) in text.lines().filter_map(sample) {
@@ -101,6 +106,9 @@ pub(crate) fn request_durations(text: &str) -> Vec<Tallied> {
             "apiserver_request_duration_seconds_sum" => false,
             _ => continue,
         };
+        if !WORD_GROUPS.contains(&label(&labels, "group")) {
+            continue;
+        }
         let key = (kube_verb(label(&labels, "verb")), label(&labels, "resource").to_string(), label(&labels, "subresource").to_string());
         let entry = by_key.entry(key).or_default();
         if count {
