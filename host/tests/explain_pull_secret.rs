@@ -2,7 +2,8 @@
 //! the secret read with the explaining user's credentials through the operator's own reading of
 //! it (`pull_secret_auth`), so no `--registry-auth` is needed; a secret that is gone named, with
 //! the recorded decisions still shown and `--registry-auth` tried instead, as is one the
-//! explaining user may not read; a secret outside `--rules-namespaces` refused with the
+//! explaining user may not read (and said in the report when that replays, so it is not taken
+//! for the rule set's own credentials); a secret outside `--rules-namespaces` refused with the
 //! operator's own reason.
 
 mod common;
@@ -44,6 +45,17 @@ fn private(reference: &str, ns: &str, name: &str) -> ZundokoRulesSpec {
 
 fn every_word_matches(report: &Report) -> bool {
     report.first_difference.is_none() && report.words.len() >= 2 && report.words.iter().all(|w| w.verdict == Verdict::Matches)
+}
+
+/// The report's one unused pull secret, said in its text too (each word replayed all the same).
+fn one_pull_secret_unused(report: &Report) -> &str {
+    assert!(every_word_matches(report), "{:?}", report.words);
+    let [unused] = &report.pull_secrets_unused[..] else { panic!("one pull secret unused: {:?}", report.pull_secrets_unused) };
+    let mut text = Vec::new();
+    zundoko_operator::cli::explain::print(report, zundoko_operator::cli::args::ExplainFormat::Text, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains(&format!("  not the rule set's pull secret: {unused}\n")), "said in the text: {text}");
+    unused
 }
 
 /// A song sung by the operator with the rule set `private`: the classic module in a registry
@@ -103,6 +115,7 @@ async fn a_private_rule_sets_song_replays_with_its_pull_secret_read_as_the_opera
     // --rules-namespaces (its --operator-namespace, zundoko-system, as run's).
     let report = run(&cluster, &argv).await;
     assert!(every_word_matches(&report), "{:?}", report.words);
+    assert!(report.pull_secrets_unused.is_empty(), "its own secret used: {:?}", report.pull_secrets_unused);
 
     // Its secret outside --rules-namespaces: refused as the operator refused it, word for word,
     // not read; nothing else gets in (the registry refuses a pull without credentials).
@@ -130,9 +143,13 @@ async fn a_private_rule_sets_song_replays_with_its_pull_secret_read_as_the_opera
         assert!(word.reason.contains("pull secret zundoko-system/pull: does not exist (yet) (PullSecretUnreadable)"), "names the secret and why: {}", word.reason);
         assert!(word.decision.as_ref().is_some_and(|d| d.module == digest(&classic)), "the recorded decision is shown all the same: {word:?}");
     }
-    // With --registry-auth, that is tried instead.
+    // With --registry-auth, that is tried instead; and said, though every word replays.
     let report = run(&cluster, &[&argv[..], &["--registry-auth", &registry_auth_file(&config)]].concat()).await;
-    assert!(every_word_matches(&report), "{:?}", report.words);
+    let unused = one_pull_secret_unused(&report);
+    assert!(
+        unused.ends_with("pull secret zundoko-system/pull: does not exist (yet) (PullSecretUnreadable); tried with --registry-auth instead"),
+        "which secret, why, what instead: {unused}"
+    );
 }
 
 /// Explain as a user RBAC lets read the song and its rule set but no Secret: the pull secret is
@@ -176,5 +193,8 @@ async fn a_pull_secret_the_explaining_user_may_not_read_is_named_and_registry_au
         assert!(word.decision.is_some(), "the recorded decision is shown all the same: {word:?}");
     }
     let report = explain_as_reader(&[&argv[..], &["--registry-auth", &registry_auth_file(&config)]].concat()).await;
-    assert!(every_word_matches(&report), "{:?}", report.words);
+    let unused = one_pull_secret_unused(&report);
+    assert!(unused.contains("pull secret zundoko-system/pull: cannot read it (may your credentials get secrets in zundoko-system?"), "which secret: {unused}");
+    assert!(unused.contains(r#"secrets "pull" is forbidden: User "reader" cannot get resource "secrets""#), "the API server's refusal: {unused}");
+    assert!(unused.ends_with("(PullSecretUnreadable); tried with --registry-auth instead"), "what instead: {unused}");
 }

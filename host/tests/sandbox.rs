@@ -6,7 +6,7 @@ mod common;
 use common::{fixture_bytes, module_bytes};
 use sha2::{Digest, Sha256};
 use zundoko_operator::supply::contract::rules::{NativeRules, Rules, decide};
-use zundoko_operator::supply::sandbox::{GuestError, RULES_EXPORT, RulesModule, SandboxEngine, SandboxLimits};
+use zundoko_operator::supply::sandbox::{GuestError, GuestOutcome, ModuleIdentity, RULES_EXPORT, RulesModule, SandboxEngine, SandboxLimits};
 use zundoko_operator::supply::contract::plan_check::{PlanLimits, PlanRejection};
 use zundoko_rules::naming::zundoko_name;
 use zundoko_rules::song::mix;
@@ -179,6 +179,54 @@ async fn decide_async_decides_quick_and_slow_calls_alike() {
     let a = zundoko_operator::supply::contract::rules::decide_async(quick, observed.clone(), limits.clone(), zundoko_operator::supply::Tenant::Cluster).await;
     let b = zundoko_operator::supply::contract::rules::decide_async(slow, observed, limits, zundoko_operator::supply::Tenant::Cluster).await;
     assert_eq!(a.outcome.unwrap(), b.outcome.unwrap());
+}
+
+/// A module whose tries are timed around the real module's own calls.
+struct TimedTries {
+    inner: RulesModule,
+    quick: std::sync::Mutex<Vec<(std::time::Duration, bool)>>,
+    whole: std::sync::Mutex<Vec<std::time::Duration>>,
+}
+
+impl Rules for TimedTries {
+    fn identity(&self) -> &std::sync::Arc<ModuleIdentity> {
+        self.inner.identity()
+    }
+
+    fn reconcile(&self, observed: &Observed) -> Result<GuestOutcome<Plan>, GuestError> {
+        let started = std::time::Instant::now();
+        let outcome = self.inner.reconcile(observed);
+        self.whole.lock().unwrap().push(started.elapsed());
+        outcome
+    }
+
+    fn reconcile_quick(&self, observed: &Observed) -> Option<Result<GuestOutcome<Plan>, GuestError>> {
+        let started = std::time::Instant::now();
+        let outcome = self.inner.reconcile_quick(observed);
+        self.quick.lock().unwrap().push((started.elapsed(), outcome.is_some()));
+        outcome
+    }
+}
+
+/// A call out of its quick slice is made again off the async workers: its time (the tenant's
+/// callMillis and the call duration metric, both `Decision::elapsed`) is both tries', and it is
+/// one call; never more than the whole call took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_made_again_off_the_async_workers_counts_the_time_of_both_tries() {
+    use std::sync::Arc;
+    // zundoko-burn needs ~2.6M fuel a call: more than the default quick slice (2M).
+    let burn = engine().load(&fixture_bytes("zundoko-burn")).unwrap();
+    let timed = Arc::new(TimedTries { inner: burn, quick: Default::default(), whole: Default::default() });
+    let rules: Arc<dyn Rules> = timed.clone();
+    let started = std::time::Instant::now();
+    let decision = zundoko_operator::supply::contract::rules::decide_async(rules, Arc::new(hikawa(&[])), PlanLimits::default(), zundoko_operator::supply::Tenant::Cluster).await;
+    let around = started.elapsed();
+    assert!(decision.outcome.is_ok(), "{decision:?}");
+    let (quick, whole) = (timed.quick.lock().unwrap().clone(), timed.whole.lock().unwrap().clone());
+    assert!(matches!(quick[..], [(_, false)]) && whole.len() == 1, "one quick try out of its slice, then one whole: {quick:?} {whole:?}");
+    let both = quick[0].0 + whole[0];
+    assert!(decision.elapsed >= both, "counted {:?}, the tries took {:?} + {:?}", decision.elapsed, quick[0].0, whole[0]);
+    assert!(decision.elapsed <= around, "counted {:?}, more than the whole call took ({around:?})", decision.elapsed);
 }
 
 #[test]

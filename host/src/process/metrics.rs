@@ -209,7 +209,7 @@ impl Metrics {
         metrics.registry.register("reconcile_errors", "Failed reconciles, by reason", metrics.reconcile_errors.clone());
         metrics.registry.register(
             "guest_call_duration_seconds",
-            "Time to decide: a fresh guest instance, the call and the plan check",
+            "Time to decide: a fresh guest instance, the call and the plan check (both tries of a call made again off the async workers)",
             metrics.guest_call_seconds.clone(),
         );
         metrics.registry.register("guest_fuel_used", "Guest CPU used per call, in wasmtime fuel units", metrics.guest_fuel.clone());

@@ -38,6 +38,10 @@ pub struct Report {
     /// For `--song`: the first word that does not replay to what was written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_difference: Option<Difference>,
+    /// Each pull secret of the (cluster) rule set that could not be used to fetch its module:
+    /// which, why, and what was tried instead; said also when the words replay.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pull_secrets_unused: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -67,7 +71,7 @@ pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
     let read = read::read(client, &args.hikawa, &leases).await?;
     let state = waiting::state(&read);
     let (ns, name) = read::split_key(&args.hikawa);
-    let mut report = Report { hikawa: format!("{ns}/{name}"), state, words: Vec::new(), first_difference: None };
+    let mut report = Report { hikawa: format!("{ns}/{name}"), state, words: Vec::new(), first_difference: None, pull_secrets_unused: Vec::new() };
     let singing = report.state.state == "singing";
     let chosen: Vec<usize> = match (args.word, args.song) {
         (Some(n), _) => {
@@ -91,6 +95,7 @@ pub async fn explain(client: &Client, args: &ExplainArgs) -> Result<Report> {
     for at in chosen {
         report.words.push(replay::replay(&read.hikawa, &read.children, at, &mut modules, &limits).await);
     }
+    report.pull_secrets_unused = modules.pull_secrets_unused();
     let last = read.children.last().and_then(|child| report.words.iter().find(|w| w.name == child.name));
     report.state.pacing = pace(&read, &report, last);
     report.first_difference = report
@@ -174,6 +179,9 @@ pub fn print(report: &Report, format: ExplainFormat, out: &mut dyn Write) -> Res
     }
     for (reason, note, count) in &s.warnings {
         writeln!(out, "  Warning {} (x{count}): {}", safe(reason), safe(note))?;
+    }
+    for unused in &report.pull_secrets_unused {
+        writeln!(out, "  not the rule set's pull secret: {}", safe(unused))?;
     }
     for w in &report.words {
         writeln!(out, "word {} {} {}: {}", w.position, w.kind, safe(&w.word), verdict_text(&w.verdict))?;

@@ -8,10 +8,13 @@
 //! flags' trusted keys, bound to its repository with `requireIdentity`) and kept only if its
 //! digest is the one recorded. A cluster rule set's artifact is pulled with its pull secret,
 //! read with the explaining user's credentials through the operator's own reading of it
-//! (`pull_secret_auth`: from `--rules-namespaces` only); a secret that cannot be read is named,
-//! and `--registry-auth` (or nothing) is tried instead. A tenant's rule set
-//! (`ZundokoNamespacedRules`) is checked by the operator's own code instead, policy and all
-//! (`tenant.rs`).
+//! (`pull_secret_auth`: from `--rules-namespaces` only); a secret that cannot be used is named,
+//! and `--registry-auth` (or nothing) is tried instead: said whether or not the module is had
+//! then (`pull_secrets_unused`), so that a replay is never taken for one with the rule set's own
+//! credentials. A tenant's rule set (`ZundokoNamespacedRules`) is checked by the operator's own
+//! code instead, policy and all (`tenant.rs`): as `run`, it is pulled with its own pull secret or
+//! not at all, so nothing stands in for a secret that cannot be used (its source gives no module,
+//! named among the problems).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -48,10 +51,14 @@ pub struct Modules<'a> {
     default: Option<Result<DefaultModule, String>>,
     /// The operator's `--rules-namespaces`: where a cluster rule set's pull secret may be read.
     rules_namespaces: Vec<String>,
-    /// What each source gave (by digest), and what each could not give; filled on first need.
-    fetched: Option<(HashMap<String, Found>, Vec<String>)>,
+    /// Filled on first need.
+    fetched: Option<Fetches>,
     loaded: HashMap<String, Result<Arc<RulesModule>, String>>,
 }
+
+/// What each source gave (by digest), what each could not give, and each pull secret that could
+/// not be used (which, why, and what was tried instead).
+type Fetches = (HashMap<String, Found>, Vec<String>, Vec<String>);
 
 /// What a source gave: bytes to load, or (a tenant's, checked as `run` checks it) the module.
 #[derive(Clone)]
@@ -115,7 +122,7 @@ impl<'a> Modules<'a> {
         if self.fetched.is_none() {
             self.fetched = Some(self.fetch_sources().await);
         }
-        let (by_digest, problems) = self.fetched.as_ref().expect("filled above");
+        let (by_digest, problems, _) = self.fetched.as_ref().expect("filled above");
         if let Some(fetched) = by_digest.get(digest) {
             return Ok(fetched.clone());
         }
@@ -134,30 +141,36 @@ impl<'a> Modules<'a> {
         Err(format!("the module {digest} is not fetchable any more: {}", tried.join("; ")))
     }
 
+    /// Each cluster rule set's pull secret that could not be used: which, why, and what was
+    /// tried instead (none before a module was looked for in the rule set's sources).
+    pub fn pull_secrets_unused(&self) -> Vec<String> {
+        self.fetched.as_ref().map(|(_, _, unused)| unused.clone()).unwrap_or_default()
+    }
+
     /// A registry client only to check a file's signature, when signatures are required.
     fn signing_registry(&self) -> Option<Arc<Registry>> {
         self.registry.require_signatures.then(|| self.registry.settings().ok().and_then(|s| Registry::new(s).ok())).flatten()
     }
 
     /// Every module the rule set names now, fetched (the default module's recorded sources for
-    /// a Hikawa that names none).
-    async fn fetch_sources(&self) -> (HashMap<String, Found>, Vec<String>) {
-        let (mut by_digest, mut problems) = (HashMap::new(), Vec::new());
+    /// a Hikawa that names none); what could not be, and the pull secrets that could not be used.
+    async fn fetch_sources(&self) -> Fetches {
+        let (mut by_digest, mut problems, mut unused) = (HashMap::new(), Vec::new(), Vec::new());
         let Some(ruleset) = &self.ruleset else {
             if let Some(Ok(default)) = &self.default {
                 self.fetch_default(default, &mut by_digest, &mut problems).await;
             }
-            return (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems);
+            return (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems, unused);
         };
         // A tenant's rule set: through the operator's own checks (tenant.rs), never the ones below.
         if let Some(ns) = ruleset.metadata.namespace.as_deref() {
             let registry = match self.registry.settings().map_err(|e| e.to_string()).and_then(Registry::new) {
                 Ok(registry) => registry,
-                Err(error) => return (HashMap::new(), vec![format!("no registry client: {error}")]),
+                Err(error) => return (HashMap::new(), vec![format!("no registry client: {error}")], unused),
             };
             let loader = Arc::new(ModuleLoader::new(self.engine.clone(), self.plan_limits.clone()));
             let (found, problems) = tenant::modules(self.client, ns, ruleset, loader, registry).await;
-            return (found.into_iter().map(|(d, c)| (d, Found::Loaded(c.module, c.origin))).collect(), problems);
+            return (found.into_iter().map(|(d, c)| (d, Found::Loaded(c.module, c.origin))).collect(), problems, unused);
         }
         // Each source with the reference its status pinned (a tag resolved then may point
         // elsewhere now), which its own keys verify as they verify the source.
@@ -196,13 +209,13 @@ impl<'a> Modules<'a> {
                     }
                 };
                 let written = source.oci.as_ref().map(|o| o.reference.as_str());
-                let secret = self.pull_secret(&oci, written.unwrap_or_default(), &mut problems).await;
+                let secret = self.pull_secret(&oci, written.unwrap_or_default(), &mut problems, &mut unused).await;
                 for reference in written.into_iter().chain(pinned) {
                     self.fetch_reference(reference, keys, oci.identity, secret.as_ref(), registry.as_deref(), &mut by_digest, &mut problems).await;
                 }
             }
         }
-        (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems)
+        (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems, unused)
     }
 
     /// The default module's sources as its replica recorded them, with the operator's own
@@ -230,8 +243,9 @@ impl<'a> Modules<'a> {
     /// The credentials of a cluster rule set's artifact's pull secret, read with the
     /// explaining user's credentials by the operator's own reading of it (so refused outside
     /// `--rules-namespaces` with the operator's reason); `None` without one, or when it cannot
-    /// be read: then why is said, and `--registry-auth` (or nothing) is tried instead.
-    async fn pull_secret(&self, oci: &OciSpec, written: &str, problems: &mut Vec<String>) -> Option<RegistryAuth> {
+    /// be used: then which, why and what is tried instead is said, in `problems` (for a module
+    /// that cannot be had) and in `unused` (for the report, had or not).
+    async fn pull_secret(&self, oci: &OciSpec, written: &str, problems: &mut Vec<String>, unused: &mut Vec<String>) -> Option<RegistryAuth> {
         let secret = oci.pull_secret.as_ref()?;
         let namespaces: Vec<&str> = self.rules_namespaces.iter().map(String::as_str).collect();
         let hint = || format!("may your credentials get secrets in {}? explain reads it with them, not the operator's", secret.namespace);
@@ -239,7 +253,10 @@ impl<'a> Modules<'a> {
             Ok(auth) => Some(auth),
             Err(problem) => {
                 let instead = if self.registry.registry_auth.is_some() { "tried with --registry-auth instead" } else { "tried without credentials instead (no --registry-auth given)" };
-                problems.push(format!("registry {written}: {} ({}); {instead}", problem.message, problem.reason));
+                // The API server's answer, bounded here as a module's rejection is (`get`).
+                let why = format!("registry {written}: {} ({}); {instead}", crate::text::printable(&problem.message, 512), problem.reason);
+                problems.push(why.clone());
+                unused.push(why);
                 None
             }
         }

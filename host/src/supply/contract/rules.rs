@@ -93,6 +93,7 @@ pub struct Decision {
     pub outcome: Result<Plan, GuestError>,
     pub fuel_used: Option<u64>,
     pub logs: Vec<GuestLog>,
+    /// The guest's time: instance, call and plan check; a call made again, both tries'.
     pub elapsed: Duration,
 }
 
@@ -119,11 +120,21 @@ fn checked(rules: &dyn Rules, observed: &Observed, limits: &PlanLimits, outcome:
 /// made again, whole, off the async runtime (on the module's own threads if it has them, else
 /// on tokio's blocking pool), so a slow guest never stalls the async workers. Its turn is
 /// `tenant`'s: the owner of the rules (`supply/tenant.rs`), whose modules share their calls.
+/// The decision's `elapsed` is the guest time of both tries (not the wait for a turn between
+/// them): the tenant's call time and the call duration metric count what its guest ran.
 pub async fn decide_async(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits, tenant: Tenant) -> Decision {
     let started = Instant::now();
     if let Some(outcome) = rules.reconcile_quick(&observed) {
         return checked(rules.as_ref(), &observed, &limits, outcome, started);
     }
+    let first_try = started.elapsed();
+    let mut decision = made_again(rules, observed, limits, tenant).await;
+    decision.elapsed += first_try;
+    decision
+}
+
+/// A call out of its quick slice, made again whole off the async runtime; `elapsed`: this try's.
+async fn made_again(rules: Arc<dyn Rules>, observed: Arc<Observed>, limits: PlanLimits, tenant: Tenant) -> Decision {
     let span = tracing::Span::current();
     let module = rules.identity().clone();
     let not_finished = |why: String| Decision {
