@@ -9,6 +9,7 @@ mod apply;
 mod delete;
 mod patching;
 mod read;
+mod review;
 mod secret;
 mod strategy;
 mod validate;
@@ -26,6 +27,7 @@ use crate::store::{State, meta_str};
 pub use delete::{controller_delete, controller_update, delete, delete_collection};
 pub use patching::patch;
 pub use read::{ListQuery, get, list, selectors};
+pub use review::{GROUP as REVIEWS_GROUP, review};
 pub use write::{create, update};
 
 /// What a request addresses.
