@@ -395,6 +395,25 @@ mod tests {
     }
 
     #[test]
+    fn access_reviews_as_client_go_sends_them() {
+        let envelope = |kind: &[u8], raw: Vec<u8>| {
+            let type_meta = [ld(1, b"authorization.k8s.io/v1"), ld(2, kind)].concat();
+            super::decode(&[super::MAGIC.to_vec(), ld(1, &type_meta), ld(2, &raw)].concat()).unwrap()
+        };
+        // gogo-protobuf writes every string of a set message, empty ones too.
+        let attrs = [ld(1, b"team-a"), ld(2, b"get"), ld(3, b""), ld(4, b""), ld(5, b"secrets"), ld(6, b""), ld(7, b"pull"), ld(8, &ld(1, b"metadata.name=pull"))].concat();
+        let extra = [ld(1, b"scopes"), ld(2, &[ld(1, b"a"), ld(1, b"b")].concat())].concat();
+        let spec = [ld(1, &attrs), ld(3, b"bob"), ld(4, b"devs"), ld(4, b"ops"), ld(5, &extra), ld(6, b"")].concat();
+        assert_eq!(envelope(b"SubjectAccessReview", [ld(1, b""), ld(2, &spec), ld(3, &[8, 1])].concat()), serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "metadata": {},
+            "spec": {"resourceAttributes": {"namespace": "team-a", "verb": "get", "resource": "secrets", "name": "pull", "fieldSelector": {"rawSelector": "metadata.name=pull"}},
+                     "user": "bob", "groups": ["devs", "ops"], "extra": {"scopes": ["a", "b"]}}}));
+        let path = ld(2, &[ld(1, b"/apis"), ld(2, b"get")].concat());
+        assert_eq!(envelope(b"SelfSubjectAccessReview", ld(2, &path))["spec"], serde_json::json!({"nonResourceAttributes": {"path": "/apis", "verb": "get"}}));
+        assert_eq!(envelope(b"SelfSubjectRulesReview", ld(2, &ld(1, b"team-a")))["spec"], serde_json::json!({"namespace": "team-a"}));
+    }
+
+    #[test]
     fn rbac_objects_as_kubectl_create_sends_them() {
         let envelope = |kind: &[u8], raw: Vec<u8>| {
             let type_meta = [ld(1, b"rbac.authorization.k8s.io/v1"), ld(2, kind)].concat();
