@@ -448,6 +448,7 @@ fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, Str
         return Err(e);
     }
     let table = wants_table(accept);
+    let review = def.group == ops::REVIEWS_GROUP;
     let target = Target { def: def.clone(), version: rr.version.clone(), namespace: rr.namespace.clone(), name: rr.name.clone(), subresource: rr.subresource.clone() };
     let store = &inner.store;
     let ok = |r: ops::Resp| json_resp(r.code, &r.body, &r.warnings);
@@ -457,6 +458,8 @@ fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, Str
         ok(r)
     };
     Ok(match rr.verb {
+        "create" if review => ok(ops::review(store, &target, parse_body(body, content_type)?, user, &write_opts(q, user_agent, user)?)?),
+        _ if review => return Err(ApiError::method_not_allowed()),
         "get" => {
             let obj = ops::get(store, &target)?;
             if wants_partial(accept) {

@@ -33,6 +33,7 @@ mod rbac_escalation;
 pub mod status;
 mod store;
 mod table;
+mod typed;
 mod util;
 mod validation;
 mod watch;

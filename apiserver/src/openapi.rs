@@ -72,6 +72,11 @@ pub fn group_version(reg: &Registry, group: &str, version: &str) -> Option<Value
             format!("/{}/{}", gv_path(group, version), def.plural)
         };
         let write = ["dryRun", "fieldManager", "fieldValidation", "pretty"];
+        if def.verbs == ["create"] {
+            // The access reviews: a POST, nothing to read back.
+            paths.insert(base, json!({"post": op(def, version, "post", &write, &schema_ref)}));
+            continue;
+        }
         paths.insert(
             base.clone(),
             json!({

@@ -1,6 +1,6 @@
 //! Decoding of the Kubernetes protobuf envelope for the built-in kinds kubectl's generators
 //! send that way (`kubectl create configmap|namespace|secret|role|clusterrole|rolebinding|
-//! clusterrolebinding`). Only those kinds are decoded; other protobuf bodies get 415 as before. Responses are always JSON, which client-go accepts.
+//! clusterrolebinding`, and `kubectl auth can-i`'s access reviews). Only those kinds are decoded; other protobuf bodies get 415 as before. Responses are always JSON, which client-go accepts.
 
 use serde_json::{Map, Value, json};
 
@@ -217,7 +217,67 @@ fn rbac(obj: &mut Value, kind: &str, raw: &[u8]) -> Option<()> {
     Some(())
 }
 
-/// Decodes a protobuf-encoded ConfigMap, Secret, Namespace or RBAC object into its JSON form.
+/// k8s.io/api/authorization/v1 ResourceAttributes: namespace 1, verb 2, group 3, version 4,
+/// resource 5, subresource 6, name 7, fieldSelector 8 and labelSelector 9 (rawSelector 1,
+/// requirements 2: key 1, operator 2, values 3).
+fn resource_attributes(b: &[u8]) -> Option<Value> {
+    let names = [(1, "namespace", false), (2, "verb", false), (3, "group", false), (4, "version", false), (5, "resource", false), (6, "subresource", false), (7, "name", false)];
+    let mut attrs = strings(b, &names)?;
+    for (n, f) in fields(b)? {
+        let (8 | 9, Field::Bytes(x)) = (n, f) else { continue };
+        let mut selector = strings(x, &[(1, "rawSelector", false)])?;
+        for (sn, sf) in fields(x)? {
+            if let (2, Field::Bytes(r)) = (sn, sf) {
+                let requirement = strings(r, &[(1, "key", false), (2, "operator", false), (3, "values", true)])?;
+                selector.as_object_mut()?.entry("requirements").or_insert_with(|| json!([])).as_array_mut()?.push(requirement);
+            }
+        }
+        attrs[if n == 8 { "fieldSelector" } else { "labelSelector" }] = selector;
+    }
+    Some(attrs)
+}
+
+/// The access reviews as `kubectl auth can-i` sends them: metadata 1, spec 2 (status 3, which
+/// the server fills, is not read). SelfSubjectAccessReviewSpec: resourceAttributes 1,
+/// nonResourceAttributes 2 (path 1, verb 2); SubjectAccessReviewSpec: those, user 3, groups 4,
+/// extra 5 (a map of ExtraValue: items 1), uid 6; SelfSubjectRulesReviewSpec: namespace 1.
+fn access_review(obj: &mut Value, kind: &str, raw: &[u8]) -> Option<()> {
+    for (n, f) in fields(raw)? {
+        let Field::Bytes(x) = f else { continue };
+        match n {
+            1 => obj["metadata"] = object_meta(x)?,
+            2 if kind == "SelfSubjectRulesReview" => obj["spec"] = strings(x, &[(1, "namespace", false)])?,
+            2 => {
+                let mut spec = strings(x, &[(3, "user", false), (4, "groups", true), (6, "uid", false)])?;
+                for (sn, sf) in fields(x)? {
+                    let Field::Bytes(y) = sf else { continue };
+                    match sn {
+                        1 => spec["resourceAttributes"] = resource_attributes(y)?,
+                        2 => spec["nonResourceAttributes"] = strings(y, &[(1, "path", false), (2, "verb", false)])?,
+                        5 => {
+                            let (mut key, mut items) = (String::new(), json!([]));
+                            for (en, ef) in fields(y)? {
+                                match (en, ef) {
+                                    (1, Field::Bytes(k)) => key = string(k)?,
+                                    (2, Field::Bytes(v)) => items = strings(v, &[(1, "items", true)])?.get("items").cloned().unwrap_or_else(|| json!([])),
+                                    _ => {}
+                                }
+                            }
+                            spec.as_object_mut()?.entry("extra").or_insert_with(|| json!({}))[key] = items;
+                        }
+                        _ => {}
+                    }
+                }
+                obj["spec"] = spec;
+            }
+            _ => {}
+        }
+    }
+    Some(())
+}
+
+/// Decodes a protobuf-encoded ConfigMap, Secret, Namespace, RBAC object or access review into
+/// its JSON form.
 pub fn decode(body: &[u8]) -> Option<Value> {
     let rest = body.strip_prefix(MAGIC)?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
@@ -299,6 +359,7 @@ pub fn decode(body: &[u8]) -> Option<Value> {
             }
         }
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding") => rbac(&mut obj, &kind, raw)?,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" | "SelfSubjectRulesReview") => access_review(&mut obj, &kind, raw)?,
         _ => return None,
     }
     Some(obj)
@@ -331,6 +392,25 @@ mod tests {
             serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
                 "data": {".dockerconfigjson": "e30="}, "type": "kubernetes.io/dockerconfigjson", "stringData": {"k": "v"}, "immutable": true})
         );
+    }
+
+    #[test]
+    fn access_reviews_as_client_go_sends_them() {
+        let envelope = |kind: &[u8], raw: Vec<u8>| {
+            let type_meta = [ld(1, b"authorization.k8s.io/v1"), ld(2, kind)].concat();
+            super::decode(&[super::MAGIC.to_vec(), ld(1, &type_meta), ld(2, &raw)].concat()).unwrap()
+        };
+        // gogo-protobuf writes every string of a set message, empty ones too.
+        let attrs = [ld(1, b"team-a"), ld(2, b"get"), ld(3, b""), ld(4, b""), ld(5, b"secrets"), ld(6, b""), ld(7, b"pull"), ld(8, &ld(1, b"metadata.name=pull"))].concat();
+        let extra = [ld(1, b"scopes"), ld(2, &[ld(1, b"a"), ld(1, b"b")].concat())].concat();
+        let spec = [ld(1, &attrs), ld(3, b"bob"), ld(4, b"devs"), ld(4, b"ops"), ld(5, &extra), ld(6, b"")].concat();
+        assert_eq!(envelope(b"SubjectAccessReview", [ld(1, b""), ld(2, &spec), ld(3, &[8, 1])].concat()), serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "metadata": {},
+            "spec": {"resourceAttributes": {"namespace": "team-a", "verb": "get", "resource": "secrets", "name": "pull", "fieldSelector": {"rawSelector": "metadata.name=pull"}},
+                     "user": "bob", "groups": ["devs", "ops"], "extra": {"scopes": ["a", "b"]}}}));
+        let path = ld(2, &[ld(1, b"/apis"), ld(2, b"get")].concat());
+        assert_eq!(envelope(b"SelfSubjectAccessReview", ld(2, &path))["spec"], serde_json::json!({"nonResourceAttributes": {"path": "/apis", "verb": "get"}}));
+        assert_eq!(envelope(b"SelfSubjectRulesReview", ld(2, &ld(1, b"team-a")))["spec"], serde_json::json!({"namespace": "team-a"}));
     }
 
     #[test]

@@ -85,12 +85,22 @@ pub struct Policy<'a> {
     pub cluster_role_bindings: Vec<&'a Value>,
 }
 
-/// One rule a user holds, with where it applies (None: everywhere) and what granted it.
+/// One rule a user holds, with where it applies (None: everywhere) and what granted it, as
+/// the authorizer's describers word it (`ClusterRoleBinding "b" of ClusterRole "r" to User "u"`,
+/// `RoleBinding "b/ns" of Role "r" to ServiceAccount "sa/ns"`).
 #[derive(Debug, Clone)]
 pub struct Grant<'a> {
     pub namespace: Option<&'a str>,
     pub rule: &'a Value,
     pub source: String,
+}
+
+/// What the authorizer chain answers (authorizer.Decision and its reason): `allowed`, or no
+/// opinion (RBAC never denies) with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub reason: String,
 }
 
 fn name_of(o: &Value) -> &str {
@@ -155,16 +165,16 @@ impl<'a> Policy<'a> {
         let (mut grants, mut errors) = (vec![], vec![]);
         let mut visit = |binding: &'a Value, kind: &str, scope: Option<&'a str>| {
             let ns = scope.unwrap_or("");
-            if !strs_objects(binding, "subjects").any(|s| applies_to_user(user, s, ns)) {
-                return;
-            }
+            // appliesTo: the first subject that is the user is the one described.
+            let Some(subject) = strs_objects(binding, "subjects").find(|s| applies_to_user(user, s, ns)) else { return };
             match self.referenced_rules(binding, ns) {
                 Ok(rules) => {
-                    let role = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
-                    let source = match scope {
-                        Some(ns) => format!("{kind} {} of role {}", Quoted(&format!("{}/{ns}", name_of(binding))), Quoted(role)),
-                        None => format!("{kind} {} of ClusterRole {}", Quoted(name_of(binding)), Quoted(role)),
+                    let role_ref = |f: &str| binding.pointer(&format!("/roleRef/{f}")).and_then(Value::as_str).unwrap_or("");
+                    let name = match scope {
+                        Some(ns) => format!("{}/{ns}", name_of(binding)),
+                        None => name_of(binding).to_string(),
                     };
+                    let source = format!("{kind} {} of {} {} to {}", Quoted(&name), role_ref("kind"), Quoted(role_ref("name")), describe_subject(subject, ns));
                     grants.extend(rules.iter().map(|rule| Grant { namespace: scope, rule, source: source.clone() }));
                 }
                 Err(e) => errors.push(e),
@@ -181,21 +191,53 @@ impl<'a> Policy<'a> {
         (grants, errors)
     }
 
-    /// The RBAC authorizer's decision, and its reason: the errors it met when it denies
+    /// The RBAC authorizer's decision, and its reason when it has no opinion: the errors it met
     /// (`RBAC: clusterrole... not found`), as kube-apiserver appends them to its message.
     pub fn authorize(&self, a: &Attributes<'_>) -> Result<(), String> {
+        let d = self.decide(a);
+        if d.allowed { Ok(()) } else { Err(d.reason) }
+    }
+
+    /// The privileged-group authorizer (`system:masters`: allowed, no reason), then RBAC's
+    /// `Authorize`: allowed by the first rule that allows it, `RBAC: allowed by <source>`; else
+    /// no opinion, with the errors met (`RBAC: <aggregate>`) or no reason.
+    pub fn decide(&self, a: &Attributes<'_>) -> Decision {
         if a.user.in_group(MASTERS) {
-            return Ok(());
+            return Decision { allowed: true, reason: String::new() };
         }
         let (grants, errors) = self.rules_for(a.user, a.namespace);
-        if grants.iter().any(|g| rule_allows(a, g.rule)) {
-            return Ok(());
+        if let Some(g) = grants.iter().find(|g| rule_allows(a, g.rule)) {
+            return Decision { allowed: true, reason: format!("RBAC: allowed by {}", g.source) };
         }
-        Err(match errors.len() {
-            0 => String::new(),
-            1 => format!("RBAC: {}", errors[0]),
-            _ => format!("RBAC: [{}]", errors.join(", ")),
-        })
+        let reason = if errors.is_empty() { String::new() } else { format!("RBAC: {}", go_aggregate(&errors)) };
+        Decision { allowed: false, reason }
+    }
+}
+
+/// utilerrors.Aggregate's Error(): one message as it is, several each once in `[a, b]`.
+pub fn go_aggregate(messages: &[String]) -> String {
+    let mut seen: Vec<&str> = vec![];
+    for m in messages {
+        if !seen.contains(&m.as_str()) {
+            seen.push(m);
+        }
+    }
+    match seen.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        _ => format!("[{}]", seen.join(", ")),
+    }
+}
+
+/// describeSubject: a ServiceAccount as `name/namespace` (the binding's when it names none).
+fn describe_subject(subject: &Value, binding_namespace: &str) -> String {
+    let (kind, name) = (subject["kind"].as_str().unwrap_or(""), subject["name"].as_str().unwrap_or(""));
+    match kind {
+        "ServiceAccount" => {
+            let ns = subject["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(binding_namespace);
+            format!("{kind} {}", Quoted(&format!("{name}/{ns}")))
+        }
+        _ => format!("{kind} {}", Quoted(name)),
     }
 }
 
@@ -269,4 +311,34 @@ pub fn forbidden(a: &Attributes<'_>, reason: &str) -> ApiError {
         return ApiError::new(403, "Forbidden", format!("forbidden: {why}"), Some(json!({})));
     }
     ApiError::forbidden(a.api_group, a.resource, a.name, &why)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The reasons as kube's authorizer writes them: the first binding's first subject that is
+    /// the user, described; binding errors each once.
+    #[test]
+    fn reasons_name_the_binding_and_subject_and_each_error_once() {
+        let objects = [
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "b", "namespace": "team-a"},
+                   "roleRef": {"kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "User", "name": "x"}, {"kind": "ServiceAccount", "name": "sa"}, {"kind": "Group", "name": "g"}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "ghost1", "namespace": "team-b"},
+                   "roleRef": {"kind": "ClusterRole", "name": "ghost"}, "subjects": [{"kind": "Group", "name": "g"}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "ghost2", "namespace": "team-b"},
+                   "roleRef": {"kind": "ClusterRole", "name": "ghost"}, "subjects": [{"kind": "Group", "name": "g"}]}),
+        ];
+        let policy = Policy::from_objects(&objects);
+        let sa = UserInfo { name: "system:serviceaccount:team-a:sa".into(), groups: vec!["g".into()] };
+        let a = |namespace| Attributes { user: &sa, verb: "get", resource_request: true, api_group: "", api_version: "v1", resource: "secrets", subresource: "", namespace, name: "", path: "" };
+        let allowed = "RBAC: allowed by RoleBinding \"b/team-a\" of ClusterRole \"r\" to ServiceAccount \"sa/team-a\"";
+        assert_eq!(policy.decide(&a("team-a")), Decision { allowed: true, reason: allowed.into() });
+        let missing = "RBAC: clusterrole.rbac.authorization.k8s.io \"ghost\" not found";
+        assert_eq!(policy.decide(&a("team-b")), Decision { allowed: false, reason: missing.into() });
+        assert_eq!(go_aggregate(&["a".into(), "b".into(), "a".into()]), "[a, b]");
+    }
 }

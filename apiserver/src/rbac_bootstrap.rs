@@ -5,7 +5,8 @@
 //! The bootstrap roles are 1.33's `cluster-admin`, `admin`, `edit`, `view` (aggregated by the
 //! `rbac.authorization.k8s.io/aggregate-to-*` labels: `view` aggregates to `edit`, `edit` to
 //! `admin`), `system:aggregate-to-{admin,edit,view}`, `system:discovery`, `system:basic-user`
-//! and `system:public-info-viewer`, with their bindings. The `system:aggregate-to-*` roles carry
+//! (the self access reviews, for every authenticated user) and `system:public-info-viewer`,
+//! with their bindings, and the unbound `system:auth-delegator` (SubjectAccessReviews). The `system:aggregate-to-*` roles carry
 //! their rules for the core, authorization.k8s.io and rbac.authorization.k8s.io groups only: the
 //! apps, batch, autoscaling, policy, networking and discovery groups' rules are left out (this
 //! server serves none of those groups).
@@ -90,6 +91,11 @@ fn cluster_roles() -> Vec<Value> {
             rule(&["create"], &["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
         ]),
         cluster_role("system:public-info-viewer", &[], vec![urls(&["get"], &["/healthz", "/livez", "/readyz", "/version", "/version/"])]),
+        // Unbound: what a delegating authorizer (a webhook, an extension server) is bound to.
+        cluster_role("system:auth-delegator", &[], vec![
+            rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+            rule(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+        ]),
     ]
 }
 

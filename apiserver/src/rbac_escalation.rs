@@ -132,12 +132,15 @@ fn bind_authorized(policy: &Policy<'_>, user: &UserInfo, kind: &str, api_group: 
 }
 
 /// IsOnlyMutatingGCFields: the update, its ownerReferences, finalizers, selfLink and
-/// managedFields set back to the stored ones, equals the stored object (semantically: an empty
-/// list or map is an absent one).
+/// managedFields set back to the stored ones, equals the stored object. kube-apiserver compares
+/// the decoded typed objects (`Semantic.DeepEqual`), so both are decoded as its types are
+/// (typed.rs: the kind's known fields, zero values as absent ones), with rbac/v1's defaults
+/// (`SetDefaults_Subject`, `SetDefaults_*RoleBinding`) the stored object was decoded with too:
+/// a field the kind does not have is no change.
 fn only_gc_fields(w: &Write<'_>) -> bool {
     let Some(old) = w.old else { return false };
     let comparable = |o: &Value| {
-        let mut o = o.clone();
+        let mut o = decode_rbac(w.resource, o);
         if let Some(m) = o.as_object_mut() {
             m.remove("apiVersion");
             m.remove("kind");
@@ -147,21 +150,31 @@ fn only_gc_fields(w: &Write<'_>) -> bool {
                 m.remove(f);
             }
         }
-        prune_empty(&mut o);
         o
     };
     comparable(w.new) == comparable(old)
 }
 
-fn prune_empty(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.values_mut().for_each(prune_empty);
-            m.retain(|_, x| !(x.is_null() || x.as_array().is_some_and(Vec::is_empty) || x.as_object().is_some_and(|o| o.is_empty())));
+/// An RBAC object as kube-apiserver decodes it: its kind's fields, rbac/v1's defaults applied.
+fn decode_rbac(resource: &str, o: &Value) -> Value {
+    use crate::typed::{BINDING, CLUSTER_ROLE, ROLE, decode_object};
+    let fields: &'static [(&'static str, crate::typed::Shape)] = match resource {
+        "roles" => &ROLE,
+        "clusterroles" => &CLUSTER_ROLE,
+        _ => &BINDING,
+    };
+    let mut o = decode_object(o, fields, &mut vec![]);
+    if resource.ends_with("bindings") {
+        if o.pointer("/roleRef/apiGroup").is_none() {
+            o["roleRef"]["apiGroup"] = GROUP.into();
         }
-        Value::Array(a) => a.iter_mut().for_each(prune_empty),
-        _ => {}
+        for s in o.get_mut("subjects").and_then(Value::as_array_mut).into_iter().flatten() {
+            if s.get("apiGroup").is_none() && matches!(s["kind"].as_str(), Some("User" | "Group")) {
+                s["apiGroup"] = GROUP.into();
+            }
+        }
     }
+    o
 }
 
 /// The registry's answer for a roleRef it cannot resolve (GetRoleReferenceRules through the
@@ -492,5 +505,45 @@ mod tests {
         gc["metadata"]["labels"] = json!({"x": "y"});
         assert_eq!(check(&policy, &write(&user, "roles", "team-a", "r", &gc, Some(&old))).unwrap_err().code, 403);
         assert_eq!(check(&policy, &write(&user, "roles", "team-a", "", &old, None)).unwrap_err().code, 403, "a create is always checked");
+    }
+
+    /// kube-apiserver compares the decoded objects: a field the kind does not have (at the top,
+    /// in metadata, in a rule), a zero value and a defaulted apiGroup are no change; a rule, a
+    /// label, a pointer to an empty aggregationRule and a subject are.
+    #[test]
+    fn an_update_of_gc_fields_only_is_compared_on_the_kinds_known_fields() {
+        let (user, policy) = (alice(), Policy::default());
+        let gc = |o: &Value| {
+            let mut o = o.clone();
+            o["metadata"]["finalizers"] = json!(["example.com/keep"]);
+            o
+        };
+        let old = role("ClusterRole", "", "r", vec![rule(&[""], &["secrets"], &[], &["get"])]);
+        let mut unknown = gc(&old);
+        unknown["unknownField"] = json!({"a": 1});
+        unknown["metadata"]["unknownMeta"] = json!("x");
+        unknown["metadata"]["namespace"] = json!("");
+        unknown["rules"][0]["unknownRuleField"] = json!(true);
+        unknown["aggregationRule"] = Value::Null;
+        check(&policy, &write(&user, "clusterroles", "", "r", &unknown, Some(&old))).unwrap();
+        let mut aggregating = gc(&old);
+        aggregating["aggregationRule"] = json!({});
+        let mut more_rules = gc(&old);
+        more_rules["rules"][0]["verbs"] = json!(["get", "list"]);
+        for changed in [aggregating, more_rules] {
+            assert_eq!(check(&policy, &write(&user, "clusterroles", "", "r", &changed, Some(&old))).unwrap_err().code, 403, "{changed}");
+        }
+
+        let old = binding("RoleBinding", "team-a", "b", "ClusterRole", "secret-reader", "bob");
+        let mut defaulted = gc(&old);
+        defaulted["subjects"][0]["unknownSubjectField"] = json!(1);
+        defaulted["roleRef"]["apiGroup"] = json!("");
+        // The stored subject has no apiGroup (this server stores what it was sent); kube's has it.
+        defaulted["subjects"][0]["apiGroup"] = GROUP.into();
+        check(&policy, &write(&user, "rolebindings", "team-a", "b", &defaulted, Some(&old))).unwrap();
+        let mut rebound = gc(&old);
+        rebound["subjects"][0]["name"] = json!("alice");
+        // Checked: the role it binds is not even there.
+        assert_eq!(check(&policy, &write(&user, "rolebindings", "team-a", "b", &rebound, Some(&old))).unwrap_err().code, 404);
     }
 }

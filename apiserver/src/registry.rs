@@ -146,6 +146,17 @@ impl Registry {
         r.add(builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", &[], true, false));
         r.add(builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", &[], false, false));
         r.add(builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", &[], false, false));
+        // authorization.k8s.io/v1's reviews: create only, nothing stored (ops/review.rs).
+        for (plural, kind, namespaced) in [
+            ("localsubjectaccessreviews", "LocalSubjectAccessReview", true),
+            ("selfsubjectaccessreviews", "SelfSubjectAccessReview", false),
+            ("selfsubjectrulesreviews", "SelfSubjectRulesReview", false),
+            ("subjectaccessreviews", "SubjectAccessReview", false),
+        ] {
+            let mut review = builtin("authorization.k8s.io", "v1", plural, kind, &[], namespaced, false);
+            review.verbs = vec!["create"];
+            r.add(review);
+        }
         let mut crd = builtin(
             "apiextensions.k8s.io",
             "v1",

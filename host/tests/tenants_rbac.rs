@@ -11,6 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -80,6 +81,34 @@ fn operator_reads(ns: &str, grants: &[&str]) -> Vec<Value> {
     assert_eq!(docs.iter().map(|d| d["kind"].as_str().unwrap_or_default()).collect::<Vec<_>>(), ["Role", "RoleBinding"]);
     assert_eq!(docs[1]["subjects"][0], json!({"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}), "deploy/'s account by default");
     docs
+}
+
+/// Whether RBAC lets deploy/'s operator account `verb` the `resource` named `name` in `ns`,
+/// asked as `kubectl auth can-i --as` asks: a SelfSubjectAccessReview as that account.
+async fn operator_can(cluster: &Cluster, verb: &str, resource: &str, ns: &str, name: &str) -> bool {
+    let operator = cluster.client_as(&format!("system:serviceaccount:{NAMESPACE}:{ACCOUNT}"), &[]);
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({"spec": {"resourceAttributes": {"namespace": ns, "verb": verb, "resource": resource, "name": name}}})).unwrap();
+    let answer = Api::<SelfSubjectAccessReview>::all(operator).create(&PostParams::default(), &review).await.unwrap();
+    answer.status.is_some_and(|s| s.allowed)
+}
+
+/// The operator may `get` exactly the Secrets and ConfigMaps `granted` names in `ns`
+/// (grant-reads'), and nothing else of them there: no other name, no list or watch, no write.
+async fn assert_operator_reads_exactly(cluster: &Cluster, ns: &str, granted: &[(&str, &str)]) {
+    let mut asked = vec![];
+    for resource in ["secrets", "configmaps"] {
+        for (verb, name) in granted.iter().map(|(_, n)| ("get", *n)).chain([("get", "other"), ("list", ""), ("watch", ""), ("update", "other"), ("delete", "other")]) {
+            let want = verb == "get" && granted.contains(&(resource, name));
+            asked.push((verb, resource, name, operator_can(cluster, verb, resource, ns, name).await, want));
+        }
+        for (_, name) in granted.iter().filter(|(r, _)| *r == resource) {
+            for verb in ["update", "patch", "delete", "watch"] {
+                asked.push((verb, resource, name, operator_can(cluster, verb, resource, ns, name).await, false));
+            }
+        }
+    }
+    let wrong: Vec<_> = asked.iter().filter(|(.., got, want)| got != want).collect();
+    assert!(wrong.is_empty(), "in {ns}, (verb, resource, name, allowed, expected): {wrong:?}");
 }
 
 /// A tenant's own ConfigMap with its module, written with its own client.
@@ -152,6 +181,9 @@ async fn tenants_holding_only_their_namespaces_edit_role_bring_their_own_rules_a
     for doc in operator_reads(A, &["--configmap", "rules-a"]) {
         create_rbac(&cluster.client, &doc).await;
     }
+    // With deploy/'s roles too, the operator reads that one ConfigMap of A's and nothing of B's.
+    assert_operator_reads_exactly(&cluster, A, &[("configmaps", "rules-a")]).await;
+    assert_operator_reads_exactly(&cluster, B, &[]).await;
     let mine = ZundokoNamespacedRules::in_namespace(A, "mine", from_configmap(A, "rules-a"));
     Api::<ZundokoNamespacedRules>::namespaced(a.clone(), A).create(&PostParams::default(), &mine).await.unwrap();
     // A sings in its namespace with its own hands too (deploy/ aggregates Hikawas to edit).
@@ -280,6 +312,8 @@ async fn a_namespace_admin_grants_the_operator_reads_in_its_namespace_and_nothin
     for doc in operator_reads(A, &grants) {
         try_create_rbac(&carol, &doc).await.unwrap();
     }
+    let granted = [("secrets", "a-pull"), ("configmaps", "rules")];
+    assert_operator_reads_exactly(&cluster, A, &granted).await;
     let [role_b, binding_b]: [Value; 2] = operator_reads(B, &grants).try_into().unwrap();
     let no = try_create_rbac(&carol, &role_b).await.unwrap_err();
     assert_eq!((no.code, no.message.as_str()), (403, "roles.rbac.authorization.k8s.io is forbidden: User \"carol\" cannot create resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"team-b\""));
@@ -301,7 +335,9 @@ async fn a_namespace_admin_grants_the_operator_reads_in_its_namespace_and_nothin
     try_create_rbac(&dave, &role_b).await.unwrap();
     let no = try_create_rbac(&carol, &binding_b).await.unwrap_err();
     assert_eq!(no.message, escalation_message(r#"rolebindings.rbac.authorization.k8s.io "zundoko-operator-reads""#, "carol", secret));
+    assert_operator_reads_exactly(&cluster, B, &[]).await;
     try_create_rbac(&dave, &binding_b).await.unwrap();
+    assert_operator_reads_exactly(&cluster, B, &granted).await;
 
     // A ClusterRole counts what ClusterRoleBindings give: team-a's admin reads no Secret cluster-wide.
     let creates_clusterroles = json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]);

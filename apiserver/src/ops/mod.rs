@@ -9,6 +9,7 @@ mod apply;
 mod delete;
 mod patching;
 mod read;
+mod review;
 mod secret;
 mod strategy;
 mod validate;
@@ -27,6 +28,7 @@ use crate::goquote::Quoted;
 pub use delete::{controller_delete, controller_update, delete, delete_collection};
 pub use patching::patch;
 pub use read::{ListQuery, get, list, selectors};
+pub use review::{GROUP as REVIEWS_GROUP, review};
 pub use write::{create, update};
 
 /// What a request addresses.

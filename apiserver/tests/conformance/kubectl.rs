@@ -170,3 +170,47 @@ async fn kubectl_as_a_service_account_under_rbac() {
     assert!(ok && out.contains("configmap/c"), "{out}{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kubectl auth can-i` (a SelfSubjectAccessReview, as the impersonated user) says yes or no as
+/// RBAC decides, and `--list` (a SelfSubjectRulesReview) shows the namespace's rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_as_a_service_account_under_rbac() {
+    if !kubectl_runs() {
+        return;
+    }
+    let s = server_with(zundoko_apiserver::ServerConfig { authorization: zundoko_apiserver::AuthorizationMode::Rbac, ..Default::default() }).await;
+    let dir = tmpdir();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    let crd = dir.join("crd.yaml");
+    std::fs::write(&crd, serde_yaml::to_string(&Hikawa::crd()).unwrap()).unwrap();
+    let (ok, out, err) = kubectl(&kc, &["apply", "--server-side", "-f", crd.to_str().unwrap()]).await;
+    assert!(ok, "{out}{err}");
+    let run = |args: &'static [&'static str]| kubectl(&kc, args);
+    for ns in ["team-a", "team-b"] {
+        assert!(kubectl(&kc, &["create", "namespace", ns]).await.0);
+    }
+    let (ok, out, err) = run(&["create", "role", "hikawa-writer", "-n", "team-a", "--verb=create", "--resource=hikawas.zundokokiyoshi.kaitoy.github.com"]).await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(&["create", "rolebinding", "w", "-n", "team-a", "--role=hikawa-writer", "--serviceaccount=team-a:alice"]).await;
+    assert!(ok, "{out}{err}");
+    const AS: &str = "--as=system:serviceaccount:team-a:alice";
+    let (ok, out, err) = run(&["auth", "can-i", "create", "hikawas.zundokokiyoshi.kaitoy.github.com", "-n", "team-a", AS]).await;
+    assert!(ok && out.trim() == "yes", "{out}{err}");
+    // No: exit code 1.
+    let (ok, out, err) = run(&["auth", "can-i", "create", "hikawas.zundokokiyoshi.kaitoy.github.com", "-n", "team-b", AS]).await;
+    assert!(!ok && out.trim() == "no", "{out}{err}");
+    let (ok, out, err) = run(&["auth", "can-i", "delete", "hikawas.zundokokiyoshi.kaitoy.github.com", "-n", "team-a", AS]).await;
+    assert!(!ok && out.trim() == "no", "{out}{err}");
+    // The kubeconfig (system:masters) may do anything.
+    let (ok, out, err) = run(&["auth", "can-i", "delete", "hikawas.zundokokiyoshi.kaitoy.github.com", "-n", "team-b"]).await;
+    assert!(ok && out.trim() == "yes", "{out}{err}");
+    let hikawas_line = |out: &str| out.lines().find(|l| l.starts_with("hikawas.zundokokiyoshi.kaitoy.github.com ")).map(String::from);
+    let (ok, out, err) = run(&["auth", "can-i", "--list", "-n", "team-a", AS]).await;
+    assert!(ok, "{out}{err}");
+    assert!(hikawas_line(&out).is_some_and(|l| l.trim_end().ends_with("[create]")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("selfsubjectaccessreviews.authorization.k8s.io ")), "system:basic-user's: {out}");
+    let (ok, out, err) = run(&["auth", "can-i", "--list", "-n", "team-b", AS]).await;
+    assert!(ok && hikawas_line(&out).is_none(), "{out}{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

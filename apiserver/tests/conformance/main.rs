@@ -1,6 +1,7 @@
 //! Conformance-style tests: the scenarios a real kube-apiserver answers, with the real
 //! codes, reasons and messages.
 
+mod access_reviews;
 mod binary;
 mod builtins;
 mod cel;
