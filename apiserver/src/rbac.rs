@@ -298,11 +298,11 @@ pub fn rule_allows(a: &Attributes<'_>, rule: &Value) -> bool {
 pub fn forbidden(a: &Attributes<'_>, reason: &str) -> ApiError {
     let user = &a.user.name;
     let mut why = if !a.resource_request {
-        format!("User {} cannot {} path {}", Quoted(user), a.verb, Quoted(&a.path))
+        format!("User {} cannot {} path {}", Quoted(user), a.verb, Quoted(a.path))
     } else {
         let resource = if a.subresource.is_empty() { a.resource.to_string() } else { format!("{}/{}", a.resource, a.subresource) };
-        let scope = if a.namespace.is_empty() { "at the cluster scope".to_string() } else { format!("in the namespace {}", Quoted(&a.namespace)) };
-        format!("User {} cannot {} resource {} in API group {} {scope}", Quoted(user), a.verb, Quoted(&resource), Quoted(&a.api_group))
+        let scope = if a.namespace.is_empty() { "at the cluster scope".to_string() } else { format!("in the namespace {}", Quoted(a.namespace)) };
+        format!("User {} cannot {} resource {} in API group {} {scope}", Quoted(user), a.verb, Quoted(&resource), Quoted(a.api_group))
     };
     if !reason.is_empty() {
         why = format!("{why}: {reason}");
