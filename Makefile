@@ -283,7 +283,7 @@ FUZZ_SECS ?= 60
 FUZZ_TARGETS ?=
 
 .PHONY: fuzz
-fuzz: guest ## Run each cargo-fuzz target (fuzz/) for FUZZ_SECS seconds (default 60; FUZZ_TARGETS= picks some): plans, guest values, budgets, OCI answers, decisions.
+fuzz: guest ## Run each cargo-fuzz target (fuzz/) for FUZZ_SECS seconds (default 60; FUZZ_TARGETS= picks some): plans, guest values, budgets, OCI answers, decisions, cache entries.
 	CARGO=$(CARGO) FUZZ_SECS=$(FUZZ_SECS) $(if $(FUZZ_TARGETS),FUZZ_TARGETS="$(FUZZ_TARGETS)") scripts/fuzz.sh
 
 # The patched wasmtime's own unit tests that cover the patch (vendor/README.md), run standalone:

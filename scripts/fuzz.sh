@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 CARGO=${CARGO:-cargo}
 FUZZ_SECS=${FUZZ_SECS:-60}
-ALL="plan_check guest_values budget_section reference manifest signature challenge bodies decisions"
+ALL="plan_check guest_values budget_section reference manifest signature challenge bodies decisions owner_record cache_entries"
 FUZZ_TARGETS=${FUZZ_TARGETS:-$ALL}
 
 command -v cargo-fuzz > /dev/null || "$CARGO" install cargo-fuzz --locked

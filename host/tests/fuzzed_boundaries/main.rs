@@ -1,8 +1,9 @@
 //! Property tests of what crosses from untrusted to trusted (issue 52, docs/operating.md
 //! "Fuzzed boundaries"): the plan check on any plan, a guest's values as the host converts
 //! them, a module's metadata and budget section, OCI references, manifests, signature payloads,
-//! `WWW-Authenticate` headers, pull secrets, error bodies and capped bodies, and the module's
-//! decisions against the same rules' native ones on any observed state. The invariants are in
+//! `WWW-Authenticate` headers, pull secrets, error bodies and capped bodies, the module's
+//! decisions against the same rules' native ones on any observed state, and the on-disk
+//! cache's readers on any file (cache.rs). The invariants are in
 //! invariants.rs, shared with the cargo-fuzz targets (fuzz/, `make fuzz`), which search far
 //! longer; here each property runs a fixed number of cases from a fixed seed (the same cases
 //! on every machine, a few seconds each), and each finding of either is a regression test
@@ -10,6 +11,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod cache;
+mod cache_invariants;
 mod draw;
 mod invariants;
 

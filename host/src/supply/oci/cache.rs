@@ -121,7 +121,8 @@ impl BlobCache {
     }
 
     /// The signatures kept for artifact `manifest_digest` (unverified: the caller verifies them
-    /// with the keys trusted now), if a record of them is kept and readable.
+    /// with the keys trusted now), if a record of them is kept and readable, and holds at most
+    /// [`MAX_KEPT_SIGNATURES`].
     pub fn signatures(&self, manifest_digest: &str) -> Option<Vec<Found>> {
         let (file, _) = self.entry(Kept::Signatures, hex_of(manifest_digest)?, MAX_SIGNATURES_RECORD)?;
         let mut record = Vec::new();
@@ -130,6 +131,11 @@ impl BlobCache {
             return None;
         }
         let kept: Vec<KeptSignature> = serde_json::from_slice(&record).ok()?;
+        // More than a pull keeps is no record the operator wrote: refused, not verified one
+        // ECDSA verification each (a 512 KiB record holds thousands).
+        if kept.len() > MAX_KEPT_SIGNATURES {
+            return None;
+        }
         use base64::Engine as _;
         let b64 = base64::engine::general_purpose::STANDARD;
         kept.into_iter().map(|k| Some(Found { payload: b64.decode(k.payload).ok()?, signature: k.signature })).collect()
