@@ -5,10 +5,12 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use zundoko_operator::crd::ZundokoRules;
+use serde::de::DeserializeOwned;
+use zundoko_operator::crd::{Kiyoshi, Zundoko, ZundokoRules};
 
 use super::*;
 
@@ -20,9 +22,12 @@ pub(crate) const RUN_ID: &str = "ZUNDOKO_BENCH_RUN_ID";
 pub(crate) const BENCH_LABEL: &str = "zundokokiyoshi.kaitoy.github.com/bench";
 /// The field manager the CRDs are applied with: `make deploy`'s, so an install later owns them.
 const FIELD_MANAGER: &str = "zundoko-deploy";
-/// How long a CRD may take to be served, and a deleted namespace to be gone.
+/// How long a CRD may take to be served, a run's objects to be gone once deleted, and its
+/// deleted namespace after them (an empty namespace goes in seconds where kube-controller-
+/// manager's namespace controller runs, and never where it does not).
 const CRD_ESTABLISHED: Duration = Duration::from_secs(60);
-const NAMESPACE_GONE: Duration = Duration::from_secs(300);
+const OBJECTS_GONE: Duration = Duration::from_secs(300);
+const NAMESPACE_GONE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RealError {
@@ -34,8 +39,10 @@ pub(crate) enum RealError {
     Api(String, kube::Error),
     #[error("CRD {0} is not Established after {1:?}")]
     CrdNotEstablished(String, Duration),
-    #[error("namespace {0} is still there {1:?} after it was deleted")]
+    #[error("namespace {0} is still there {1:?} after it was deleted (its objects are gone; a server without kube-controller-manager's namespace controller, kube-apiserver and etcd alone, never removes it): delete it with `kubectl delete namespace {0}` once one runs")]
     NamespaceNotGone(String, Duration),
+    #[error("namespace {0}: {1} are still there {2:?} after they were deleted")]
+    ObjectsNotGone(String, &'static str, Duration),
     #[error("{RUN_ID}={0}: want up to 12 lowercase letters and digits")]
     RunId(String),
 }
@@ -198,22 +205,56 @@ impl RealCluster {
 }
 
 impl RunNamespace {
-    /// Deleted, and waited for until it is gone (its objects with it), so the next run starts
-    /// on a server that is done with this one's.
+    /// Its objects deleted kind by kind and waited for until they are gone, then the namespace
+    /// deleted and waited for, so the next run starts on a server that is done with this one's.
+    /// The kinds first: a server without kube-controller-manager (kube-apiserver and etcd
+    /// alone) neither empties a deleted namespace nor collects a deleted Hikawa's children, and
+    /// would keep them all; its namespace is then left Terminating, said, not waited for long.
     pub(crate) async fn delete(self, client: &Client) -> Result<(), RealError> {
         let api = Api::<Namespace>::all(client.clone());
         let name = self.name.clone();
+        let emptied = empty_namespace(client, &name).await;
         delete_live(client).await;
         std::mem::forget(self);
         let asked = Instant::now();
         while api.get_opt(&name).await.map_err(|e| RealError::Api(format!("reading namespace {name}"), e))?.is_some() {
             if asked.elapsed() > NAMESPACE_GONE {
+                emptied?;
                 return Err(RealError::NamespaceNotGone(name, NAMESPACE_GONE));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok(())
     }
+}
+
+/// Deletes what a run makes in `namespace` (Hikawas, their children, Events, the operator's
+/// Leases) and waits until none is left.
+async fn empty_namespace(client: &Client, namespace: &str) -> Result<(), RealError> {
+    delete_kind::<Hikawa>(client, namespace, "Hikawas").await?;
+    delete_kind::<Zundoko>(client, namespace, "Zundokos").await?;
+    delete_kind::<Kiyoshi>(client, namespace, "Kiyoshis").await?;
+    delete_kind::<Event>(client, namespace, "Events").await?;
+    delete_kind::<Lease>(client, namespace, "Leases").await
+}
+
+/// Every `K` in `namespace` deleted (one delete-collection) and waited for until none is listed.
+async fn delete_kind<K>(client: &Client, namespace: &str, kinds: &'static str) -> Result<(), RealError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + std::fmt::Debug + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    let what = || format!("deleting the {kinds} of namespace {namespace}");
+    api.delete_collection(&DeleteParams::background(), &ListParams::default()).await.map_err(|e| RealError::Api(what(), e))?;
+    let asked = Instant::now();
+    while !api.list_metadata(&ListParams::default().limit(1)).await.map_err(|e| RealError::Api(what(), e))?.items.is_empty() {
+        if asked.elapsed() > OBJECTS_GONE {
+            return Err(RealError::ObjectsNotGone(namespace.to_string(), kinds, OBJECTS_GONE));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
 }
 
 impl Drop for RunNamespace {
