@@ -214,12 +214,14 @@ impl RunNamespace {
         let api = Api::<Namespace>::all(client.clone());
         let name = self.name.clone();
         let emptied = empty_namespace(client, &name).await;
+        if let Err(e) = &emptied {
+            eprintln!("  [{e}]");
+        }
         delete_live(client).await;
         std::mem::forget(self);
         let asked = Instant::now();
         while api.get_opt(&name).await.map_err(|e| RealError::Api(format!("reading namespace {name}"), e))?.is_some() {
             if asked.elapsed() > NAMESPACE_GONE {
-                emptied?;
                 return Err(RealError::NamespaceNotGone(name, NAMESPACE_GONE));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
