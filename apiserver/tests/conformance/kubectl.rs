@@ -27,6 +27,15 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
 
 /// Whether kubectl runs here; if not, a failure under CI (`.ci/run` installs it), otherwise
 /// said loudly (the caller returns).
+/// A server under `--authorization-mode RBAC` and a scratch directory holding its kubeconfig.
+async fn rbac_server_and_kubeconfig() -> (zundoko_apiserver::ApiServer, PathBuf, PathBuf) {
+    let s = server_with(zundoko_apiserver::ServerConfig { authorization: zundoko_apiserver::AuthorizationMode::Rbac, ..Default::default() }).await;
+    let dir = tmpdir();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    (s, dir, kc)
+}
+
 fn kubectl_runs() -> bool {
     let version = Command::new("kubectl").arg("version").arg("--client").output();
     if version.as_ref().is_ok_and(|out| out.status.success()) {
@@ -150,10 +159,7 @@ async fn kubectl_as_a_service_account_under_rbac() {
     if !kubectl_runs() {
         return;
     }
-    let s = server_with(zundoko_apiserver::ServerConfig { authorization: zundoko_apiserver::AuthorizationMode::Rbac, ..Default::default() }).await;
-    let dir = tmpdir();
-    let kc = dir.join("kubeconfig");
-    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    let (_s, dir, kc) = rbac_server_and_kubeconfig().await;
     let run = |args: &'static [&'static str]| kubectl(&kc, args);
     assert!(run(&["create", "namespace", "team-a"]).await.0);
     let (ok, _, err) = run(&["create", "rolebinding", "e", "-n", "team-a", "--clusterrole=edit", "--serviceaccount=team-a:alice"]).await;
@@ -178,10 +184,7 @@ async fn kubectl_auth_can_i_as_a_service_account_under_rbac() {
     if !kubectl_runs() {
         return;
     }
-    let s = server_with(zundoko_apiserver::ServerConfig { authorization: zundoko_apiserver::AuthorizationMode::Rbac, ..Default::default() }).await;
-    let dir = tmpdir();
-    let kc = dir.join("kubeconfig");
-    std::fs::write(&kc, s.kubeconfig_yaml()).unwrap();
+    let (_s, dir, kc) = rbac_server_and_kubeconfig().await;
     let crd = dir.join("crd.yaml");
     std::fs::write(&crd, serde_yaml::to_string(&Hikawa::crd()).unwrap()).unwrap();
     let (ok, out, err) = kubectl(&kc, &["apply", "--server-side", "-f", crd.to_str().unwrap()]).await;
