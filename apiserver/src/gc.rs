@@ -2,7 +2,9 @@
 //! the garbage collector (background cascading deletion of objects whose owners are all
 //! gone, removal of dangling owner references, the `orphan` and `foregroundDeletion`
 //! finalizers), namespace termination and CRD instance cleanup; and, in the same pass, the
-//! clusterrole-aggregation controller (`rbac_bootstrap::aggregate`).
+//! clusterrole-aggregation controller (`rbac_bootstrap::aggregate`). All but the CRD cleanup
+//! are kube-controller-manager's, and stop when the server runs without it
+//! (`ServerConfig::controller_manager`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,7 +43,8 @@ fn meta_uid_ref<'a>(o: &'a Value, uid: &str) -> &'a str {
         .unwrap_or("")
 }
 
-fn plan(st: &State) -> Vec<Action> {
+/// What the controllers would do now; `controller_manager`: kube-controller-manager's too.
+fn plan(st: &State, controller_manager: bool) -> Vec<Action> {
     let mut uids: HashMap<&str, (&str, &str, bool)> = HashMap::new();
     for (gr, o) in st.all() {
         let namespaced = st.registry.by_gr(gr).is_some_and(|d| d.namespaced);
@@ -49,7 +52,7 @@ fn plan(st: &State) -> Vec<Action> {
     }
     let mut dependents: HashMap<&str, Vec<(&GroupResource, &Value)>> = HashMap::new();
     let mut actions = vec![];
-    for (gr, o) in st.all() {
+    for (gr, o) in st.all().filter(|_| controller_manager) {
         let rs = refs(o);
         if rs.is_empty() {
             continue;
@@ -82,13 +85,13 @@ fn plan(st: &State) -> Vec<Action> {
         }
         let uid = meta_str(o, "uid");
         let deps = dependents.get(uid).cloned().unwrap_or_default();
-        if has_finalizer(o, "orphan") {
+        if controller_manager && has_finalizer(o, "orphan") {
             for (dgr, d) in &deps {
                 actions.push(Action::RemoveRefs((*dgr).clone(), obj_key(d), vec![uid.to_string()]));
             }
             actions.push(Action::RemoveFinalizer(gr.clone(), obj_key(o), "orphan"));
         }
-        if has_finalizer(o, "foregroundDeletion") {
+        if controller_manager && has_finalizer(o, "foregroundDeletion") {
             if deps.is_empty() {
                 actions.push(Action::RemoveFinalizer(gr.clone(), obj_key(o), "foregroundDeletion"));
             }
@@ -98,7 +101,7 @@ fn plan(st: &State) -> Vec<Action> {
                 }
             }
         }
-        if *gr == ns_gr {
+        if controller_manager && *gr == ns_gr {
             let name = meta_str(o, "name");
             let mut any = false;
             for (cgr, c) in st.all() {
@@ -165,13 +168,15 @@ fn apply(st: &mut State, a: Action) {
 }
 
 /// One pass; returns whether anything changed.
-pub fn sweep(store: &Store) -> bool {
+pub fn sweep(store: &Store, controller_manager: bool) -> bool {
     let mut st = store.lock();
     let before = st.rv;
-    for a in plan(&st) {
+    for a in plan(&st, controller_manager) {
         apply(&mut st, a);
     }
-    crate::rbac_bootstrap::aggregate(&mut st);
+    if controller_manager {
+        crate::rbac_bootstrap::aggregate(&mut st);
+    }
     let changed = st.rv != before;
     if changed {
         let rv = st.rv;
@@ -208,7 +213,7 @@ fn owner_exists(st: &State, dependent: &Value, r: &Value) -> bool {
 pub const SAFETY_NET_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs the controllers until the task is aborted.
-pub async fn run(store: Arc<Store>) {
+pub async fn run(store: Arc<Store>, controller_manager: bool) {
     let mut swept_rv = 0;
     let mut last_full = std::time::Instant::now();
     let mut safety_net_every = SAFETY_NET_EVERY;
@@ -229,7 +234,7 @@ pub async fn run(store: Arc<Store>) {
         }
         let started = std::time::Instant::now();
         for _ in 0..100 {
-            if !sweep(&store) {
+            if !sweep(&store, controller_manager) {
                 break;
             }
         }

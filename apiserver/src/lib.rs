@@ -75,11 +75,17 @@ pub struct ServerConfig {
     /// If set, the kubeconfig is written here before the first connection is accepted.
     pub kubeconfig_out: Option<std::path::PathBuf>,
     pub authorization: AuthorizationMode,
+    /// Whether kube-controller-manager's controllers run beside the server (the garbage
+    /// collector, the namespace controller, ClusterRole aggregation), as in a cluster; without
+    /// them it is kube-apiserver alone, as envtest runs it: a deleted namespace stays
+    /// Terminating, a deleted owner's dependents stay. A CRD's instances are cleaned up either
+    /// way (apiextensions-apiserver does that, inside kube-apiserver).
+    pub controller_manager: bool,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { port: 0, history_size: 4096, bookmark_interval: Duration::from_secs(10), kubeconfig_out: None, authorization: AuthorizationMode::AlwaysAllow }
+        ServerConfig { port: 0, history_size: 4096, bookmark_interval: Duration::from_secs(10), kubeconfig_out: None, authorization: AuthorizationMode::AlwaysAllow, controller_manager: true }
     }
 }
 
@@ -119,7 +125,7 @@ impl ApiServer {
         let inner = Arc::new(http::Inner::new(store.clone(), addr, config.bookmark_interval.max(Duration::from_millis(10)), config.authorization));
         let mut tasks = vec![];
         tasks.push(tokio::spawn(http::serve(inner.clone(), listener)));
-        tasks.push(tokio::spawn(gc::run(store.clone())));
+        tasks.push(tokio::spawn(gc::run(store.clone(), config.controller_manager)));
         let i2 = inner.clone();
         tasks.push(tokio::spawn(async move { i2.faults.run_dropper().await }));
         Ok(ApiServer { inner, tasks })

@@ -26,6 +26,11 @@ struct Args {
     /// by it, as `kubectl --as`; the bootstrap roles `admin`, `edit`, `view`... in place).
     #[arg(long, default_value = "AlwaysAllow", value_parser = ["AlwaysAllow", "RBAC"])]
     authorization_mode: String,
+    /// Serve as kube-apiserver alone, as envtest runs it: no kube-controller-manager beside it,
+    /// so no garbage collector (a deleted owner's dependents stay), no namespace controller (a
+    /// deleted namespace stays Terminating with what is in it) and no ClusterRole aggregation.
+    #[arg(long)]
+    no_controller_manager: bool,
     /// Fault: fraction of requests answered 500, as VERB=RATE (repeatable; VERB may be *).
     #[arg(long = "error-rate", value_name = "VERB=RATE")]
     error_rates: Vec<String>,
@@ -136,6 +141,7 @@ async fn main() -> anyhow::Result<()> {
         bookmark_interval: std::time::Duration::from_secs_f64(args.bookmark_interval.max(0.01)),
         kubeconfig_out: Some(path.clone()),
         authorization: if args.authorization_mode == "RBAC" { AuthorizationMode::Rbac } else { AuthorizationMode::AlwaysAllow },
+        controller_manager: !args.no_controller_manager,
     })
     .await?;
     for spec in &args.error_rates {

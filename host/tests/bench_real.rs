@@ -20,6 +20,7 @@ use zundoko_operator::crd::{Hikawa, HikawaSpec, Zundoko};
 mod scale;
 
 const TEST: &str = "bench_against_a_server_named_by_its_kubeconfig";
+const TEST_WITHOUT_KCM: &str = "a_server_without_kube_controller_manager_keeps_no_object_of_a_run";
 /// The bench's role variable (host/benches/common/cluster.rs).
 const ROLE: &str = "ZUNDOKO_BENCH_ROLE";
 /// The local server stops when its stdin closes.
@@ -34,14 +35,19 @@ impl Drop for Server {
 
 /// The arguments that re-run this test alone, its output unprefixed (`--quiet`: no `test NAME
 /// ... ` before the first line the role prints).
-fn own_args() -> Vec<String> {
-    [TEST, "--exact", "--nocapture", "--quiet", "--test-threads=1"].map(String::from).to_vec()
+fn own_args(test: &str) -> Vec<String> {
+    [test, "--exact", "--nocapture", "--quiet", "--test-threads=1"].map(String::from).to_vec()
 }
 
 /// This test, re-run as the bench against the server `kubeconfig` names.
 fn bench(kubeconfig: &std::path::Path, runs: &str, run_id: &str) -> Output {
+    bench_as(TEST, kubeconfig, runs, run_id)
+}
+
+/// The test `test`, re-run as the bench.
+fn bench_as(test: &str, kubeconfig: &std::path::Path, runs: &str, run_id: &str) -> Output {
     Command::new(std::env::current_exe().unwrap())
-        .args(own_args())
+        .args(own_args(test))
         .env(ROLE, "bench")
         .env("ZUNDOKO_BENCH_KUBECONFIG", kubeconfig)
         .env("ZUNDOKO_BENCH_SIZES", "5")
@@ -68,22 +74,17 @@ fn column(report: &str, name: &str, i: usize) -> String {
     line.split_whitespace().nth(i).unwrap_or_else(|| panic!("no column {i} in {line:?}")).to_string()
 }
 
-#[test]
-fn bench_against_a_server_named_by_its_kubeconfig() {
-    let _ = scale::OWN_ARGS.set(own_args());
-    if std::env::var_os(ROLE).is_some() {
-        // One of the bench's roles: the API server, the bench, its bare client.
-        scale::main();
-        return;
-    }
-    let kubeconfig = std::env::temp_dir().join(format!("zundoko-bench-real-{}.kubeconfig", std::process::id()));
+/// The local API server, as a process of its own (this test re-run in the server's role),
+/// writing its kubeconfig to `kubeconfig`; `env` passed on. With its stdout, read past its address.
+fn start_server(test: &str, kubeconfig: &std::path::Path, env: &[(&str, &str)]) -> (Server, std::io::BufReader<std::process::ChildStdout>) {
     let mut server = Server(
         Command::new(std::env::current_exe().unwrap())
-            .args(own_args())
+            .args(own_args(test))
             .env(ROLE, "apiserver")
-            .env("ZUNDOKO_BENCH_SERVER_KUBECONFIG", &kubeconfig)
+            .env("ZUNDOKO_BENCH_SERVER_KUBECONFIG", kubeconfig)
             .env_remove("ZUNDOKO_BENCH_COST")
             .env_remove("ZUNDOKO_BENCH_LATENCY_MS")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -96,11 +97,36 @@ fn bench_against_a_server_named_by_its_kubeconfig() {
         line.clear();
         assert!(stdout.read_line(&mut line).unwrap() > 0, "the API server ended before it served");
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = runtime.block_on(async {
-        let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    (server, stdout)
+}
+
+/// Whether this process is one of the bench's roles (the API server, the bench, its bare
+/// client) for `test`, played if so.
+fn played_a_role(test: &str) -> bool {
+    let _ = scale::OWN_ARGS.set(own_args(test));
+    if std::env::var_os(ROLE).is_none() {
+        return false;
+    }
+    scale::main();
+    true
+}
+
+fn client_of(runtime: &tokio::runtime::Runtime, kubeconfig: &std::path::Path) -> Client {
+    runtime.block_on(async {
+        let file = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
         Client::try_from(kube::Config::from_custom_kubeconfig(file, &Default::default()).await.unwrap()).unwrap()
-    });
+    })
+}
+
+#[test]
+fn bench_against_a_server_named_by_its_kubeconfig() {
+    if played_a_role(TEST) {
+        return;
+    }
+    let kubeconfig = std::env::temp_dir().join(format!("zundoko-bench-real-{}.kubeconfig", std::process::id()));
+    let (mut server, mut stdout) = start_server(TEST, &kubeconfig, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = client_of(&runtime, &kubeconfig);
 
     let output = bench(&kubeconfig, "bare,wasm", "first");
     let report = String::from_utf8_lossy(&output.stdout);
@@ -210,4 +236,32 @@ fn request_durations_are_read_from_kube_apiservers_text_format() {
     let between = scale::promtext::difference(&scale::promtext::request_durations(&before), &scale::promtext::request_durations(&after));
     let between: Vec<_> = between.into_iter().map(|(key, n, sum, _)| (key, n, sum)).collect();
     assert_eq!(between, vec![(key("create", ""), 10, 1.0), (key("patch", "status"), 1, 0.25)]);
+}
+
+/// Against kube-apiserver alone (no kube-controller-manager: no namespace controller, no
+/// garbage collector), a run's Hikawas, words and Events are deleted all the same; its
+/// namespace, which such a server never removes, is said and left Terminating.
+#[test]
+fn a_server_without_kube_controller_manager_keeps_no_object_of_a_run() {
+    if played_a_role(TEST_WITHOUT_KCM) {
+        return;
+    }
+    let kubeconfig = std::env::temp_dir().join(format!("zundoko-bench-real-nokcm-{}.kubeconfig", std::process::id()));
+    let (_server, _stdout) = start_server(TEST_WITHOUT_KCM, &kubeconfig, &[("ZUNDOKO_BENCH_SERVER_NO_CONTROLLER_MANAGER", "1")]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = client_of(&runtime, &kubeconfig);
+    let output = bench_as(TEST_WITHOUT_KCM, &kubeconfig, "bare", "nokcm");
+    let (report, errors) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the bench failed:\n{report}\n{errors}");
+    let namespace = "zundoko-bench-bare-1-nokcm";
+    assert!(errors.contains(&format!("namespace {namespace} is still there 60s after it was deleted (its objects are gone")), "{errors}");
+    assert!(!errors.contains("deleting the"), "{errors}");
+    let left = runtime.block_on(Api::<Namespace>::all(client.clone()).get(namespace)).unwrap();
+    assert_eq!(left.status.and_then(|s| s.phase).as_deref(), Some("Terminating"));
+    let hikawas = runtime.block_on(Api::<Hikawa>::namespaced(client.clone(), namespace).list(&ListParams::default())).unwrap();
+    let zundokos = runtime.block_on(Api::<Zundoko>::namespaced(client.clone(), namespace).list(&ListParams::default())).unwrap();
+    let events = runtime.block_on(Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), namespace).list(&ListParams::default())).unwrap();
+    assert_eq!((hikawas.items.len(), zundokos.items.len(), events.items.len()), (0, 0, 0), "the run's objects are gone");
+    assert!(column(&report, "bare", 1).parse::<u64>().unwrap() >= 5, "five songs sung:\n{report}");
+    let _ = std::fs::remove_file(&kubeconfig);
 }

@@ -185,3 +185,34 @@ async fn a_dependent_whose_owner_never_existed_is_collected_promptly() {
     assert!(started.elapsed() < limit, "{:?} (limit {limit:?})", started.elapsed());
     assert_eq!(raw.get(&format!("{WIDGETS}/kept-child")).await.0, 200, "{kept}");
 }
+
+/// Without kube-controller-manager (kube-apiserver alone, as envtest runs it) a deleted owner's
+/// dependents stay and a deleted namespace stays Terminating with what is in it; a CRD's
+/// instances are still cleaned up (apiextensions-apiserver's, inside kube-apiserver), which
+/// shows that a pass ran after the deletes.
+#[tokio::test]
+async fn without_kube_controller_manager_only_a_crds_instances_are_cleaned_up() {
+    let s = server_with(zundoko_apiserver::ServerConfig { controller_manager: false, ..Default::default() }).await;
+    let raw = Raw::new(&s);
+    raw.install_widgets().await;
+    raw.post(WIDGETS, &widget("a", 1)).await;
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let (_, owner) = raw.post("/api/v1/namespaces/default/configmaps", &cm("owner")).await;
+    let mut dependent = cm("dependent");
+    dependent["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}]);
+    assert_eq!(raw.post("/api/v1/namespaces/default/configmaps", &dependent).await.0, 201);
+    raw.post("/api/v1/namespaces", &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tmp"}})).await;
+    raw.post("/api/v1/namespaces/tmp/configmaps", &cm("c")).await;
+    assert_eq!(raw.delete("/api/v1/namespaces/default/configmaps/owner", None).await.0, 200);
+    assert_eq!(raw.delete("/api/v1/namespaces/tmp", None).await.0, 200);
+    assert_eq!(raw.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.zundoko.example", None).await.0, 200);
+    assert!(eventually(Duration::from_secs(2), || async {
+        raw.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.zundoko.example").await.0 == 404
+    })
+    .await);
+    let (code, kept) = raw.get("/api/v1/namespaces/default/configmaps/dependent").await;
+    assert_eq!((code, kept["metadata"]["ownerReferences"].as_array().map(Vec::len)), (200, Some(1)), "{kept}");
+    let (code, ns) = raw.get("/api/v1/namespaces/tmp").await;
+    assert_eq!((code, ns["status"]["phase"].as_str()), (200, Some("Terminating")), "{ns}");
+    assert_eq!(raw.get("/api/v1/namespaces/tmp/configmaps/c").await.0, 200);
+}

@@ -22,13 +22,17 @@ pub const CREATE_CONCURRENCY: usize = 16;
 /// Where the server's process writes its kubeconfig (not `ZUNDOKO_BENCH_KUBECONFIG`, which
 /// names a real API server for the scale benchmark to run against instead).
 const KUBECONFIG: &str = "ZUNDOKO_BENCH_SERVER_KUBECONFIG";
+/// Set: the server runs as kube-apiserver alone, without kube-controller-manager's controllers
+/// (`ServerConfig::controller_manager`), as `make bench-real` may meet one.
+const NO_CONTROLLER_MANAGER: &str = "ZUNDOKO_BENCH_SERVER_NO_CONTROLLER_MANAGER";
 
 /// The server's side: started, writing its kubeconfig where the benchmark said, its address
 /// printed on stdout for the benchmark to read. Serve until [`until_stdin_closes`].
 pub async fn serve() -> ApiServer {
     let kubeconfig = PathBuf::from(std::env::var(KUBECONFIG).expect(KUBECONFIG));
     // Watch resume needs the events since the last bookmark (10 s): ~3 writes a word.
-    let config = ServerConfig { history_size: 100_000, kubeconfig_out: Some(kubeconfig), ..ServerConfig::default() };
+    let controller_manager = std::env::var_os(NO_CONTROLLER_MANAGER).is_none();
+    let config = ServerConfig { history_size: 100_000, kubeconfig_out: Some(kubeconfig), controller_manager, ..ServerConfig::default() };
     let server = ApiServer::start(config).await.expect("the local API server starts");
     println!("{}", server.url());
     server
