@@ -82,6 +82,16 @@ impl Tally {
         self.facts.managed_fields_bytes += f.managed_fields_bytes;
         self.facts.watchers += f.watchers;
     }
+
+    /// This and `other` together.
+    pub fn merge(&mut self, other: &Tally) {
+        self.answered += other.answered;
+        self.duration += other.duration;
+        self.facts.object_bytes += other.facts.object_bytes;
+        self.facts.body_bytes += other.facts.body_bytes;
+        self.facts.managed_fields_bytes += other.facts.managed_fields_bytes;
+        self.facts.watchers += other.facts.watchers;
+    }
 }
 
 /// What the model needs to know of one request, once it was handled.

@@ -341,7 +341,7 @@ impl Faults {
             _ => ApiError::new(
                 403,
                 "Forbidden",
-                format!("forbidden: User \"system:anonymous\" cannot {verb} path \"{path}\""),
+                format!("forbidden: User \"system:anonymous\" cannot {verb} path {}", crate::goquote::Quoted(path)),
                 Some(serde_json::json!({})),
             ),
         })

@@ -46,7 +46,9 @@ impl fmt::Display for Quoted<'_> {
 /// controls, format characters, private use, unassigned code points or other spaces.
 /// Rust's own table draws the same line (core's printable.py leaves out Cc, Cf, Cs, Co, Cn,
 /// Zl, Zp and Zs but the space); `str::escape_debug` consults it, and escapes a combining
-/// mark only at the start of a string, so a mark after `a` is printed as Go prints it.
+/// mark only at the start of a string, so a mark after `a` is printed as Go prints it. The
+/// tables' Unicode versions differ (Rust's newer than the Go kube-apiserver is built with):
+/// a code point assigned since (U+31EF, Garay) is printed here where Go escapes it.
 fn is_print(c: char) -> bool {
     if c.is_ascii() {
         return (' '..'\x7f').contains(&c);

@@ -71,8 +71,9 @@ pub struct Inner {
     pub log: Mutex<Vec<RequestRecord>>,
     /// Requests so far by (verb, resource, subresource): unlike the log, never cut.
     pub counts: Mutex<HashMap<(String, String, String), u64>>,
-    /// How many were answered, their durations and facts, by the same key (watches excluded).
-    pub durations: Mutex<HashMap<(String, String, String), cost::Tally>>,
+    /// How many were answered, their durations and facts, by API group and the same key
+    /// (watches excluded): `/metrics` labels its series by group as kube-apiserver does.
+    pub durations: Mutex<HashMap<(String, String, String, String), cost::Tally>>,
     pub cost: Cost,
     pub connections: Connections,
     pub addr: SocketAddr,
@@ -208,10 +209,20 @@ fn wants_table(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| first.contains("as=Table")) || accept.split(',').all(|a| a.contains("as=Table"))
 }
 
+/// Whether every `%` of `path` is followed by two hex digits, as Go's URL unescaping asks.
+fn escapes_are_whole(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    bytes.iter().enumerate().filter(|(_, b)| **b == b'%').all(|(i, _)| bytes.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)))
+}
+
 async fn handle(inner: Arc<Inner>, conn: Arc<Conn>, req: Request<Incoming>) -> Response<Body> {
     let at = SystemTime::now();
     let method = req.method().clone();
-    // Go's server hands kube-apiserver the path unescaped (URL.Path): `%41` is `A` in a name.
+    // Go's server hands kube-apiserver the path unescaped (URL.Path): `%41` is `A` in a name;
+    // a `%` without two hex digits fails url.ParseRequestURI, which net/http answers itself.
+    if !escapes_are_whole(req.uri().path()) {
+        return Response::builder().status(400).header("Content-Type", "text/plain; charset=utf-8").header("Connection", "close").body(full("400 Bad Request")).unwrap();
+    }
     let path = percent_encoding::percent_decode_str(req.uri().path()).decode_utf8_lossy().into_owned();
     let query = parse_query(req.uri().query());
     let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
@@ -329,7 +340,7 @@ fn push_log(inner: &Inner, r: RequestRecord) {
         let key = (r.verb.clone(), r.resource.clone(), r.subresource.clone());
         if !r.duration.is_zero() {
             let mut durations = inner.durations.lock().unwrap_or_else(|e| e.into_inner());
-            durations.entry(key.clone()).or_default().add(r.duration, &r.facts);
+            durations.entry((r.api_group.clone(), key.0.clone(), key.1.clone(), key.2.clone())).or_default().add(r.duration, &r.facts);
         }
         *counts.entry(key).or_default() += 1;
     }
@@ -458,6 +469,8 @@ fn resource_request(inner: &Arc<Inner>, rr: ResourceReq, q: &HashMap<String, Str
         ok(r)
     };
     Ok(match rr.verb {
+        // A review has a create route only: none by name, nor across namespaces for the local one.
+        _ if review && (rr.name.is_some() || (def.namespaced && rr.namespace.is_none())) => return Err(ApiError::no_route()),
         "create" if review => ok(ops::review(store, &target, parse_body(body, content_type)?, user, &write_opts(q, user_agent, user)?)?),
         _ if review => return Err(ApiError::method_not_allowed()),
         "get" => {

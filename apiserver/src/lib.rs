@@ -116,7 +116,7 @@ impl ApiServer {
             }
             // Only with RBAC: the default mode's objects and revisions stay as they were.
             if config.authorization == AuthorizationMode::Rbac {
-                rbac_bootstrap::bootstrap(&mut st);
+                rbac_bootstrap::bootstrap(&mut st, config.controller_manager);
             }
         }
         if let Some(p) = &config.kubeconfig_out {
@@ -179,9 +179,11 @@ impl ApiServer {
     /// answered left out.
     pub fn request_durations(&self) -> Vec<((String, String, String), cost::Tally)> {
         let durations = self.inner.durations.lock().unwrap_or_else(|e| e.into_inner());
-        let mut all: Vec<_> = durations.iter().map(|(k, t)| (k.clone(), *t)).collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
+        let mut by_key: std::collections::BTreeMap<(String, String, String), cost::Tally> = Default::default();
+        for ((_group, verb, resource, subresource), tally) in durations.iter() {
+            by_key.entry((verb.clone(), resource.clone(), subresource.clone())).or_default().merge(tally);
+        }
+        by_key.into_iter().collect()
     }
 
     /// The TCP connections accepted so far: in all (with or without a request), and by

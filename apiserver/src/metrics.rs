@@ -27,7 +27,7 @@ fn escaped(value: &str) -> String {
 }
 
 /// The text `/metrics` answers, from the durations tallied so far.
-pub(crate) fn text(durations: &HashMap<(String, String, String), Tally>) -> String {
+pub(crate) fn text(durations: &HashMap<(String, String, String, String), Tally>) -> String {
     let mut out = String::from(
         "# HELP apiserver_request_duration_seconds Response latency distribution in seconds for each verb, resource and subresource.\n\
          # TYPE apiserver_request_duration_seconds histogram\n",
@@ -35,10 +35,11 @@ pub(crate) fn text(durations: &HashMap<(String, String, String), Tally>) -> Stri
     let mut keys: Vec<_> = durations.keys().collect();
     keys.sort();
     for key in keys {
-        let (verb, resource, subresource) = key;
+        let (group, verb, resource, subresource) = key;
         let tally = &durations[key];
         let labels = format!(
-            "component=\"apiserver\",resource=\"{}\",subresource=\"{}\",verb=\"{}\"",
+            "component=\"apiserver\",group=\"{}\",resource=\"{}\",subresource=\"{}\",verb=\"{}\"",
+            escaped(group),
             escaped(resource),
             escaped(subresource),
             escaped(&reported_verb(verb))

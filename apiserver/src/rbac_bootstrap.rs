@@ -100,7 +100,7 @@ fn cluster_roles() -> Vec<Value> {
 }
 
 /// Stores the bootstrap roles and bindings, aggregated.
-pub fn bootstrap(st: &mut State) {
+pub fn bootstrap(st: &mut State, controller_manager: bool) {
     let now = crate::util::now_rfc3339();
     let stamp = |mut o: Value| {
         o["metadata"]["uid"] = crate::util::new_uid().into();
@@ -119,8 +119,12 @@ pub fn bootstrap(st: &mut State) {
     for b in bindings {
         st.put(&GroupResource::new(GROUP, "clusterrolebindings"), stamp(b));
     }
-    // view into edit, edit into admin: a pass or two.
+    // view into edit, edit into admin: a pass or two, kube-controller-manager's (without it the
+    // aggregated roles stay as bootstrapped, with no rules, as on kube-apiserver alone).
     for _ in 0..10 {
+        if !controller_manager {
+            break;
+        }
         if !aggregate(st) {
             break;
         }

@@ -87,9 +87,9 @@ pub fn review(store: &Store, t: &Target, mut obj: Value, user: Option<&UserInfo>
     let mut unknown = vec![];
     let mut obj = decode_object(&obj, fields, &mut unknown);
     let warnings = unknown_handling(t, opts, &unknown)?;
-    if t.def.namespaced {
-        check_namespace(t, &mut obj)?;
-    }
+    // As kube's create handler, for every resource: a namespaced one takes the request's
+    // namespace, a cluster-scoped one's body namespace is cleared (then validated as empty).
+    check_namespace(t, &mut obj)?;
     let body = if t.def.kind == "SelfSubjectRulesReview" {
         rules_review(store, t, &obj, user)?
     } else {

@@ -99,9 +99,19 @@ async fn a_self_review_is_the_requests_object_with_the_rbac_authorizers_decision
     let message = body["message"].as_str().unwrap();
     assert!(message.starts_with(".authorization.k8s.io \"\" is invalid: [spec.nonResourceAttributes: Invalid value: authorization.NonResourceAttributes{Path:\"/x\", Verb:\"get\"}: cannot be specified in combination with resourceAttributes, metadata: Invalid value: "), "{message}");
     assert!(message.ends_with(": must be empty]"), "{message}");
-    // Create only.
+    // A namespace in a cluster-scoped review's body is cleared, as kube's create handler does,
+    // not refused as metadata that must be empty.
+    let namespaced = json!({"spec": {"resourceAttributes": {"verb": "get", "resource": "secrets"}}, "metadata": {"namespace": "team-a"}});
+    let (code, body, _) = post(&s, &path, Some(ALICE), &namespaced).await;
+    assert_eq!(code, 201, "{body}");
+    // Create only: other verbs are not allowed; by name, or a local review across namespaces,
+    // there is no route.
     let r = reqwest::get(format!("{}{GROUP}/selfsubjectaccessreviews", s.url())).await.unwrap();
     assert_eq!(r.status(), 405);
+    for path in ["selfsubjectaccessreviews/x", "localsubjectaccessreviews"] {
+        let r = reqwest::get(format!("{}{GROUP}/{path}", s.url())).await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+    }
 }
 
 #[tokio::test]

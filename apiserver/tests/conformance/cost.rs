@@ -111,7 +111,8 @@ fn the_calibrated_model_prices_a_word_as_the_real_server_took_it() {
 
 /// `/metrics` says what kube-apiserver's says of the same requests, as `make bench-real` reads
 /// it of a real server: apiserver_request_duration_seconds' count and sum per reported verb
-/// (POST, PATCH...), resource and subresource, the tallies' own; a watch is not in it.
+/// (POST, PATCH...), API group, resource and subresource, the tallies' own; a watch is not in
+/// it. An events.k8s.io Event is counted under its group, apart from core's.
 #[tokio::test]
 async fn metrics_say_each_request_kinds_count_and_seconds_as_kube_apiserver_does() {
     let s = server().await;
@@ -122,6 +123,10 @@ async fn metrics_say_each_request_kinds_count_and_seconds_as_kube_apiserver_does
     }
     let patch = serde_json::json!({"data": {"k": "v"}});
     api.patch("one", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client(&s), "default");
+    let event = serde_json::json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "zundoko.example/test",
+        "reportingInstance": "test", "action": "Test", "reason": "Tested", "type": "Normal", "regarding": {"kind": "ConfigMap", "namespace": "default", "name": "one"}});
+    events.create(&PostParams::default(), &serde_json::from_value(event).unwrap()).await.unwrap();
     let _watch = api.watch(&WatchParams::default(), "0").await.unwrap().boxed();
     let response = reqwest::get(format!("{}/metrics", s.url())).await.unwrap();
     assert_eq!(response.status(), 200);
@@ -129,7 +134,7 @@ async fn metrics_say_each_request_kinds_count_and_seconds_as_kube_apiserver_does
     let text = response.text().await.unwrap();
     let tallied = |verb: &str| s.request_durations().into_iter().find(|(k, _)| k == &(verb.to_string(), "configmaps".to_string(), String::new())).unwrap().1;
     for (verb, reported, answered) in [("create", "POST", 2), ("patch", "PATCH", 1)] {
-        let labels = format!("component=\"apiserver\",resource=\"configmaps\",subresource=\"\",verb=\"{reported}\"");
+        let labels = format!("component=\"apiserver\",group=\"\",resource=\"configmaps\",subresource=\"\",verb=\"{reported}\"");
         let value = |series: &str| -> f64 {
             let prefix = format!("apiserver_request_duration_seconds_{series}{{{labels}}} ");
             let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}in\n{text}"));
@@ -140,4 +145,6 @@ async fn metrics_say_each_request_kinds_count_and_seconds_as_kube_apiserver_does
         assert!(text.contains(&format!("apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {answered}\n")), "{text}");
     }
     assert!(!text.contains("verb=\"WATCH\""), "a watch is a stream, not in the histogram:\n{text}");
+    let events = "apiserver_request_duration_seconds_count{component=\"apiserver\",group=\"events.k8s.io\",resource=\"events\",subresource=\"\",verb=\"POST\"} 1\n";
+    assert!(text.contains(events), "{text}");
 }

@@ -61,6 +61,12 @@ async fn already_exists_not_found_and_missing_namespace() {
     let (code, st) = raw.get(&format!("{WIDGETS}/%1B%C3%A9%E2%80%8B")).await;
     assert_eq!(code, 404);
     assert_eq!(st["message"], "widgets.test.zundoko.example \"\\x1b\u{e9}\\u200b\" not found");
+    // A `%` without two hex digits is refused by Go's server before kube-apiserver sees it.
+    for bad in ["%zz", "a%4", "%"] {
+        let r = reqwest::get(format!("{}{WIDGETS}/{bad}", s.url())).await.unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(r.text().await.unwrap(), "400 Bad Request");
+    }
     let (code, st) = raw.post("/apis/test.zundoko.example/v1/namespaces/ghost/widgets", &widget("a", 3)).await;
     assert_eq!(code, 404);
     assert_eq!(st["message"], "namespaces \"ghost\" not found");

@@ -206,7 +206,7 @@ async fn without_kube_controller_manager_only_a_crds_instances_are_cleaned_up() 
     assert_eq!(raw.delete("/api/v1/namespaces/default/configmaps/owner", None).await.0, 200);
     assert_eq!(raw.delete("/api/v1/namespaces/tmp", None).await.0, 200);
     assert_eq!(raw.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.zundoko.example", None).await.0, 200);
-    assert!(eventually(Duration::from_secs(2), || async {
+    assert!(eventually(Duration::from_secs(10), || async {
         raw.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.zundoko.example").await.0 == 404
     })
     .await);

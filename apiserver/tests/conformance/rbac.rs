@@ -328,3 +328,16 @@ async fn every_write_of_a_role_granting_what_its_writer_does_not_hold_is_refused
     let no = refused(Api::<RoleBinding>::namespaced(client_as(&s, Some(ALICE), &[]), "team-a").create(&PostParams::default(), &from_json(ghost)).await);
     assert_eq!((no.code, no.message.as_str()), (404, "roles.rbac.authorization.k8s.io \"ghost\" not found"));
 }
+
+/// The bootstrap `edit` holds its rules only once kube-controller-manager's aggregation
+/// controller wrote them: on kube-apiserver alone it has its aggregationRule and no rule.
+#[tokio::test]
+async fn without_kube_controller_manager_the_aggregated_roles_hold_no_rules() {
+    for controller_manager in [true, false] {
+        let s = server_with(ServerConfig { authorization: AuthorizationMode::Rbac, controller_manager, ..Default::default() }).await;
+        let edit = Api::<ClusterRole>::all(client_as(&s, None, &[])).get("edit").await.unwrap();
+        assert!(edit.aggregation_rule.is_some(), "{edit:?}");
+        let rules = edit.rules.unwrap_or_default().len();
+        assert_eq!(rules > 0, controller_manager, "edit's rules with controller_manager={controller_manager}: {rules}");
+    }
+}

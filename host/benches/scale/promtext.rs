@@ -91,10 +91,11 @@ fn kube_verb(reported: &str) -> String {
     }
 }
 
-/// The API groups a word's writes go to: the core group (its Event) and the operator's (the
-/// child, the Hikawa's status). events.k8s.io serves a resource named `events` too, which the
-/// operator never writes and other clients of a real server do.
-const WORD_GROUPS: [&str; 2] = ["", "zundokokiyoshi.kaitoy.github.com"];
+/// The API groups a word's writes go to: events.k8s.io (its Event, as the operator and the bare
+/// client write it) and the operator's (the child, the Hikawa's status). The core group serves
+/// the same Events as `events` too, which other clients of a real server (kubelets, controllers)
+/// write and the word never does.
+const WORD_GROUPS: [&str; 2] = ["events.k8s.io", "zundokokiyoshi.kaitoy.github.com"];
 
 /// `apiserver_request_duration_seconds` of [`WORD_GROUPS`] by (verb, resource, subresource):
 /// requests and seconds in all, summed over the other labels (version, scope, component, dry run).

@@ -27,7 +27,12 @@ const FIELD_MANAGER: &str = "zundoko-deploy";
 /// manager's namespace controller runs, and never where it does not).
 const CRD_ESTABLISHED: Duration = Duration::from_secs(60);
 const OBJECTS_GONE: Duration = Duration::from_secs(300);
-const NAMESPACE_GONE: Duration = Duration::from_secs(60);
+/// Seconds a deleted namespace is waited for (default 60).
+pub(crate) const NAMESPACE_WAIT: &str = "ZUNDOKO_BENCH_NAMESPACE_WAIT_SECS";
+
+fn namespace_wait() -> Duration {
+    Duration::from_secs(std::env::var(NAMESPACE_WAIT).ok().and_then(|s| s.parse().ok()).unwrap_or(60))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RealError {
@@ -39,8 +44,8 @@ pub(crate) enum RealError {
     Api(String, kube::Error),
     #[error("CRD {0} is not Established after {1:?}")]
     CrdNotEstablished(String, Duration),
-    #[error("namespace {0} is still there {1:?} after it was deleted (its objects are gone; a server without kube-controller-manager's namespace controller, kube-apiserver and etcd alone, never removes it): delete it with `kubectl delete namespace {0}` once one runs")]
-    NamespaceNotGone(String, Duration),
+    #[error("namespace {0} is still there {1:?} after it was deleted ({why}): delete it with `kubectl delete namespace {0}` once it can go", why = if *.2 { "its objects are gone; kube-apiserver without kube-controller-manager never removes it, and a slow namespace controller takes longer" } else { "not all its objects could be deleted, said above" })]
+    NamespaceNotGone(String, Duration, bool),
     #[error("namespace {0}: {1} are still there {2:?} after they were deleted")]
     ObjectsNotGone(String, &'static str, Duration),
     #[error("{RUN_ID}={0}: want up to 12 lowercase letters and digits")]
@@ -213,16 +218,16 @@ impl RunNamespace {
     pub(crate) async fn delete(self, client: &Client) -> Result<(), RealError> {
         let api = Api::<Namespace>::all(client.clone());
         let name = self.name.clone();
-        let emptied = empty_namespace(client, &name).await;
-        if let Err(e) = &emptied {
+        let refused = empty_namespace(client, &name).await;
+        for e in &refused {
             eprintln!("  [{e}]");
         }
         delete_live(client).await;
         std::mem::forget(self);
-        let asked = Instant::now();
+        let (asked, wait) = (Instant::now(), namespace_wait());
         while api.get_opt(&name).await.map_err(|e| RealError::Api(format!("reading namespace {name}"), e))?.is_some() {
-            if asked.elapsed() > NAMESPACE_GONE {
-                return Err(RealError::NamespaceNotGone(name, NAMESPACE_GONE));
+            if asked.elapsed() > wait {
+                return Err(RealError::NamespaceNotGone(name, wait, refused.is_empty()));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -231,13 +236,19 @@ impl RunNamespace {
 }
 
 /// Deletes what a run makes in `namespace` (Hikawas, their children, Events, the operator's
-/// Leases) and waits until none is left.
-async fn empty_namespace(client: &Client, namespace: &str) -> Result<(), RealError> {
-    delete_kind::<Hikawa>(client, namespace, "Hikawas").await?;
-    delete_kind::<Zundoko>(client, namespace, "Zundokos").await?;
-    delete_kind::<Kiyoshi>(client, namespace, "Kiyoshis").await?;
-    delete_kind::<Event>(client, namespace, "Events").await?;
-    delete_kind::<Lease>(client, namespace, "Leases").await
+/// Leases) and waits until none is left; each kind tried, whatever the others gave: what was
+/// refused or not gone.
+async fn empty_namespace(client: &Client, namespace: &str) -> Vec<RealError> {
+    [
+        delete_kind::<Hikawa>(client, namespace, "Hikawas").await,
+        delete_kind::<Zundoko>(client, namespace, "Zundokos").await,
+        delete_kind::<Kiyoshi>(client, namespace, "Kiyoshis").await,
+        delete_kind::<Event>(client, namespace, "Events").await,
+        delete_kind::<Lease>(client, namespace, "Leases").await,
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect()
 }
 
 /// Every `K` in `namespace` deleted (one delete-collection) and waited for until none is listed.

@@ -254,9 +254,12 @@ impl<'a> Modules<'a> {
             Err(problem) => {
                 let instead = if self.registry.registry_auth.is_some() { "tried with --registry-auth instead" } else { "tried without credentials instead (no --registry-auth given)" };
                 // The API server's answer, bounded here as a module's rejection is (`get`).
-                let why = format!("registry {written}: {} ({}); {instead}", crate::text::printable(&problem.message, 512), problem.reason);
+                let why = format!("registry {}: {} ({}); {instead}", crate::text::printable(written, 512), crate::text::printable(&problem.message, 512), problem.reason);
                 problems.push(why.clone());
-                unused.push(why);
+                // Once for the report, however many of the rule set's sources name it.
+                if !unused.contains(&why) {
+                    unused.push(why);
+                }
                 None
             }
         }
