@@ -284,12 +284,14 @@ async fn a_forged_tag_record_cannot_roll_a_tag_back_while_the_registry_is_down()
     registry.stop();
     let (ok, out) = check_cached(&addr, &stable, &dir, None);
     assert!(ok && out.contains(&new), "the operator's own record serves with the registry down: {out}");
+    assert_eq!(std::fs::read(tag_file(&stable)).unwrap(), genuine, "and stays as it was");
     // Forged: the tag pointed back at the old (still cached) artifact, by a record written by
     // hand, or by another tag's genuine record copied over its name.
     for forged in [format!("{old}\n").into_bytes(), std::fs::read(tag_file(&old_ref)).unwrap()] {
         std::fs::write(tag_file(&stable), forged).unwrap();
         let (ok, out) = check_cached(&addr, &stable, &dir, None);
         assert!(!ok && out.contains("RegistryUnreachable") && !out.contains(&old), "a forged tag record must be ignored: {out}");
+        assert!(!tag_file(&stable).exists(), "and dropped by the read that refused it");
     }
     std::fs::write(tag_file(&stable), genuine).unwrap();
     assert!(check_cached(&addr, &stable, &dir, None).0);

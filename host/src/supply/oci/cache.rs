@@ -89,20 +89,25 @@ impl BlobCache {
     }
 
     /// The digest `reference`'s tag resolved to last time, if its record is the operator's own
-    /// (its MAC under the cache's key, for this tag's name, holds).
+    /// (its MAC under the cache's key, for this tag's name, holds). A record that is not (no
+    /// digest and MAC, or a MAC that does not hold) is dropped, as a blob that no longer
+    /// matches its digest is: refused once, it would be refused at every read after.
     pub fn tag(&self, reference: &ModuleRef) -> Option<String> {
         let name = Self::tag_file(reference);
-        let path = self.disk.folder(Kept::Tags).path().join(&name);
+        let tags = self.disk.folder(Kept::Tags);
         let (file, _) = self.entry(Kept::Tags, &name, MAX_TAG_RECORD)?;
         let mut record = Vec::new();
         file.take(MAX_TAG_RECORD).read_to_end(&mut record).ok()?;
-        let text = std::str::from_utf8(&record).ok()?;
-        let (digest, mac) = text.trim().split_once(' ')?;
-        let mac = hex::decode(mac).ok().filter(|m| m.len() == MAC_BYTES)?;
-        if !self.disk.verify(&Self::tag_context(reference), digest.as_bytes(), &mac) {
-            tracing::warn!(path = %path.display(), %reference, "a cached tag is not the operator's own record (its MAC does not hold); ignored");
+        let parsed = std::str::from_utf8(&record).ok().and_then(|text| text.trim().split_once(' '));
+        let verified = parsed.and_then(|(digest, mac)| {
+            let mac = hex::decode(mac).ok().filter(|m| m.len() == MAC_BYTES)?;
+            self.disk.verify(&Self::tag_context(reference), digest.as_bytes(), &mac).then_some(digest)
+        });
+        let Some(digest) = verified else {
+            tracing::warn!(path = %tags.path().join(&name).display(), %reference, "a cached tag is not the operator's own record (its MAC does not hold); dropped");
+            let _ = tags.remove(&name);
             return None;
-        }
+        };
         hex_of(digest).map(from_hex)
     }
 
@@ -240,8 +245,12 @@ mod tests {
         let other = crate::supply::digest::digest(b"an older module");
         std::fs::write(dir.join("oci/tags").join(BlobCache::tag_file(&v2)), format!("{other}\n")).unwrap();
         assert_eq!(cache.tag(&v2), None, "a tag record without the cache's MAC");
-        std::fs::copy(dir.join("oci/tags").join(BlobCache::tag_file(&r)), dir.join("oci/tags").join(BlobCache::tag_file(&v2))).unwrap();
+        let tag_path = |r: &ModuleRef| dir.join("oci/tags").join(BlobCache::tag_file(r));
+        assert!(!tag_path(&v2).exists(), "a refused record is dropped, not read again at every start");
+        std::fs::copy(tag_path(&r), tag_path(&v2)).unwrap();
         assert_eq!(cache.tag(&v2), None, "another tag's record");
+        assert!(!tag_path(&v2).exists(), "dropped too");
+        assert!(tag_path(&r).exists(), "a record read and believed stays");
         cache.put_tag(&v2, &other);
         assert_eq!(cache.tag(&v2), Some(other));
         assert_eq!(cache.signatures(&digest).map(|f| f.len()), None);
