@@ -45,13 +45,19 @@ fn a_changed_key_is_replaced_and_what_it_authenticated_dropped(name: &str, chang
     let made = std::fs::symlink_metadata(&key).unwrap();
     assert!(made.file_type().is_file(), "{name}: the key is a regular file, not a link");
     assert_eq!(made.mode() & 0o7777, 0o600, "{name}: the fresh key's mode");
-    assert_eq!((made.len(), made.nlink(), made.uid()), (32, 1, unsafe { libc::geteuid() }), "{name}: 32 bytes, one link, the operator's own");
+    assert_eq!((made.len(), made.nlink(), made.uid()), (32, 1, euid()), "{name}: 32 bytes, one link, the operator's own");
     assert_ne!(std::fs::read(&key).unwrap(), old_key, "{name}: a fresh key, not the old one kept");
     // The fresh key is believed: what is written under it serves after a restart.
     cache.put_tag(&reference, &digest);
     drop(cache);
     assert_eq!(BlobCache::open(&dir).unwrap().tag(&reference), Some(digest), "{name}: the fresh key is kept");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The UID the operator (this process) runs as.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
@@ -112,7 +118,7 @@ fn a_key_of_31_or_33_bytes_is_replaced() {
 #[test]
 fn a_key_owned_by_another_uid_is_replaced() {
     // Only root can give a file away (CI runs as root); elsewhere this one case is skipped.
-    if unsafe { libc::geteuid() } != 0 {
+    if euid() != 0 {
         eprintln!("skipped: not root, so the key cannot be given another owner");
         return;
     }
