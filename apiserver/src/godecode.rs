@@ -112,22 +112,16 @@ fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\r' | b'\n')
 }
 
-/// strconv.Quote of a byte taken as a rune, between single quotes (encoding/json quoteChar).
+/// encoding/json's quoteChar: strconv.Quote of a byte taken as a rune (goquote.rs), between
+/// single quotes, the two quotes themselves special.
 fn quote_char(c: u8) -> String {
     match c {
         b'\'' => "'\\''".into(),
         b'"' => "'\"'".into(),
-        0x07 => "'\\a'".into(),
-        0x08 => "'\\b'".into(),
-        0x0c => "'\\f'".into(),
-        b'\n' => "'\\n'".into(),
-        b'\r' => "'\\r'".into(),
-        b'\t' => "'\\t'".into(),
-        0x0b => "'\\v'".into(),
-        b'\\' => "'\\\\'".into(),
-        0x00..=0x1f | 0x7f => format!("'\\x{c:02x}'"),
-        0x80..=0xa0 | 0xad => format!("'\\u{c:04x}'"),
-        _ => format!("'{}'", c as char),
+        _ => {
+            let quoted = crate::goquote::quote(&char::from(c).to_string());
+            format!("'{}'", &quoted[1..quoted.len() - 1])
+        }
     }
 }
 
@@ -338,6 +332,26 @@ fn step(st: St, c: u8, stack: &mut Vec<Parse>) -> Result<St, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_is_quoted_as_encoding_json_quotes_it() {
+        for (c, go) in [
+            (b'a', "'a'"),
+            (b'\'', r"'\''"),
+            (b'"', "'\"'"),
+            (b'\\', r"'\\'"),
+            (0x00, r"'\x00'"),
+            (0x07, r"'\a'"),
+            (b'\n', r"'\n'"),
+            (0x7f, r"'\x7f'"),
+            (0x85, r"'\u0085'"),
+            (0xa0, r"'\u00a0'"),
+            (0xad, r"'\u00ad'"),
+            (0xe9, "'é'"),
+        ] {
+            assert_eq!(quote_char(c), go, "{c:#x}");
+        }
+    }
 
     #[test]
     fn base64_as_go_decodes_it() {
