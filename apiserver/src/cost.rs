@@ -75,12 +75,7 @@ pub struct Tally {
 
 impl Tally {
     pub fn add(&mut self, duration: Duration, f: &Facts) {
-        self.answered += 1;
-        self.duration += duration;
-        self.facts.object_bytes += f.object_bytes;
-        self.facts.body_bytes += f.body_bytes;
-        self.facts.managed_fields_bytes += f.managed_fields_bytes;
-        self.facts.watchers += f.watchers;
+        self.merge(&Tally { answered: 1, duration, facts: *f });
     }
 
     /// This and `other` together.

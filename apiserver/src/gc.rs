@@ -52,29 +52,32 @@ fn plan(st: &State, controller_manager: bool) -> Vec<Action> {
     }
     let mut dependents: HashMap<&str, Vec<(&GroupResource, &Value)>> = HashMap::new();
     let mut actions = vec![];
-    for (gr, o) in st.all().filter(|_| controller_manager) {
-        let rs = refs(o);
-        if rs.is_empty() {
-            continue;
-        }
-        let ns = meta_str(o, "namespace");
-        let mut dangling = vec![];
-        for r in &rs {
-            let uid = r["uid"].as_str().unwrap_or("");
-            dependents.entry(meta_uid_ref(o, uid)).or_default().push((gr, o));
-            let ok = uids.get(uid).is_some_and(|(ons, oname, namespaced)| {
-                Some(*oname) == r["name"].as_str() && (!namespaced || *ons == ns)
-            });
-            if !ok {
-                dangling.push(uid.to_string());
+    // The garbage collector's (kube-controller-manager's): dependents whose owners are gone.
+    if controller_manager {
+        for (gr, o) in st.all() {
+            let rs = refs(o);
+            if rs.is_empty() {
+                continue;
             }
-        }
-        if dangling.len() == rs.len() {
-            if !deleting(o) {
-                actions.push(Action::Delete(gr.clone(), obj_key(o), None));
+            let ns = meta_str(o, "namespace");
+            let mut dangling = vec![];
+            for r in &rs {
+                let uid = r["uid"].as_str().unwrap_or("");
+                dependents.entry(meta_uid_ref(o, uid)).or_default().push((gr, o));
+                let ok = uids.get(uid).is_some_and(|(ons, oname, namespaced)| {
+                    Some(*oname) == r["name"].as_str() && (!namespaced || *ons == ns)
+                });
+                if !ok {
+                    dangling.push(uid.to_string());
+                }
             }
-        } else if !dangling.is_empty() {
-            actions.push(Action::RemoveRefs(gr.clone(), obj_key(o), dangling));
+            if dangling.len() == rs.len() {
+                if !deleting(o) {
+                    actions.push(Action::Delete(gr.clone(), obj_key(o), None));
+                }
+            } else if !dangling.is_empty() {
+                actions.push(Action::RemoveRefs(gr.clone(), obj_key(o), dangling));
+            }
         }
     }
     let ns_gr = GroupResource::new("", "namespaces");

@@ -121,12 +121,11 @@ pub fn bootstrap(st: &mut State, controller_manager: bool) {
     }
     // view into edit, edit into admin: a pass or two, kube-controller-manager's (without it the
     // aggregated roles stay as bootstrapped, with no rules, as on kube-apiserver alone).
-    for _ in 0..10 {
-        if !controller_manager {
-            break;
-        }
-        if !aggregate(st) {
-            break;
+    if controller_manager {
+        for _ in 0..10 {
+            if !aggregate(st) {
+                break;
+            }
         }
     }
 }
