@@ -6,9 +6,10 @@
 //! reason, as the privileged-group and RBAC authorizers give them).
 //!
 //! - the body is decoded as the Go types do (typed.rs: unknown fields dropped, and warned of or
-//!   refused by `fieldValidation`), the field manager adds its managedFields entry, a
-//!   LocalSubjectAccessReview takes the request's namespace (the create handler's
-//!   EnsureObjectNamespaceMatchesRequestNamespace: another one is a 400);
+//!   refused by `fieldValidation`), the field manager adds its managedFields entry, and the
+//!   create handler's EnsureObjectNamespaceMatchesRequestNamespace: a LocalSubjectAccessReview
+//!   takes the request's namespace (another one in its body is a 400), a cluster-scoped
+//!   review's body namespace is cleared;
 //! - validation (pkg/apis/authorization/validation): exactly one of resourceAttributes and
 //!   nonResourceAttributes, a user or a group (SubjectAccessReview, LocalSubjectAccessReview),
 //!   empty metadata (but its namespace for a local review, and managedFields), a local review's
