@@ -56,9 +56,21 @@ pub struct Modules<'a> {
     loaded: HashMap<String, Result<Arc<RulesModule>, String>>,
 }
 
-/// What each source gave (by digest), what each could not give, and each pull secret that could
-/// not be used (which, why, and what was tried instead).
-type Fetches = (HashMap<String, Found>, Vec<String>, Vec<String>);
+/// What the rule set's sources gave and could not give.
+#[derive(Default)]
+struct Fetches {
+    /// What each source gave, by digest.
+    by_digest: HashMap<String, Found>,
+    /// What each could not give.
+    problems: Vec<String>,
+    /// Each pull secret that could not be used: which, why, and what was tried instead.
+    secrets_unused: Vec<String>,
+}
+
+/// A cluster rule set's (or the default module's) fetched bytes, ready to load.
+fn as_bytes(by_digest: HashMap<String, Fetched>) -> HashMap<String, Found> {
+    by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect()
+}
 
 /// What a source gave: bytes to load, or (a tenant's, checked as `run` checks it) the module.
 #[derive(Clone)]
@@ -122,7 +134,7 @@ impl<'a> Modules<'a> {
         if self.fetched.is_none() {
             self.fetched = Some(self.fetch_sources().await);
         }
-        let (by_digest, problems, _) = self.fetched.as_ref().expect("filled above");
+        let Fetches { by_digest, problems, .. } = self.fetched.as_ref().expect("filled above");
         if let Some(fetched) = by_digest.get(digest) {
             return Ok(fetched.clone());
         }
@@ -144,7 +156,7 @@ impl<'a> Modules<'a> {
     /// Each cluster rule set's pull secret that could not be used: which, why, and what was
     /// tried instead (none before a module was looked for in the rule set's sources).
     pub fn pull_secrets_unused(&self) -> Vec<String> {
-        self.fetched.as_ref().map(|(_, _, unused)| unused.clone()).unwrap_or_default()
+        self.fetched.as_ref().map(|f| f.secrets_unused.clone()).unwrap_or_default()
     }
 
     /// A registry client only to check a file's signature, when signatures are required.
@@ -160,17 +172,17 @@ impl<'a> Modules<'a> {
             if let Some(Ok(default)) = &self.default {
                 self.fetch_default(default, &mut by_digest, &mut problems).await;
             }
-            return (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems, unused);
+            return Fetches { by_digest: as_bytes(by_digest), problems, secrets_unused: unused };
         };
         // A tenant's rule set: through the operator's own checks (tenant.rs), never the ones below.
         if let Some(ns) = ruleset.metadata.namespace.as_deref() {
             let registry = match self.registry.settings().map_err(|e| e.to_string()).and_then(Registry::new) {
                 Ok(registry) => registry,
-                Err(error) => return (HashMap::new(), vec![format!("no registry client: {error}")], unused),
+                Err(error) => return Fetches { problems: vec![format!("no registry client: {error}")], ..Fetches::default() },
             };
             let loader = Arc::new(ModuleLoader::new(self.engine.clone(), self.plan_limits.clone()));
             let (found, problems) = tenant::modules(self.client, ns, ruleset, loader, registry).await;
-            return (found.into_iter().map(|(d, c)| (d, Found::Loaded(c.module, c.origin))).collect(), problems, unused);
+            return Fetches { by_digest: found.into_iter().map(|(d, c)| (d, Found::Loaded(c.module, c.origin))).collect(), problems, secrets_unused: unused };
         }
         // Each source with the reference its status pinned (a tag resolved then may point
         // elsewhere now), which its own keys verify as they verify the source.
@@ -215,7 +227,7 @@ impl<'a> Modules<'a> {
                 }
             }
         }
-        (by_digest.into_iter().map(|(d, f)| (d, Found::Bytes(Box::new(f)))).collect(), problems, unused)
+        Fetches { by_digest: as_bytes(by_digest), problems, secrets_unused: unused }
     }
 
     /// The default module's sources as its replica recorded them, with the operator's own
