@@ -118,11 +118,9 @@ fn played_a_role(test: &str) -> bool {
     true
 }
 
+/// A client of the server `kubeconfig` names, as the bench makes its own.
 fn client_of(runtime: &tokio::runtime::Runtime, kubeconfig: &std::path::Path) -> Client {
-    runtime.block_on(async {
-        let file = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-        Client::try_from(kube::Config::from_custom_kubeconfig(file, &Default::default()).await.unwrap()).unwrap()
-    })
+    runtime.block_on(scale::real::client_from(kubeconfig)).unwrap()
 }
 
 #[test]

@@ -93,7 +93,7 @@ mod operator;
 mod procfs;
 // Read by host/tests/bench_real.rs's test of the format too.
 pub(crate) mod promtext;
-mod real;
+pub(crate) mod real;
 mod report;
 mod run;
 mod server;
