@@ -44,11 +44,6 @@ fn fresh(dir: &Path) {
     }
 }
 
-/// A number in `0..n` from the draw, for lengths and places in files of any size.
-fn below(d: &mut Draw, n: usize) -> usize {
-    if n == 0 { 0 } else { (d.u64() % n as u64) as usize }
-}
-
 /// `valid` changed as a crash, a disk error or a hand would change it. Most changes are small,
 /// so that a reader's every check, not only its first, meets them.
 pub fn mutate(valid: &[u8], d: &mut Draw) -> Vec<u8> {
@@ -56,17 +51,17 @@ pub fn mutate(valid: &[u8], d: &mut Draw) -> Vec<u8> {
     let len = bytes.len();
     match d.byte() % 7 {
         0 if len > 0 => {
-            let at = below(d, len);
+            let at = d.place(len);
             bytes[at] ^= 1 << (d.byte() % 8);
         }
-        1 => bytes.truncate(below(d, len + 1)),
+        1 => bytes.truncate(d.place(len + 1)),
         2 => {
             let more = d.below(80) as usize;
             bytes.extend((0..more).map(|_| d.byte()));
         }
         3 if len > 0 => {
             // A stretch overwritten (a torn write), with tricky bytes now and then.
-            let at = below(d, len);
+            let at = d.place(len);
             let end = len.min(at + 1 + d.below(40) as usize);
             for byte in &mut bytes[at..end] {
                 let any = d.byte();
@@ -74,7 +69,7 @@ pub fn mutate(valid: &[u8], d: &mut Draw) -> Vec<u8> {
             }
         }
         4 => {
-            let at = below(d, len + 1);
+            let at = d.place(len + 1);
             let what = d.pick(&[b' ', b'\n', b'\r', b'\t', 0, b'a']);
             bytes.insert(at, what);
         }

@@ -95,6 +95,14 @@ impl<'a> Draw<'a> {
         if n == 0 { 0 } else { v % n }
     }
 
+    /// A place or length in `0..n` (0 when `n` is 0) drawn from 8 bytes, not [`below`]'s 2, so
+    /// that a file of any size is reached anywhere.
+    ///
+    /// [`below`]: Self::below
+    pub fn place(&mut self, n: usize) -> usize {
+        if n == 0 { 0 } else { (self.u64() % n as u64) as usize }
+    }
+
     pub fn pick<T: Clone>(&mut self, from: &[T]) -> T {
         from[self.below(from.len() as u64) as usize].clone()
     }
